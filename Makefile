@@ -1,0 +1,38 @@
+# statestore-admin: `make run` (embedded demo) and `make test` are the two commands the README promises.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: install run test test-postgres schema clean-demo
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+# The embedded demo: both databases are SQLite files in var/, whatever the environment says.
+run: export STATESTORE_DEMO = 1
+run: install
+	$(PY) manage.py migrate --noinput --verbosity 0
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/
+	$(PY) manage.py runserver $(HOST):$(PORT)
+
+# SQLite by default; STATESTORE_TEST_DB=postgres runs the same suite on PostgreSQL (127.0.0.1:5432).
+test: install
+	$(PY) -m pytest
+
+test-postgres:
+	STATESTORE_TEST_DB=postgres $(MAKE) test
+
+# Regenerate the Airflow 3.3.2 schema fixtures from a real `airflow db migrate` (needs PostgreSQL).
+schema:
+	bash scripts/make_airflow_schema.sh
+
+clean-demo:
+	rm -f var/airflow.sqlite3 var/dashboard.sqlite3 var/demo_password

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class AirflowConfig(AppConfig):
+    """Unmanaged mirrors of Airflow's tables, Airflow's configuration, and the checks on both."""
+
+    name = "statestore_admin.airflow"
+    label = "airflow"
+    verbose_name = "Airflow metadata"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

@@ -1,0 +1,96 @@
+"""Which Airflow metadata database the dashboard uses, as Django ``DATABASES`` settings.
+
+The first found of: ``AIRFLOW_DATABASE_URL``; Airflow's own ``[database] sql_alchemy_conn``
+(``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``, its ``_CMD``, then ``airflow.cfg``); else the embedded
+demo SQLite file. SQLAlchemy URLs are translated to Django settings.
+
+No Django models here: the settings module imports this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from .config import AirflowConfig, AirflowConfigError
+
+POSTGRES_DIALECTS = {"postgresql", "postgres"}
+APPLICATION_NAME = "statestore-admin"
+
+
+def sqlalchemy_url_to_django(url: str) -> dict[str, Any]:
+    """Translate a SQLAlchemy (or plain libpq-style) URL into a Django database dict.
+
+    Supported: ``postgresql[+driver]://user:password@host:port/db?libpq_option=value``
+    (``?host=/socket/dir`` included) and ``sqlite:////absolute/path`` or ``sqlite:///relative``.
+    """
+    parts = urlsplit(url.strip())
+    dialect, _, _driver = parts.scheme.lower().partition("+")
+    if dialect in POSTGRES_DIALECTS:
+        options = dict(parse_qsl(parts.query, keep_blank_values=True))
+        host = options.pop("host", None) or unquote(parts.hostname or "")
+        port = options.pop("port", None) or (str(parts.port) if parts.port else "")
+        options.setdefault("application_name", APPLICATION_NAME)
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise AirflowConfigError(f"The database URL {mask_url(url)} names no database.")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": host,
+            "PORT": port,
+            "OPTIONS": options,
+        }
+    if dialect == "sqlite":
+        if parts.netloc:
+            raise AirflowConfigError(f"A SQLite URL has no host: {url!r}. Use sqlite:////absolute/path.db.")
+        # SQLAlchemy: everything after "sqlite:///" is the path; four slashes make it absolute.
+        path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
+        if path in ("", ":memory:"):
+            raise AirflowConfigError("An in-memory SQLite database cannot be an Airflow metadata database.")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": {"timeout": 20}}
+    raise AirflowConfigError(
+        f"Unsupported Airflow database URL scheme {parts.scheme!r} in {mask_url(url)}: "
+        "statestore-admin supports PostgreSQL and SQLite."
+    )
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***``, for display."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+@dataclass(frozen=True)
+class AirflowDatabase:
+    settings: dict[str, Any]
+    source: str
+    display_url: str
+    embedded: bool = False
+
+
+def resolve_airflow_database(environ: Mapping[str, str], embedded_path: Path, demo: bool = False) -> AirflowDatabase:
+    """The Airflow database to use; ``demo`` forces the embedded file whatever Airflow's configuration says."""
+    if demo:
+        return _embedded(embedded_path)
+    url = environ.get("AIRFLOW_DATABASE_URL", "").strip()
+    if url:
+        return AirflowDatabase(sqlalchemy_url_to_django(url), "environment variable AIRFLOW_DATABASE_URL", mask_url(url))
+    conn = AirflowConfig(environ).sql_alchemy_conn
+    if conn.value:
+        return AirflowDatabase(sqlalchemy_url_to_django(conn.value), conn.source, mask_url(conn.value))
+    return _embedded(embedded_path)
+
+
+def _embedded(path: Path) -> AirflowDatabase:
+    settings = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path), "OPTIONS": {"timeout": 20}}
+    return AirflowDatabase(settings, "embedded demo database", f"sqlite:///{path}", embedded=True)

@@ -1,0 +1,306 @@
+"""A believable Airflow deployment's state, for the embedded demo, tests and benchmarks.
+
+Idempotent: everything is keyed on its natural key (DAG run ``(dag_id, run_id)``, task instance
+``(dag_id, task_id, run_id, map_index)``, asset ``(name, uri)``, state key), so a second run on the
+same day updates the same rows instead of adding new ones. Run dates are anchored on today (UTC), so
+a run on a later day adds that day's runs, as a scheduler would. Expiries are relative to now, so
+every status (expired, expiring within the hour, default retention, never) is always present.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from .config import AirflowConfig
+from .models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from .router import airflow_alias
+
+NEVER = "never"
+DEFAULT = "default"
+LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
+REF = "__airflow_state_ref__"
+
+
+@dataclass(frozen=True)
+class DemoKey:
+    task_id: str
+    key: str
+    value: object
+    expiry: str | timedelta  # NEVER, DEFAULT, or an offset from now (negative = expired)
+    map_index: int = -1
+
+
+def _ref(uri: str) -> dict:
+    return {REF: uri}
+
+
+def _manifest(files: int) -> list[dict]:
+    return [
+        {"path": f"s3://landing/events/2026/11/part-{i:05d}.parquet", "bytes": 1_048_576 + i * 37, "rows": 10_000 + i}
+        for i in range(files)
+    ]
+
+
+# (dag_id, [(day offset, run_type, state)], keys for every run, keys for the latest run only)
+DAGS = {
+    "etl_orders": {
+        "runs": [(-2, "scheduled", "success"), (-1, "scheduled", "failed"), (0, "manual", "running")],
+        "tasks": ["extract", "transform", "load", "submit_spark_job"],
+        "keys": [
+            DemoKey("extract", "watermark", "2026-11-29T00:00:00+00:00", DEFAULT),
+            DemoKey("load", "rows_loaded", 128_734, DEFAULT),
+            DemoKey("submit_spark_job", "job_id", {"job": "spark-app-20261130-0007", "cluster": "emr-prod"}, NEVER),
+            DemoKey("submit_spark_job", "attempt", 2, timedelta(minutes=25)),
+            DemoKey("transform", "tmp/partition_cursor", {"partition": "2026-11-29", "offset": 5120}, timedelta(hours=-3)),
+        ],
+    },
+    "ml_training": {
+        "runs": [(-1, "scheduled", "success"), (0, "scheduled", "running")],
+        "tasks": ["prepare", "train_fold", "evaluate"],
+        "mapped": {"train_fold": 5},
+        "keys": [
+            DemoKey("prepare", "dataset_version", "v2026.11.3", NEVER),
+            *[
+                DemoKey("train_fold", "checkpoint", {"epoch": 12 + i, "loss": round(0.4 / (i + 1), 4)}, DEFAULT, i)
+                for i in range(5)
+            ],
+            *[
+                DemoKey("train_fold", f"metrics/fold-{i}", {"auc": 0.9 + i / 100, "f1": 0.8}, timedelta(days=-1), i)
+                for i in range(0, 5, 2)
+            ],
+            DemoKey("evaluate", "best_fold", 3, timedelta(minutes=50)),
+        ],
+    },
+    "s3_ingest": {
+        "runs": [(-1, "scheduled", "success"), (0, "scheduled", "running")],
+        "tasks": ["list_files", "download", "validate"],
+        "keys": [
+            DemoKey("list_files", "manifest_cache", _manifest(250), DEFAULT),
+            DemoKey("download", "manifest", _ref("s3://airflow-state/task/s3_ingest/download/manifest"), DEFAULT),
+            DemoKey("download", "checkpoint", _ref("s3://airflow-state/task/s3_ingest/download/checkpoint"), NEVER),
+            DemoKey("validate", "errors", [], timedelta(seconds=-60)),
+        ],
+    },
+    "long_running_jobs": {
+        "runs": [(0, "manual", "running")],
+        "tasks": ["submit", "poll"],
+        "keys": [
+            DemoKey("submit", "emr:cluster/j-2AXXXXXXGAPLF", {"state": "RUNNING", "steps": 4}, NEVER),
+            DemoKey("submit", "batch job: eu-west-1", "submitted", timedelta(minutes=10)),
+            DemoKey("submit", "état/résumé 🚀", {"message": "Grüße, 世界"}, DEFAULT),
+            DemoKey("poll", LONG_KEY, True, DEFAULT),
+            DemoKey("poll", "last_poll", 3.5, timedelta(hours=-30)),
+            DemoKey("poll", "<script>alert(1)</script>", "<b>not bold</b>", DEFAULT),
+        ],
+    },
+}
+
+ASSETS = [
+    # name, uri, group, active, [(key, value, writer kind, writer (dag, run offset, task, map_index) or None)]
+    ("orders_raw", "s3://warehouse/raw/orders", "asset", True, [
+        ("watermark", "2026-11-30T00:00:00+00:00", "task", ("etl_orders", 0, "extract", -1)),
+        ("last_partition", {"date": "2026-11-29", "files": 42}, "watcher", None),
+    ]),
+    ("customers", "postgres://warehouse:5432/public/customers", "asset", True, [
+        ("cursor", {"updated_at": "2026-11-30T04:00:00Z", "id": 991_245}, "api", None),
+        ("schema_version", 7, None, None),
+    ]),
+    ("events_stream", "kafka://broker:9092/events", "streams", True, [
+        ("offsets", {f"partition-{p}": 1_000_000 + p * 17 for p in range(12)}, "watcher", None),
+        ("features/fold-0", {"rows": 10}, "task", ("ml_training", 0, "train_fold", 0)),
+    ]),
+    ("legacy_export", "file:///exports/legacy/customers.csv", "asset", False, [
+        ("last_export", "2026-10-01", "task", ("etl_orders", -2, "load", -1)),
+    ]),
+    ("ml_features", "s3://warehouse/features/v3", "ml", True, []),
+]
+
+
+def _day(offset: int) -> datetime:
+    today = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    return today + timedelta(days=offset)
+
+
+def _run_id(run_type: str, logical_date: datetime) -> str:
+    return f"{run_type}__{logical_date.isoformat()}"
+
+
+def _expires_at(expiry, now: datetime, retention_days: int) -> datetime | None:
+    if expiry == NEVER:
+        return None
+    if expiry == DEFAULT:
+        return now + timedelta(days=retention_days) if retention_days else None
+    return now + expiry
+
+
+@transaction.atomic(using=airflow_alias())
+def load_demo_data() -> dict[str, int]:
+    """Create or refresh the demo deployment. Returns what it wrote, by kind."""
+    now = timezone.now()
+    retention_days = AirflowConfig().default_retention_days
+    counts = {"dag_runs": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
+    runs_by_offset: dict[tuple[str, int], DagRun] = {}
+    for dag_id, spec in DAGS.items():
+        for offset, run_type, state in spec["runs"]:
+            logical_date = _day(offset)
+            start = logical_date + timedelta(hours=1)
+            run, _ = DagRun.objects.get_or_create(
+                dag_id=dag_id,
+                run_id=_run_id(run_type, logical_date),
+                defaults={
+                    "state": state,
+                    "run_type": run_type,
+                    "logical_date": logical_date,
+                    "run_after": logical_date,
+                    "queued_at": start,
+                    "start_date": start,
+                    "end_date": None if state == "running" else start + timedelta(minutes=42),
+                    "created_at": start,
+                    "updated_at": start,
+                },
+            )
+            runs_by_offset[(dag_id, offset)] = run
+            counts["dag_runs"] += 1
+            for task_id in spec["tasks"]:
+                for map_index in range(spec.get("mapped", {}).get(task_id, 0)) or [-1]:
+                    TaskInstance.objects.get_or_create(
+                        dag_id=dag_id,
+                        task_id=task_id,
+                        run_id=run.run_id,
+                        map_index=map_index,
+                        defaults={
+                            "id": uuid.uuid4(),
+                            "state": state,
+                            "try_number": 1,
+                            "pool": "default_pool",
+                            "pool_slots": 1,
+                            "start_date": start,
+                            "operator": "PythonOperator",
+                            "rendered_map_index": None if map_index < 0 else f"fold {map_index}",
+                        },
+                    )
+                    counts["task_instances"] += 1
+            for key in spec["keys"]:
+                TaskStateStore.objects.update_or_create(
+                    dag_run=run,
+                    task_id=key.task_id,
+                    map_index=key.map_index,
+                    key=key.key,
+                    defaults={
+                        "dag_id": dag_id,
+                        "run_id": run.run_id,
+                        "value": json.dumps(key.value),
+                        "updated_at": now,
+                        "expires_at": _expires_at(key.expiry, now, retention_days),
+                    },
+                )
+                counts["task_keys"] += 1
+
+    for name, uri, group, active, keys in ASSETS:
+        asset, _ = Asset.objects.get_or_create(
+            name=name, uri=uri, defaults={"group": group, "extra": {}, "created_at": now, "updated_at": now}
+        )
+        counts["assets"] += 1
+        if active:
+            AssetActive.objects.get_or_create(name=name, uri=uri)
+        for key, value, kind, writer in keys:
+            provenance = {
+                "last_updated_by_kind": kind,
+                "last_updated_by_dag_id": None,
+                "last_updated_by_run_id": None,
+                "last_updated_by_task_id": None,
+                "last_updated_by_map_index": None,
+            }
+            if writer:
+                dag_id, offset, task_id, map_index = writer
+                provenance.update(
+                    last_updated_by_dag_id=dag_id,
+                    last_updated_by_run_id=runs_by_offset[(dag_id, offset)].run_id,
+                    last_updated_by_task_id=task_id,
+                    last_updated_by_map_index=map_index,
+                )
+            AssetStateStore.objects.update_or_create(
+                asset=asset, key=key, defaults={"value": json.dumps(value), "updated_at": now, **provenance}
+            )
+            counts["asset_keys"] += 1
+    return counts
+
+
+SCALE_DAG = "scale_test"
+SCALE_TASKS = 10
+SCALE_KEYS_PER_RUN = 10_000
+
+_GENERATE = {
+    "postgresql": (
+        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
+        "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
+        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN %(expired)s ELSE %(live)s END "
+        "FROM generate_series(0, %(count)s - 1) AS g ON CONFLICT DO NOTHING"
+    ),
+    "sqlite": (
+        "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
+        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
+        "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
+        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN %(expired)s ELSE %(live)s END "
+        "FROM s WHERE true ON CONFLICT DO NOTHING"
+    ),
+}
+
+
+def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
+    """Add ``rows`` task keys to the ``scale_test`` DAG, set-based in SQL (no row-by-row inserts).
+
+    Keys are spread over runs of ``SCALE_KEYS_PER_RUN``; ``expired_fraction`` of them expired an hour
+    ago, the rest expire in 30 days. Idempotent: the same ``rows`` twice adds nothing. Returns the
+    number of rows inserted.
+    """
+    connection = connections[airflow_alias()]
+    ops = connection.ops
+    now = timezone.now()
+    sql = _GENERATE[connection.vendor].format(tasks=SCALE_TASKS)
+    runs = []
+    for number in range((rows + SCALE_KEYS_PER_RUN - 1) // SCALE_KEYS_PER_RUN):
+        logical_date = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=number)
+        runs.append(
+            DagRun(
+                dag_id=SCALE_DAG, run_id=_run_id("scheduled", logical_date), state="success", run_type="scheduled",
+                logical_date=logical_date, run_after=logical_date, start_date=logical_date, end_date=logical_date,
+            )
+        )
+    DagRun.objects.bulk_create(runs, ignore_conflicts=True, batch_size=500)
+    by_run_id = dict(DagRun.objects.filter(dag_id=SCALE_DAG).values_list("run_id", "id"))
+    TaskInstance.objects.bulk_create(
+        [
+            TaskInstance(
+                id=uuid.uuid4(), dag_id=SCALE_DAG, task_id=f"task_{t}", run_id=run.run_id, map_index=-1,
+                state="success", try_number=1, pool="default_pool", pool_slots=1,
+            )
+            for run in runs
+            for t in range(SCALE_TASKS)
+        ],
+        ignore_conflicts=True,
+        batch_size=1000,
+    )
+    inserted = 0
+    for number, run in enumerate(runs):
+        count = min(SCALE_KEYS_PER_RUN, rows - number * SCALE_KEYS_PER_RUN)
+        params = {
+            "run_pk": by_run_id[run.run_id],
+            "dag_id": SCALE_DAG,
+            "run_id": run.run_id,
+            "now": ops.adapt_datetimefield_value(now),
+            "expired_per_mille": round(expired_fraction * 1000),
+            "expired": ops.adapt_datetimefield_value(now - timedelta(hours=1)),
+            "live": ops.adapt_datetimefield_value(now + timedelta(days=30)),
+            "count": count,
+        }
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted += max(cursor.rowcount, 0)
+    return inserted

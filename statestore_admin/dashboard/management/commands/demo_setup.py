@@ -1,0 +1,39 @@
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+DEMO_USERNAME = "demo"
+
+
+class Command(BaseCommand):
+    requires_system_checks = []  # it creates what the Airflow database check looks for
+
+    help = (
+        "Prepare the embedded demo: Airflow's schema and demo data in var/airflow.sqlite3 and a demo "
+        "login in the embedded dashboard database. Prints the login."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="The URL to print.")
+
+    def handle(self, *args, url, **options):
+        if not (settings.AIRFLOW_DATABASE.embedded and settings.EMBEDDED_DASHBOARD_DB):
+            raise CommandError(
+                "demo_setup only prepares the embedded demo; unset DATABASE_URL, AIRFLOW_DATABASE_URL and "
+                "Airflow's [database] sql_alchemy_conn to use it."
+            )
+        call_command("create_airflow_schema", if_missing=True, stdout=self.stdout)
+        call_command("demo_data", stdout=self.stdout)
+        password_file = settings.VAR_DIR / "demo_password"
+        if not password_file.exists():
+            password_file.write_text(secrets.token_urlsafe(12))
+            password_file.chmod(0o600)
+        password = password_file.read_text().strip()
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        self.stdout.write(self.style.SUCCESS(f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"))

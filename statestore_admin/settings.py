@@ -1,0 +1,161 @@
+"""Django settings, read from the environment (django-environ). Safe by default.
+
+The dashboard has two databases:
+- ``default``: its own (users, sessions, audit), ``DATABASE_URL``; default a SQLite file in ``var/``.
+- ``airflow``: the Airflow metadata database holding the state tables, resolved by
+  ``statestore_admin.airflow.dburl.resolve_airflow_database``; default the embedded demo SQLite file.
+
+``STATESTORE_DEMO=1`` (set by ``make run``) forces both embedded databases, whatever ``DATABASE_URL``
+or Airflow's own configuration say.
+
+``SECRET_KEY`` must be set whenever ``DATABASE_URL`` is (a shared, production deployment). With the
+embedded dashboard database a random key is generated once into ``var/secret_key``.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from statestore_admin.airflow.dburl import resolve_airflow_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+VAR_DIR = Path(env.str("STATESTORE_VAR_DIR", default=str(BASE_DIR / "var")))
+DEMO = env.bool("STATESTORE_DEMO", default=False)
+EMBEDDED_DASHBOARD_DB = DEMO or "DATABASE_URL" not in os.environ
+
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+
+def _embedded_secret_key() -> str:
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not EMBEDDED_DASHBOARD_DB:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DATABASE_URL is set. Generate one with: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    SECRET_KEY = _embedded_secret_key()
+
+INSTALLED_APPS = [
+    # statestore_admin.airflow first: its `migrate` never touches the Airflow database.
+    "statestore_admin.airflow",
+    "statestore_admin.state",
+    "statestore_admin.dashboard",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "statestore_admin.urls"
+WSGI_APPLICATION = "statestore_admin.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Databases ----------------------------------------------------------------------------------
+AIRFLOW_DB_ALIAS = "airflow"
+_embedded_airflow_path = VAR_DIR / "airflow.sqlite3"
+AIRFLOW_DATABASE = resolve_airflow_database(os.environ, embedded_path=_embedded_airflow_path, demo=DEMO)
+if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DATABASES = {
+    "default": (
+        env.db_url_config(f"sqlite:///{VAR_DIR / 'dashboard.sqlite3'}")
+        if EMBEDDED_DASHBOARD_DB
+        else env.db_url("DATABASE_URL")
+    ),
+    AIRFLOW_DB_ALIAS: {
+        **AIRFLOW_DATABASE.settings,
+        "CONN_HEALTH_CHECKS": True,
+        "CONN_MAX_AGE": env.int("AIRFLOW_DATABASE_CONN_MAX_AGE", default=60),
+    },
+}
+DATABASE_ROUTERS = ["statestore_admin.airflow.router.AirflowRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Auth ---------------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# I18n ---------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = False
+USE_TZ = True
+
+# Static files (served by WhiteNoise; nothing from a CDN) -------------------------------------
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
