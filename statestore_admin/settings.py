@@ -121,6 +121,11 @@ DATABASES = {
 DATABASE_ROUTERS = ["statestore_admin.airflow.router.AirflowRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# State store ---------------------------------------------------------------------------------
+# Dotted paths of custom [state_store] backends that subclass MetastoreBackend, for hosts where they
+# cannot be imported: state_store_clean treats them as the metastore backend.
+STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", default=[])
+
 # Auth ---------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -32,6 +32,10 @@ os.environ["SECRET_KEY"] = "tests-only-not-secret"
 
 from statestore_admin.settings import *  # noqa: E402,F403
 
+if TEST_DB == "sqlite":  # files, not memory: tests that run manage.py in a subprocess share them
+    for _alias, _db in DATABASES.items():  # noqa: F405
+        _db["TEST"] = {"NAME": str(_var / f"test-{_alias}.sqlite3")}
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405

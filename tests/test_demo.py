@@ -84,6 +84,8 @@ def test_scale_data_is_bulk_and_idempotent():
     expired = scale.filter(expires_at__lt=timezone.now()).count()
     assert expired == 10_000
     assert scale.values("run_id").distinct().count() == 3
+    assert scale.values("expires_at").distinct().count() == 25_000  # spread, one second apart
+    assert scale.order_by("expires_at").first().expires_at < timezone.now() - timedelta(hours=1)
     per_task = scale.values("task_id").annotate(n=Count("id"))
     assert {row["n"] for row in per_task} == {2_500}
     call_command("demo_data", allow_any_database=True, scale=25_000, verbosity=0)

@@ -240,14 +240,17 @@ _GENERATE = {
     "postgresql": (
         "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
         "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
-        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN %(expired)s ELSE %(live)s END "
+        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s "
+        "THEN %(expired)s::timestamptz - (g + %(base)s) * interval '1 second' ELSE %(live)s::timestamptz + (g + %(base)s) * interval '1 second' END "
         "FROM generate_series(0, %(count)s - 1) AS g ON CONFLICT DO NOTHING"
     ),
     "sqlite": (
         "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
         "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
         "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
-        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN %(expired)s ELSE %(live)s END "
+        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s "
+        "THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(expired)s, '-' || (g + %(base)s) || ' seconds') "
+        "ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(live)s, '+' || (g + %(base)s) || ' seconds') END "
         "FROM s WHERE true ON CONFLICT DO NOTHING"
     ),
 }
@@ -257,7 +260,7 @@ def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
     """Add ``rows`` task keys to the ``scale_test`` DAG, set-based in SQL (no row-by-row inserts).
 
     Keys are spread over runs of ``SCALE_KEYS_PER_RUN``; ``expired_fraction`` of them expired an hour
-    ago, the rest expire in 30 days. Idempotent: the same ``rows`` twice adds nothing. Returns the
+    ago or earlier (one second apart), the rest expire in 30 days or later. Idempotent: the same ``rows`` twice adds nothing. Returns the
     number of rows inserted.
     """
     connection = connections[airflow_alias()]
@@ -299,6 +302,7 @@ def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
             "expired": ops.adapt_datetimefield_value(now - timedelta(hours=1)),
             "live": ops.adapt_datetimefield_value(now + timedelta(days=30)),
             "count": count,
+            "base": number * SCALE_KEYS_PER_RUN,
         }
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             cursor.execute(sql, params)

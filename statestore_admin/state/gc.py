@@ -1,0 +1,333 @@
+"""Garbage collection of expired task state, with Airflow 3.3.2's rules (SPEC §5).
+
+- Deletes ``task_state_store`` rows with ``expires_at < cutoff``; the cutoff is one instant taken at
+  the start of the run (or an earlier one given by the operator). ``expires_at IS NULL`` is never
+  deleted; ``asset_state_store`` is never touched.
+- Only for the metastore backend (``airflow.state.metastore.MetastoreBackend`` or a subclass).
+- Batch size 0: one ``DELETE`` statement in the database (no ids in Python). N > 0: batches of at
+  most N rows, each committed on its own.
+
+Operational behaviour beyond Airflow's (PostgreSQL): batches pick rows through the ``expires_at``
+index with ``FOR UPDATE SKIP LOCKED``, so rows a writer or another GC holds are left for the next
+run instead of waited on; every transaction has a ``lock_timeout``; a session advisory lock keeps two
+runs (from any hosts) from overlapping. A row re-written with a later expiry while GC runs is
+re-checked by PostgreSQL under its lock and survives.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import Count, Max, Min
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig
+from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+
+from .models import GcRun
+
+# pg_try_advisory_lock key: the bytes "ssadm-gc" as a big-endian int64.
+ADVISORY_LOCK_KEY = int.from_bytes(b"ssadm-gc", "big")
+
+
+class GcInterrupted(KeyboardInterrupt):
+    """Raised inside a batch when SIGINT/SIGTERM arrives; psycopg cancels the query, the batch rolls back."""
+
+
+class GcLockBusy(Exception):
+    """Another run holds the advisory lock."""
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    backend: str
+    is_metastore: bool
+    reason: str
+
+
+def backend_status(config: AirflowConfig | None = None) -> BackendStatus:
+    """Is ``[state_store] backend`` the metastore backend, whose rows GC may delete?
+
+    The default dotted path is the metastore backend. Another path counts when it is listed in the
+    ``STATESTORE_METASTORE_BACKENDS`` setting, or when both it and Airflow's ``MetastoreBackend`` can be
+    imported here and it is a subclass. Anything else is a custom backend: nothing is deleted.
+    """
+    backend = (config or AirflowConfig()).backend
+    if backend == METASTORE_BACKEND:
+        return BackendStatus(backend, True, "the default metastore backend")
+    if backend in settings.STATESTORE_METASTORE_BACKENDS:
+        return BackendStatus(backend, True, "declared a MetastoreBackend subclass in STATESTORE_METASTORE_BACKENDS")
+    try:
+        backend_class = import_string(backend)
+        metastore_class = import_string(METASTORE_BACKEND)
+    except ImportError as exc:
+        return BackendStatus(
+            backend,
+            False,
+            f"a custom backend ({backend}); it cannot be imported here to check whether it subclasses "
+            f"MetastoreBackend ({exc}). If it does, list it in STATESTORE_METASTORE_BACKENDS",
+        )
+    if isinstance(backend_class, type) and issubclass(backend_class, metastore_class):
+        return BackendStatus(backend, True, "a subclass of MetastoreBackend")
+    return BackendStatus(backend, False, f"a custom backend ({backend}), not a MetastoreBackend subclass")
+
+
+@dataclass(frozen=True)
+class GcPlan:
+    cutoff: datetime
+    dag_ids: tuple[str, ...] = ()
+    batch_size: int = 0
+    sleep: float = 0.0
+    max_batches: int | None = None
+    lock_timeout: float = 5.0
+
+
+def expired_rows(cutoff: datetime, dag_ids: tuple[str, ...] = ()):
+    rows = TaskStateStore.objects.filter(expires_at__lt=cutoff)
+    return rows.filter(dag_id__in=dag_ids) if dag_ids else rows
+
+
+@dataclass(frozen=True)
+class DryRunSummary:
+    cutoff: datetime
+    rows: int
+    dags: int
+    by_dag: list[tuple[str, int]]
+    oldest: datetime | None
+    newest: datetime | None
+    sample: list[TaskStateStore]
+
+
+def dry_run(plan: GcPlan, top: int = 10, sample: int = 5) -> DryRunSummary:
+    """What a run would delete, in a bounded number of bounded queries whatever the table size."""
+    rows = expired_rows(plan.cutoff, plan.dag_ids)
+    stats = rows.aggregate(rows=Count("id"), dags=Count("dag_id", distinct=True), oldest=Min("expires_at"),
+                           newest=Max("expires_at"))
+    by_dag = list(rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top])
+    examples = list(rows.order_by("expires_at", "id")[:sample])
+    return DryRunSummary(plan.cutoff, stats["rows"], stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
+
+
+@dataclass
+class Interrupter:
+    """Shared with a signal handler: asks the run to stop; raises only while a batch statement runs."""
+
+    signum: int | None = None
+    _in_statement: bool = False
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.signum is not None
+
+    def request(self, signum: int) -> None:
+        self.signum = signum
+        if self._in_statement:
+            raise GcInterrupted()
+
+    @contextmanager
+    def statement(self) -> Iterator[None]:
+        if self.stop_requested:
+            raise GcInterrupted()
+        self._in_statement = True
+        try:
+            yield
+        finally:
+            self._in_statement = False
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop_requested and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+
+
+@dataclass
+class GcProgress:
+    batch: int
+    rows: int
+    total_rows: int
+    elapsed: float
+
+
+@dataclass
+class GcResult:
+    plan: GcPlan
+    backend: BackendStatus
+    outcome: str
+    rows_deleted: int = 0
+    batches: int = 0
+    delete_seconds: float = 0.0
+    started_at: datetime = field(default_factory=timezone.now)
+    finished_at: datetime | None = None
+    message: str = ""
+    record: GcRun | None = None
+
+    @property
+    def duration(self) -> float:
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    def as_dict(self) -> dict:
+        return {
+            "outcome": self.outcome,
+            "rows_deleted": self.rows_deleted,
+            "batches": self.batches,
+            "cutoff": self.plan.cutoff.isoformat(),
+            "dag_ids": list(self.plan.dag_ids),
+            "batch_size": self.plan.batch_size,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "duration_seconds": round(self.duration, 3),
+            "delete_seconds": round(self.delete_seconds, 3),
+            "backend": self.backend.backend,
+            "message": self.message,
+            "run_id": self.record.pk if self.record else None,
+        }
+
+
+# The batch statements. Only this module holds GC SQL.
+def _where(dag_ids: tuple[str, ...]) -> str:
+    if not dag_ids:
+        return "expires_at < %s"
+    placeholders = ", ".join(["%s"] * len(dag_ids))
+    return f"expires_at < %s AND dag_id IN ({placeholders})"
+
+
+def _statement(vendor: str, plan: GcPlan) -> tuple[str, list]:
+    where = _where(plan.dag_ids)
+    params = [connections[airflow_alias()].ops.adapt_datetimefield_value(plan.cutoff), *plan.dag_ids]
+    if plan.batch_size == 0:
+        return f"DELETE FROM task_state_store WHERE {where}", params
+    if vendor == "postgresql":
+        # The rows are locked by the subquery, so their physical addresses (ctid) cannot change before the
+        # DELETE; deleting by ctid is a TID scan instead of one primary-key lookup per row (2x faster).
+        sql = (
+            "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store "
+            f"WHERE {where} ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED))"
+        )
+    else:
+        sql = (
+            f"DELETE FROM task_state_store WHERE id IN (SELECT id FROM task_state_store WHERE {where} "
+            "ORDER BY expires_at LIMIT %s)"
+        )
+    return sql, [*params, plan.batch_size]
+
+
+@contextmanager
+def _advisory_lock(connection) -> Iterator[None]:
+    if connection.vendor != "postgresql":
+        yield  # SQLite serialises writers itself; runs on one host only
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            cursor.execute(
+                "SELECT a.pid, host(a.client_addr), a.application_name, a.backend_start FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
+                [ADVISORY_LOCK_KEY],
+            )
+            holder = cursor.fetchone()
+            detail = (
+                f" (database session pid {holder[0]}, client {holder[1] or 'local'}, "
+                f"{holder[2] or 'no application_name'}, connected {holder[3]:%Y-%m-%d %H:%M:%S %Z})"
+                if holder
+                else ""
+            )
+            raise GcLockBusy(f"Another state_store_clean run is in progress{detail}; not starting a second one.")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
+
+
+def _run_batches(
+    plan: GcPlan,
+    result: GcResult,
+    interrupter: Interrupter,
+    on_batch: Callable[[GcProgress], None] | None,
+) -> None:
+    connection = connections[airflow_alias()]
+    sql, params = _statement(connection.vendor, plan)
+    clock = time.monotonic()
+    while True:
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(plan.lock_timeout * 1000)}ms"])
+            with interrupter.statement():
+                cursor.execute(sql, params)
+            deleted = cursor.rowcount
+        result.batches += 1
+        result.rows_deleted += deleted
+        result.delete_seconds = time.monotonic() - clock
+        if on_batch:
+            on_batch(GcProgress(result.batches, deleted, result.rows_deleted, result.delete_seconds))
+        if plan.batch_size == 0 or deleted < plan.batch_size:
+            result.outcome = GcRun.Outcome.COMPLETED
+            return
+        if plan.max_batches is not None and result.batches >= plan.max_batches:
+            result.outcome = GcRun.Outcome.PARTIAL
+            result.message = f"Stopped after --max-batches {plan.max_batches}; expired rows may remain."
+            return
+        if plan.sleep:
+            interrupter.sleep(plan.sleep)
+        if interrupter.stop_requested:
+            raise GcInterrupted()
+
+
+def run_gc(
+    plan: GcPlan,
+    interrupter: Interrupter | None = None,
+    on_batch: Callable[[GcProgress], None] | None = None,
+    config: AirflowConfig | None = None,
+) -> GcResult:
+    """Delete expired task state per ``plan``; record the run in the dashboard database.
+
+    Never raises for the outcomes an operator schedules around: the result's ``outcome`` says
+    completed, partial, skipped, locked, interrupted or failed (database errors are re-raised after
+    the record is written).
+    """
+    interrupter = interrupter or Interrupter()
+    status = backend_status(config)
+    result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)
+    result.record = GcRun.objects.create(
+        started_at=result.started_at, cutoff=plan.cutoff, dag_ids=list(plan.dag_ids), batch_size=plan.batch_size,
+        host=socket.gethostname()[:255], pid=os.getpid(),
+    )
+    try:
+        if not status.is_metastore:
+            result.outcome = GcRun.Outcome.SKIPPED
+            result.message = f"Nothing deleted: [state_store] backend is {status.reason}."
+            return result
+        try:
+            with _advisory_lock(connections[airflow_alias()]):
+                _run_batches(plan, result, interrupter, on_batch)
+        except GcLockBusy as exc:
+            result.outcome = GcRun.Outcome.LOCKED
+            result.message = str(exc)
+        except GcInterrupted:
+            result.outcome = GcRun.Outcome.INTERRUPTED
+            result.message = (
+                f"Interrupted by signal {interrupter.signum}: the batch in flight was rolled back; "
+                f"{result.batches} committed batch(es) kept. Run again to finish."
+            )
+        except Exception as exc:
+            result.outcome = GcRun.Outcome.FAILED
+            result.message = f"{type(exc).__name__}: {exc}".strip()
+            raise
+        return result
+    finally:
+        result.finished_at = timezone.now()
+        GcRun.objects.filter(pk=result.record.pk).update(
+            finished_at=result.finished_at, rows_deleted=result.rows_deleted, batches=result.batches,
+            outcome=result.outcome, message=result.message,
+        )

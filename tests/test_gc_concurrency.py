@@ -1,0 +1,246 @@
+"""GC beside other processes: signals, a second run, Airflow's writers and Airflow's own GC.
+
+These tests commit their data (transactional tests) so that other processes and connections see it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.state import gc
+
+from .conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def empty_airflow_tables():
+    """Transactional tests commit; Django does not flush the Airflow alias, so this does."""
+    yield
+    with connections["airflow"].cursor() as cursor:
+        for table in ("task_state_store", "asset_state_store", "task_instance", "dag_run", "asset_active", "asset"):
+            cursor.execute(f"DELETE FROM {table}")
+
+
+def url_of(alias):
+    db = connections[alias].settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    return f"postgresql://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def libpq_url():
+    return url_of("airflow")
+
+
+def manage_env():
+    """The environment of a scheduled run against the test databases."""
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "AIRFLOW_HOME": os.environ["AIRFLOW_HOME"],
+        "SECRET_KEY": "tests",
+        "DATABASE_URL": url_of("default").replace("postgresql://", "postgres://"),
+        "AIRFLOW_DATABASE_URL": url_of("airflow"),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def manage(*args, stdout=subprocess.PIPE):
+    """Start `manage.py state_store_clean` on the test databases, as a scheduler would."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "state_store_clean", *args],
+        cwd=ROOT, env=manage_env(), stdout=stdout, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for_line(process, prefix):
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return line
+    raise AssertionError(f"no line starting with {prefix!r}; stderr: {process.stderr.read()}")
+
+
+@pytest.fixture
+def expired_and_live(dag_run_factory, task_key_factory):
+    def make(expired, live=10):
+        run = dag_run_factory(dag_id="busy")
+        now = timezone.now()
+        TaskStateStore.objects.bulk_create(
+            [
+                TaskStateStore(dag_run=run, dag_id=run.dag_id, run_id=run.run_id, task_id="t", map_index=-1,
+                               key=f"k{i:05d}", value="1", updated_at=now,
+                               expires_at=now - timedelta(hours=1) if i < expired else now + timedelta(days=1))
+                for i in range(expired + live)
+            ]
+        )
+        return run
+
+    return make
+
+
+def expired_count():
+    return TaskStateStore.objects.filter(expires_at__lt=timezone.now()).count()
+
+
+def test_sigterm_between_batches_keeps_committed_batches_and_a_rerun_finishes(expired_and_live):
+    expired_and_live(2_000, live=25)
+    process = manage("--batch-size", "100", "--sleep", "0.3", "-v", "2")
+    wait_for_line(process, "batch 3:")
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert "Interrupted by signal 15" in err and "committed batch(es) kept" in err
+    left = expired_count()
+    assert 0 < left <= 2_000 - 300 and left % 100 == 0  # whole batches only
+    assert TaskStateStore.objects.count() - left == 25  # nothing live touched
+    rerun = manage("--batch-size", "100", "--json")
+    out, err = rerun.communicate(timeout=60)
+    assert rerun.returncode == 0, err
+    assert json.loads(out)["rows_deleted"] == left
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 25
+
+
+def test_interrupted_run_is_recorded(expired_and_live):
+    from statestore_admin.state.models import GcRun
+
+    expired_and_live(500)
+    process = manage("--batch-size", "50", "--sleep", "0.3", "-v", "2")
+    wait_for_line(process, "batch 1:")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGINT
+    record = GcRun.objects.get()
+    assert record.outcome == "interrupted" and record.rows_deleted % 50 == 0 and record.rows_deleted >= 50
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_two_runs_never_overlap(expired_and_live):
+    expired_and_live(300)
+    first = manage("--batch-size", "10", "--sleep", "0.1", "-v", "2")
+    wait_for_line(first, "batch 1:")
+    second = manage("--batch-size", "10")
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 3, (out, err)
+    assert "Another state_store_clean run is in progress" in err and "statestore-admin" in err
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 10
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_lock_held_elsewhere_gives_exit_code_3(expired_and_live):
+    expired_and_live(5)
+    with psycopg.connect(libpq_url(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [gc.ADVISORY_LOCK_KEY])
+        process = manage()
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 3
+    assert "in progress" in err
+    assert expired_count() == 5
+
+
+def run_threads(*targets):
+    """Start targets together with our GC (batch size 5) in this thread; return GC results and errors."""
+    errors = []
+    start = threading.Barrier(len(targets) + 1)
+
+    def guarded(target):
+        try:
+            with psycopg.connect(libpq_url(), autocommit=True) as conn:
+                start.wait()
+                target(conn)
+        except Exception as exc:  # reported by the assertion on errors
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5))
+    for thread in threads:
+        thread.join(timeout=60)
+    return result, errors
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_key_rewritten_during_gc_survives(expired_and_live):
+    """A writer upserts every third expired key with a later expiry while GC runs: no error, and every key
+    it wrote is there afterwards (re-checked under the row lock, or re-inserted after the delete)."""
+    run = expired_and_live(600, live=0)
+    rewritten = []
+
+    def writer(conn):
+        for i in range(0, 600, 3):
+            key = f"k{i:05d}"
+            conn.execute(
+                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, "
+                "updated_at, expires_at) VALUES (%s, 't', -1, %s, %s, %s, '2', now(), now() + interval '1 day') "
+                "ON CONFLICT (dag_run_id, task_id, map_index, key) DO UPDATE SET value = excluded.value, "
+                "updated_at = excluded.updated_at, expires_at = excluded.expires_at",
+                [run.id, key, run.dag_id, run.run_id],
+            )
+            rewritten.append(key)
+
+    result, errors = run_threads(writer)
+    assert not errors and result.outcome == "completed"
+    gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5))  # rows skipped while the writer held them
+    assert set(TaskStateStore.objects.values_list("key", flat=True)) == set(rewritten)
+    assert len(rewritten) == 200 and expired_count() == 0
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live):
+    """Airflow 3.3.2's cleanup algorithm (ids into Python, DELETE … IN, batch 7) runs beside ours."""
+    expired_and_live(700, live=20)
+    airflow_deleted = []
+
+    def airflow_gc(conn):
+        while ids := [r[0] for r in conn.execute(
+                "SELECT id FROM task_state_store WHERE expires_at < now() LIMIT 7").fetchall()]:
+            airflow_deleted.append(conn.execute("DELETE FROM task_state_store WHERE id = ANY(%s)", [ids]).rowcount)
+
+    result, errors = run_threads(airflow_gc)
+    assert not errors and result.outcome == "completed"
+    leftover = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5)).rows_deleted
+    assert result.rows_deleted + leftover + sum(airflow_deleted) == 700
+    assert result.rows_deleted > 0 and sum(airflow_deleted) > 0
+    assert TaskStateStore.objects.count() == 20
+
+
+def test_progress_bar_on_a_terminal(expired_and_live):
+    import pty
+
+    expired_and_live(250)
+    primary, secondary = pty.openpty()
+    attached = manage("--batch-size", "100", stdout=secondary)
+    os.close(secondary)
+    attached.wait(timeout=60)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    screen = b"".join(chunks).decode()
+    assert attached.returncode == 0
+    assert "\r[############" in screen and " 40% 100/250 rows, batch 1" in screen
+    assert "100% 250/250 rows, batch 3" in screen
+    assert "Deleted 250 expired task state row(s) in 3 batch(es)" in screen
