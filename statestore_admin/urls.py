@@ -1,12 +1,15 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
-from statestore_admin.dashboard import views
+from statestore_admin.dashboard import errors
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("", include("statestore_admin.dashboard.urls")),
 ]
+
+handler403 = errors.permission_denied
+handler404 = errors.not_found

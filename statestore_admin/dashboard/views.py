@@ -1,12 +1,158 @@
-from django.conf import settings
-from django.shortcuts import render
+"""The pages. Each reads through ``state.selectors`` and renders a page, or only its panel for htmx.
 
-from statestore_admin.state.selectors import store_totals
+Filters and cursors live in the query string, so every view of a list can be shared as a link.
+"""
+
+from functools import wraps
+
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+
+from statestore_admin.state import permissions, selectors
+
+PANEL = "keys-panel"
+
+
+def requires_view(*stores):
+    """403 unless the user may view every one of ``stores``."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            for store in stores:
+                permissions.require(request.user, store, "view")
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def render_page(request, template: str, context: dict, panel: str | None = None):
+    """The whole page, or only its panel template when htmx refreshes the panel."""
+    if panel and request.htmx and request.htmx.target == PANEL:
+        template = panel
+    return render(request, template, context)
+
+
+def _int(value, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
 
 
 def home(request):
-    return render(
-        request,
-        "home/index.html",
-        {"totals": store_totals(), "airflow_database": settings.AIRFLOW_DATABASE},
+    now = timezone.now()
+    can_tasks = permissions.can(request.user, permissions.TASK, "view")
+    return render(request, "overview/index.html", {
+        "overview": selectors.overview(now) if can_tasks else None,
+        "now": now,
+    })
+
+
+@requires_view(permissions.TASK, permissions.ASSET)
+def largest_values(request):
+    return render(request, "overview/_largest.html", {"largest": selectors.largest_values()})
+
+
+@requires_view(permissions.TASK)
+def dag_list(request):
+    now = timezone.now()
+    prefix = request.GET.get("prefix", "")
+    page = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix)
+    return render_page(request, "dags/list.html", {"page": page, "prefix": prefix, "now": now}, "dags/_panel.html")
+
+
+@requires_view(permissions.TASK)
+def dag_runs(request, dag_id):
+    now = timezone.now()
+    page = selectors.runs_with_state(dag_id, now, request.GET.get("cursor"))
+    return render_page(request, "dags/runs.html", {"dag_id": dag_id, "page": page, "now": now}, "dags/_runs_panel.html")
+
+
+@requires_view(permissions.TASK)
+def run_detail(request, run_pk):
+    run = selectors.get_run(run_pk)
+    groups, page = selectors.run_state(run, request.GET.get("cursor"))
+    return render_page(request, "runs/detail.html", {"run": run, "groups": groups, "page": page,
+                                                     "now": timezone.now()}, "runs/_panel.html")
+
+
+@requires_view(permissions.TASK)
+def task_instance(request, run_pk, task_id):
+    run = selectors.get_run(run_pk)
+    map_index = _int(request.GET.get("map_index"), -1)
+    context = {
+        "run": run,
+        "task_id": task_id,
+        "map_index": map_index,
+        "ti": selectors.get_task_instance(run, task_id, map_index),
+        "map_indexes": selectors.map_indexes_with_state(run, task_id),
+        "page": selectors.instance_state(run, task_id, map_index, request.GET.get("cursor")),
+        "now": timezone.now(),
+    }
+    return render_page(request, "tasks/detail.html", context, "tasks/_panel.html")
+
+
+@requires_view(permissions.TASK)
+def task_instance_lookup(request):
+    """A task instance named by (dag_id, run_id, task_id, map_index), e.g. an asset key's writer."""
+    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""))
+    url = reverse("task-instance", args=[run.pk, request.GET.get("task_id", "")])
+    return redirect(f"{url}?map_index={_int(request.GET.get('map_index'), -1)}")
+
+
+@requires_view(permissions.ASSET)
+def asset_list(request):
+    q = request.GET.get("q", "")
+    with_state = request.GET.get("with_state") == "1"
+    page = selectors.assets(request.GET.get("cursor"), q=q, with_state=with_state)
+    return render_page(request, "assets/list.html", {"page": page, "q": q, "with_state": with_state},
+                       "assets/_panel.html")
+
+
+@requires_view(permissions.ASSET)
+def asset_detail(request, asset_id):
+    asset = selectors.get_asset(asset_id)
+    page = selectors.asset_state(asset, request.GET.get("cursor"))
+    return render_page(request, "assets/detail.html", {"asset": asset, "page": page}, "assets/_keys_panel.html")
+
+
+def search(request):
+    """Across both stores; each store's results appear only to users who may view that store."""
+    now = timezone.now()
+    params = request.GET
+    query = selectors.SearchQuery(
+        key=params.get("key", ""),
+        match=params.get("match") if params.get("match") in selectors.MATCHES else "contains",
+        dag_id=params.get("dag_id", "").strip(),
+        run_id=params.get("run_id", "").strip(),
+        task_id=params.get("task_id", "").strip(),
+        status=params.get("status") if params.get("status") in selectors.STATUSES else "",
+        asset=params.get("asset", "").strip(),
     )
+    store = params.get("store") if params.get("store") in ("task", "asset") else "all"
+    searched = any([query.key, query.dag_id, query.run_id, query.task_id, query.status, query.asset])
+    task_page = asset_page = None
+    if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
+        task_page = selectors.search_task_keys(query, now, params.get("task_cursor"))
+    if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
+        asset_page = selectors.search_asset_keys(query, params.get("asset_cursor"))
+    return render_page(request, "search/index.html", {
+        "query": query, "store": store, "searched": searched, "task_page": task_page, "asset_page": asset_page,
+        "statuses": selectors.STATUSES, "matches": selectors.MATCHES, "now": now,
+    }, "search/_panel.html")
+
+
+@requires_view(permissions.TASK)
+def task_key(request, key_id):
+    key = selectors.get_task_key(key_id)
+    return render(request, "keys/task.html", {"key": key, "now": timezone.now()})
+
+
+@requires_view(permissions.ASSET)
+def asset_key(request, asset_id):
+    key = selectors.get_asset_key(asset_id, request.GET.get("key", ""))
+    return render(request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key)})

@@ -1,15 +1,406 @@
-"""Reads of the state store. Views, the API and commands call these; they hold no SQL of their own."""
+"""Reads of the state store. Views, the API and commands call these; they hold no SQL of their own.
 
-from dataclasses import dataclass
+Every list is keyset-paginated (``pagination.paginate``) and runs a fixed number of queries whatever
+the number of rows; none runs an exact ``COUNT(*)`` over a whole state table.
+"""
 
-from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connections
+from django.db.models import BooleanField, Case, Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Length, Substr
+from django.http import Http404
+from django.utils import timezone
+
+from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ConfigValue
+from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+
+from .models import GcRun
+from .pagination import Page, decode_cursor, encode_cursor, paginate
+
+EXPIRING_WINDOW = timedelta(hours=24)
+ESTIMATE_ABOVE = 100_000  # rows; above this the overview shows PostgreSQL's estimate
+
+# Key status --------------------------------------------------------------------------------------
+EXPIRED, EXPIRING, NEVER, LIVE = "expired", "expiring", "never", "live"
+STATUSES = {
+    EXPIRED: "expired, awaiting GC",
+    EXPIRING: "expiring within 24 h",
+    NEVER: "never expires",
+    LIVE: "not expired",
+}
 
 
+def status_of(expires_at: datetime | None, now: datetime) -> str:
+    if expires_at is None:
+        return NEVER
+    if expires_at < now:
+        return EXPIRED
+    if expires_at < now + EXPIRING_WINDOW:
+        return EXPIRING
+    return LIVE
+
+
+def status_filter(status: str, now: datetime) -> Q:
+    return {
+        EXPIRED: Q(expires_at__lt=now),
+        EXPIRING: Q(expires_at__gte=now, expires_at__lt=now + EXPIRING_WINDOW),
+        NEVER: Q(expires_at__isnull=True),
+        LIVE: Q(expires_at__gte=now) | Q(expires_at__isnull=True),
+    }[status]
+
+
+# Overview -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StoreTotals:
     task_keys: int
     asset_keys: int
+    task_keys_estimated: bool = False
+    asset_keys_estimated: bool = False
+
+
+def _row_count(model) -> tuple[int, bool]:
+    """Exact count for small tables; PostgreSQL's planner estimate above ``ESTIMATE_ABOVE`` rows."""
+    connection = connections[airflow_alias()]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
+            row = cursor.fetchone()
+        if row and row[0] >= ESTIMATE_ABOVE:
+            return int(row[0]), True
+    return model.objects.count(), False
 
 
 def store_totals() -> StoreTotals:
-    return StoreTotals(task_keys=TaskStateStore.objects.count(), asset_keys=AssetStateStore.objects.count())
+    task, task_estimated = _row_count(TaskStateStore)
+    asset, asset_estimated = _row_count(AssetStateStore)
+    return StoreTotals(task, asset, task_estimated, asset_estimated)
+
+
+BACKEND_MODES = {
+    "metastore": "State lives in these tables: what you see here is what tasks read.",
+    "custom": "A custom [state_store] backend keeps state elsewhere: these tables may be empty or stale, "
+    "and garbage collection deletes nothing.",
+    "worker": "A worker-side backend stores the values elsewhere: the values here are references "
+    "({\"__airflow_state_ref__\": …}) to objects this dashboard cannot read or delete.",
+}
+
+
+@dataclass
+class Overview:
+    totals: StoreTotals
+    expired: int
+    expiring: int
+    never: int
+    gc_runs: list[GcRun]
+    config: list[ConfigValue]
+    config_error: str | None
+    backend_modes: list[tuple[str, str]] = field(default_factory=list)
+    retention_days: int | None = None
+
+
+def overview(now: datetime) -> Overview:
+    keys = TaskStateStore.objects.all()
+    counts = keys.aggregate(
+        expired=Count("id", filter=status_filter(EXPIRED, now)),
+        expiring=Count("id", filter=status_filter(EXPIRING, now)),
+        never=Count("id", filter=status_filter(NEVER, now)),
+    )
+    config = AirflowConfig()
+    try:
+        values = config.state_store_values()
+        error = None
+    except Exception as exc:  # an invalid option: show it rather than fail the page
+        values, error = [], str(exc)
+    modes = []
+    by_name = {(v.option.section, v.option.key): v.value for v in values}
+    backend = by_name.get(("state_store", "backend"))
+    if backend:
+        modes.append(("metastore" if backend == METASTORE_BACKEND else "custom",
+                      BACKEND_MODES["metastore" if backend == METASTORE_BACKEND else "custom"]))
+    if by_name.get(("workers", "state_store_backend")):
+        modes.append(("worker", BACKEND_MODES["worker"]))
+    return Overview(
+        totals=store_totals(),
+        gc_runs=list(GcRun.objects.all()[:5]),
+        config=values,
+        config_error=error,
+        backend_modes=modes,
+        retention_days=by_name.get(("state_store", "default_retention_days")),
+        **counts,
+    )
+
+
+@dataclass(frozen=True)
+class LargeValue:
+    store: str
+    key: str
+    size: int
+    task_key: TaskStateStore | None = None
+    asset_key: AssetStateStore | None = None
+
+
+def largest_values(limit: int = 10) -> list[LargeValue]:
+    """The biggest values of both stores (a scan of both tables: loaded on its own, after the page)."""
+    task = TaskStateStore.objects.annotate(size=Length("value")).order_by("-size", "id")[:limit]
+    asset = (AssetStateStore.objects.select_related("asset").annotate(size=Length("value"))
+             .order_by("-size", "asset_id", "key")[:limit])
+    rows = [LargeValue("task", k.key, k.size, task_key=k) for k in task]
+    rows += [LargeValue("asset", k.key, k.size, asset_key=k) for k in asset]
+    return sorted(rows, key=lambda r: -r.size)[:limit]
+
+
+# DAGs and runs ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DagSummary:
+    dag_id: str
+    keys: int
+    runs: int
+    expired: int
+    last_updated: datetime | None
+
+
+# A loose index scan over idx_task_state_store_lookup (dag_id, …): one index probe per distinct DAG.
+_DISTINCT_DAGS = """
+WITH RECURSIVE dags(dag_id, n) AS (
+    SELECT MIN(dag_id), 1 FROM task_state_store WHERE dag_id > %s{like}
+    UNION ALL
+    SELECT (SELECT MIN(t.dag_id) FROM task_state_store t WHERE t.dag_id > dags.dag_id{like_t}), n + 1
+    FROM dags WHERE dags.dag_id IS NOT NULL AND n < %s
+)
+SELECT dag_id FROM dags WHERE dag_id IS NOT NULL
+"""
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def dags_with_state(now: datetime, cursor: str | None = None, prefix: str = "", size: int = 50) -> Page:
+    """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …): two queries."""
+    decoded = decode_cursor(cursor, 1)
+    after = decoded[0] if decoded and isinstance(decoded[0], str) else ""
+    like = " AND dag_id LIKE %s ESCAPE '\\'" if prefix else ""
+    sql = _DISTINCT_DAGS.format(like=like, like_t=like.replace("dag_id", "t.dag_id"))
+    params = [after, _like_prefix(prefix), _like_prefix(prefix), size + 1] if prefix else [after, size + 1]
+    with connections[airflow_alias()].cursor() as db:
+        db.execute(sql, params)
+        dag_ids = [row[0] for row in db.fetchall()]
+    more = len(dag_ids) > size
+    dag_ids = dag_ids[:size]
+    stats = {
+        row["dag_id"]: row
+        for row in TaskStateStore.objects.filter(dag_id__in=dag_ids).values("dag_id").annotate(
+            keys=Count("id"), runs=Count("dag_run", distinct=True),
+            expired=Count("id", filter=status_filter(EXPIRED, now)), last_updated=Max("updated_at"),
+        )
+    }
+    items = [DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
+             for d in dag_ids if d in stats]
+    return Page(items, encode_cursor([dag_ids[-1]]) if more else None, cursor)
+
+
+def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size: int = 50) -> Page:
+    """The DAG's runs that have task state, newest first, with their key counts: two queries."""
+    runs = DagRun.objects.filter(dag_id=dag_id).filter(Exists(TaskStateStore.objects.filter(dag_run=OuterRef("pk"))))
+    page = paginate(runs, ["-id"], cursor, size)
+    stats = {
+        row["dag_run"]: row
+        for row in TaskStateStore.objects.filter(dag_run__in=[r.id for r in page.items]).values("dag_run").annotate(
+            keys=Count("id"), tasks=Count("task_id", distinct=True),
+            expired=Count("id", filter=status_filter(EXPIRED, now)), last_updated=Max("updated_at"),
+        )
+    }
+    for run in page.items:
+        row = stats.get(run.id, {})
+        run.keys, run.tasks = row.get("keys", 0), row.get("tasks", 0)
+        run.expired, run.last_updated = row.get("expired", 0), row.get("last_updated")
+    return page
+
+
+def get_run(run_pk: int) -> DagRun:
+    try:
+        return DagRun.objects.get(pk=run_pk)
+    except DagRun.DoesNotExist:
+        raise Http404(f"No DAG run with id {run_pk}.") from None
+
+
+def find_run(dag_id: str, run_id: str) -> DagRun:
+    run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
+    if run is None:
+        raise Http404(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
+    return run
+
+
+@dataclass
+class InstanceBlock:
+    map_index: int
+    task_instance: TaskInstance | None
+    keys: list[TaskStateStore]
+
+
+@dataclass
+class TaskGroup:
+    task_id: str
+    instances: list[InstanceBlock]
+
+
+def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[list[TaskGroup], Page]:
+    """The run's keys grouped by task and map index, with their task instances: two queries a page."""
+    page = paginate(with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"],
+                    cursor, size)
+    tasks = {item.task_id for item in page.items}
+    instances = {
+        (ti.task_id, ti.map_index): ti
+        for ti in TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks)
+    }
+    groups: OrderedDict[str, OrderedDict[int, InstanceBlock]] = OrderedDict()
+    for item in page.items:
+        blocks = groups.setdefault(item.task_id, OrderedDict())
+        block = blocks.get(item.map_index)
+        if block is None:
+            block = blocks[item.map_index] = InstanceBlock(
+                item.map_index, instances.get((item.task_id, item.map_index)), []
+            )
+        block.keys.append(item)
+    return [TaskGroup(task_id, list(blocks.values())) for task_id, blocks in groups.items()], page
+
+
+def get_task_instance(run: DagRun, task_id: str, map_index: int) -> TaskInstance | None:
+    return TaskInstance.objects.filter(
+        dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=map_index
+    ).first()
+
+
+def instance_keys(run: DagRun, task_id: str, map_index: int | None) -> QuerySet:
+    keys = TaskStateStore.objects.filter(dag_run=run, task_id=task_id)
+    return keys if map_index is None else keys.filter(map_index=map_index)
+
+
+def instance_state(run: DagRun, task_id: str, map_index: int, cursor: str | None = None, size: int = 100) -> Page:
+    return paginate(with_previews(instance_keys(run, task_id, map_index)), ["key", "id"], cursor, size)
+
+
+def map_indexes_with_state(run: DagRun, task_id: str) -> list[int]:
+    return sorted(set(instance_keys(run, task_id, None).values_list("map_index", flat=True).distinct()))
+
+
+def get_task_key(key_id: int) -> TaskStateStore:
+    try:
+        return TaskStateStore.objects.select_related("dag_run").get(pk=key_id)
+    except TaskStateStore.DoesNotExist:
+        raise Http404(f"No task state key with id {key_id}: it may have been deleted.") from None
+
+
+# Assets -------------------------------------------------------------------------------------------
+def _active() -> Exists:
+    return Exists(AssetActive.objects.filter(name=OuterRef("name"), uri=OuterRef("uri")))
+
+
+def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50) -> Page:
+    """Assets with their number of keys and whether they are active: one query a page."""
+    key_count = (AssetStateStore.objects.filter(asset=OuterRef("pk")).order_by().values("asset")
+                 .annotate(n=Count("key")).values("n"))
+    rows = Asset.objects.annotate(active=_active(), key_count=Subquery(key_count))
+    if q:
+        rows = rows.filter(Q(name__icontains=q) | Q(uri__icontains=q) | Q(group__icontains=q))
+    if with_state:
+        rows = rows.filter(Exists(AssetStateStore.objects.filter(asset=OuterRef("pk"))))
+    return paginate(rows.defer("extra"), ["id"], cursor, size)
+
+
+def get_asset(asset_id: int) -> Asset:
+    try:
+        return Asset.objects.annotate(active=_active()).defer("extra").get(pk=asset_id)
+    except Asset.DoesNotExist:
+        raise Http404(f"No asset with id {asset_id}.") from None
+
+
+def asset_keys_for(asset: Asset, keys: list[str] | None = None) -> QuerySet:
+    """The asset's keys (all, or those named), with previews, by key."""
+    rows = with_previews(AssetStateStore.objects.filter(asset=asset)).order_by("key")
+    return rows if keys is None else rows.filter(key__in=keys)
+
+
+def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
+    return paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+
+
+def get_asset_key(asset_id: int, key: str) -> AssetStateStore:
+    try:
+        return AssetStateStore.objects.select_related("asset").get(asset_id=asset_id, key=key)
+    except AssetStateStore.DoesNotExist:
+        raise Http404(f"Asset {asset_id} has no key {key!r}: it may have been deleted.") from None
+
+
+def writer_run(key: AssetStateStore) -> DagRun | None:
+    """The DAG run of the task that last wrote an asset key, when it still exists."""
+    if key.last_updated_by_kind != "task" or not key.last_updated_by_dag_id:
+        return None
+    return DagRun.objects.filter(dag_id=key.last_updated_by_dag_id, run_id=key.last_updated_by_run_id).first()
+
+
+# Search -------------------------------------------------------------------------------------------
+MATCHES = ("contains", "prefix", "exact")
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    key: str = ""
+    match: str = "contains"
+    dag_id: str = ""
+    run_id: str = ""
+    task_id: str = ""
+    status: str = ""
+    asset: str = ""
+
+    def key_filter(self) -> Q:
+        if not self.key:
+            return Q()
+        lookup = {"contains": "icontains", "prefix": "startswith", "exact": "exact"}[self.match]
+        return Q(**{f"key__{lookup}": self.key})
+
+    @property
+    def task_only(self) -> bool:
+        return bool(self.dag_id or self.run_id or self.task_id or self.status)
+
+
+def search_task_keys(query: SearchQuery, now: datetime, cursor: str | None = None, size: int = 50) -> Page:
+    rows = TaskStateStore.objects.filter(query.key_filter())
+    for name in ("dag_id", "run_id", "task_id"):
+        if getattr(query, name):
+            rows = rows.filter(**{name: getattr(query, name)})
+    if query.status in STATUSES:
+        rows = rows.filter(status_filter(query.status, now))
+    return paginate(with_previews(rows), ["-id"], cursor, size)
+
+
+def search_asset_keys(query: SearchQuery, cursor: str | None = None, size: int = 50) -> Page:
+    if query.task_only:
+        return Page([], None, None)
+    rows = AssetStateStore.objects.filter(query.key_filter()).select_related("asset")
+    if query.asset:
+        rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
+    return paginate(with_previews(rows).defer("asset__extra"), ["asset_id", "key"], cursor, size)
+
+
+PREVIEW_CHARS = 160
+
+
+REF_PREFIX = '{"__airflow_state_ref__": '
+
+
+def with_previews(rows: QuerySet) -> QuerySet:
+    """Rows with ``preview`` (the value's first characters), ``size`` and ``is_ref`` (a worker-side
+    reference), instead of the whole value: a page never loads megabytes of values."""
+    return rows.defer("value").annotate(
+        preview=Substr("value", 1, PREVIEW_CHARS),
+        size=Length("value"),
+        is_ref=Case(When(value__startswith=REF_PREFIX, then=Value(True)), default=Value(False),
+                    output_field=BooleanField()),
+    )

@@ -1,0 +1,236 @@
+"""The actions: a GET shows a form or a confirmation (a dialog for htmx, a page without JavaScript),
+a POST calls one service. Success answers htmx with 204 and events (toast, refresh, close); bad input
+answers 422 with the form and its messages; nothing is changed then.
+"""
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods
+
+from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state.values import parse_datetime_aware
+
+from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors
+
+SAMPLE = 50  # keys listed by a confirmation; the count covers them all
+
+
+def _next_url(request, fallback: str) -> str:
+    candidate = request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
+    if candidate and url_has_allowed_host_and_scheme(candidate, {request.get_host()}, request.is_secure()):
+        return candidate
+    return fallback
+
+
+def _done(request, message: str, fallback: str):
+    """Success: a toast and a refresh of the page's panel, or a move to ``next`` when the form names one
+    (an action that deletes what the page shows)."""
+    if request.htmx and request.POST.get("next"):
+        messages.success(request, message)
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = _next_url(request, fallback)
+        return response
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Trigger"] = json.dumps(
+            {"toast": {"level": "success", "message": message}, "stateChanged": True, "closeModal": True}
+        )
+        return response
+    messages.success(request, message)
+    return redirect(_next_url(request, fallback))
+
+
+def _dialog(request, template: str, context: dict, status: int = 200):
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if next_url and not url_has_allowed_host_and_scheme(next_url, {request.get_host()}, request.is_secure()):
+        next_url = ""
+    context = {**context, "next": next_url, "dialog": template}
+    return render(request, template if request.htmx else "actions/page.html", context, status=status)
+
+
+def _confirmed_at(request):
+    text = request.POST.get("confirmed_at", "")
+    try:
+        return parse_datetime_aware(text, "confirmed_at")
+    except ValidationError:
+        raise ValidationError({NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}) \
+            from None
+
+
+# Task keys ----------------------------------------------------------------------------------------
+@require_http_methods(["GET", "POST"])
+def task_key_edit(request, key_id):
+    permissions.require(request.user, permissions.TASK, "change")
+    key = selectors.get_task_key(key_id)
+    form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.update_task_value(request.user, key.id, form.cleaned_data["value"],
+                                       form.cleaned_data.get("seen_updated_at"))
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            return _done(request, f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/")
+    return _dialog(request, "actions/_task_value.html", {"key": key, "form": form},
+                   status=422 if request.method == "POST" else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def task_key_expiry(request, key_id):
+    permissions.require(request.user, permissions.TASK, "change")
+    key = selectors.get_task_key(key_id)
+    initial = {"expiry": "never" if key.expires_at is None else "at",
+               "expires_at": key.expires_at.isoformat() if key.expires_at else "", "seen_updated_at": key.updated_at}
+    form = ExpiryForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            row = services.set_task_expiry(request.user, key.id, form.chosen_expiry(), form.cleaned_data.get("seen_updated_at"))
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            when = row.expires_at.isoformat() if row.expires_at else "never"
+            return _done(request, f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/")
+    return _dialog(request, "actions/_task_expiry.html", {"key": key, "form": form},
+                   status=422 if request.method == "POST" else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def task_key_add(request, run_pk, task_id):
+    permissions.require(request.user, permissions.TASK, "add")
+    run = selectors.get_run(run_pk)
+    form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
+    if request.method == "POST" and form.is_valid():
+        try:
+            row = services.add_task_key(request.user, run, task_id, form.cleaned_data["map_index"],
+                                        form.cleaned_data["key"], form.cleaned_data["value"], form.chosen_expiry())
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            return _done(request, f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}")
+    return _dialog(request, "actions/_task_add.html", {"run": run, "task_id": task_id, "form": form},
+                   status=422 if request.method == "POST" else 200)
+
+
+TASK_ACTIONS = {
+    "delete": ("Delete", "Deleted", services.delete_task_keys,
+               "The rows are deleted from the Airflow database. Tasks that read these keys get nothing."),
+    "expire": ("Expire", "Expired", services.expire_task_keys,
+               "expires_at is set to now: tasks can still read the keys until the next garbage collection "
+               "deletes them."),
+}
+
+
+def _task_selection(params) -> services.TaskSelection:
+    if params.get("run"):
+        run = selectors.get_run(_int_or_400(params.get("run"), "run"))
+        map_index = params.get("map_index", "-1")
+        return services.TaskSelection(run=run, task_id=params.get("task_id", ""),
+                                      map_index=None if map_index == "all" else _int_or_400(map_index, "map_index"))
+    ids = tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))
+    return services.TaskSelection(ids=ids)
+
+
+def _int_or_400(value, field):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValidationError({field: f"{value!r} is not a number."}) from None
+
+
+@require_http_methods(["GET", "POST"])
+def task_keys_action(request, action):
+    label, done, service, effect = TASK_ACTIONS[action]
+    permissions.require(request.user, permissions.TASK, "delete" if action == "delete" else "change")
+    params = request.POST if request.method == "POST" else request.GET
+    errors = []
+    try:
+        selection = _task_selection(params)
+        if request.method == "POST":
+            outcome = service(request.user, selection, _confirmed_at(request))
+            return _done(request, outcome.describe(done), "/")
+        rows = selection.queryset()
+        count = rows.count()
+        sample = list(selectors.with_previews(rows).order_by("task_id", "map_index", "key")[:SAMPLE])
+    except ValidationError as exc:
+        errors = [m for ms in exc.message_dict.values() for m in ms]
+        selection, count, sample = None, 0, []
+    context = {
+        "label": label, "effect": effect, "action": action, "errors": errors, "count": count, "sample": sample,
+        "selection": selection, "confirmed_at": timezone.now().isoformat(), "danger": action == "delete",
+        "more": count - len(sample),
+    }
+    return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
+
+
+# Asset keys ---------------------------------------------------------------------------------------
+@require_http_methods(["GET", "POST"])
+def asset_key_edit(request, asset_id):
+    permissions.require(request.user, permissions.ASSET, "change")
+    key = selectors.get_asset_key(asset_id, request.GET.get("key", request.POST.get("key", "")))
+    form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.set_asset_value(request.user, asset_id, key.key, form.cleaned_data["value"], create=False,
+                                     seen_updated_at=form.cleaned_data.get("seen_updated_at"))
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            return _done(request, f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/")
+    return _dialog(request, "actions/_asset_value.html", {"key": key, "form": form},
+                   status=422 if request.method == "POST" else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def asset_key_add(request, asset_id):
+    permissions.require(request.user, permissions.ASSET, "add")
+    asset = selectors.get_asset(asset_id)
+    form = AddAssetKeyForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            row = services.set_asset_value(request.user, asset_id, form.cleaned_data["key"],
+                                           form.cleaned_data["value"], create=True)
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            return _done(request, f"Added {row.key!r}.", f"/assets/{asset_id}/")
+    return _dialog(request, "actions/_asset_add.html", {"asset": asset, "form": form},
+                   status=422 if request.method == "POST" else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def asset_keys_delete(request, asset_id):
+    """Delete chosen keys of an asset, or clear all of its state (``all=1``)."""
+    permissions.require(request.user, permissions.ASSET, "delete")
+    asset = selectors.get_asset(asset_id)
+    params = request.POST if request.method == "POST" else request.GET
+    keys = None if params.get("all") == "1" else params.getlist("keys")
+    errors = []
+    try:
+        if request.method == "POST":
+            outcome = services.delete_asset_keys(request.user, asset_id, keys, _confirmed_at(request))
+            verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
+            return _done(request, outcome.describe(verb), f"/assets/{asset_id}/")
+        if keys == []:
+            raise ValidationError({"keys": "Select at least one key."})
+    except ValidationError as exc:
+        errors = [m for ms in exc.message_dict.values() for m in ms]
+    rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
+    context = {
+        "asset": asset, "keys": keys, "errors": errors, "count": rows.count() if rows is not None else 0,
+        "sample": list(rows[:SAMPLE]) if rows is not None else [], "confirmed_at": timezone.now().isoformat(),
+    }
+    context["more"] = context["count"] - len(context["sample"])
+    return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)
+
+
+def _pretty(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text

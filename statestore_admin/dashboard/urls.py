@@ -1,0 +1,38 @@
+from django.urls import path, register_converter
+
+from . import actions, views
+
+
+class TaskActionConverter:
+    regex = "|".join(actions.TASK_ACTIONS)
+
+    def to_python(self, value):
+        return value
+
+    def to_url(self, value):
+        return value
+
+
+register_converter(TaskActionConverter, "action")
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("overview/largest/", views.largest_values, name="largest-values"),
+    path("dags/", views.dag_list, name="dag-list"),
+    path("dags/<str:dag_id>/", views.dag_runs, name="dag-runs"),
+    path("runs/<int:run_pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:run_pk>/tasks/<str:task_id>/", views.task_instance, name="task-instance"),
+    path("task-instance/", views.task_instance_lookup, name="task-instance-lookup"),
+    path("runs/<int:run_pk>/tasks/<str:task_id>/add/", actions.task_key_add, name="task-key-add"),
+    path("assets/", views.asset_list, name="asset-list"),
+    path("assets/<int:asset_id>/", views.asset_detail, name="asset-detail"),
+    path("assets/<int:asset_id>/key/", views.asset_key, name="asset-key"),
+    path("assets/<int:asset_id>/key/edit/", actions.asset_key_edit, name="asset-key-edit"),
+    path("assets/<int:asset_id>/add/", actions.asset_key_add, name="asset-key-add"),
+    path("assets/<int:asset_id>/delete/", actions.asset_keys_delete, name="asset-keys-delete"),
+    path("search/", views.search, name="search"),
+    path("keys/task/<int:key_id>/", views.task_key, name="task-key"),
+    path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
+    path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),
+    path("keys/task/<action>/", actions.task_keys_action, name="task-keys-action"),
+]
