@@ -1,6 +1,9 @@
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.db import connections
+
+from statestore_admin.state import permissions
 
 from statestore_admin.airflow.schema import create_airflow_schema
 
@@ -43,15 +46,51 @@ def asset_key_factory():
 
 @pytest.fixture
 def user_factory(db):
-    def make(username="operator", password="pw-for-tests", **fields):
+    """Users with the given store permissions, e.g. ``perms=["task.view", "asset.delete"]``."""
+
+    def make(username="operator", password="pw-for-tests", perms=(), **fields):
         user = get_user_model().objects.create_user(username=username, password=password, **fields)
+        for perm in perms:
+            store, action = perm.split(".")
+            app_label, codename = permissions.codename(store, action).split(".")
+            user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+        user = get_user_model().objects.get(pk=user.pk)  # a fresh permission cache
         user.raw_password = password
         return user
 
     return make
 
 
+ALL_PERMS = [f"{store}.{action}" for store in ("task", "asset") for action in ("view", "add", "change", "delete")]
+VIEW_PERMS = ["task.view", "asset.view"]
+
+
+@pytest.fixture
+def operator(user_factory):
+    return user_factory("operator", perms=ALL_PERMS)
+
+
+@pytest.fixture
+def viewer(user_factory):
+    return user_factory("viewer", perms=VIEW_PERMS)
+
+
+@pytest.fixture
+def nobody(user_factory):
+    return user_factory("nobody")
+
+
 @pytest.fixture
 def postgres_only():
     if connections["airflow"].vendor != "postgresql":
         pytest.skip("PostgreSQL only: runs in the STATESTORE_TEST_DB=postgres pass")
+
+
+@pytest.fixture
+def committed_airflow_tables():
+    """For transactional tests (live server, other processes): Django flushes only the dashboard database,
+    so this empties the Airflow tables afterwards."""
+    yield
+    with connections["airflow"].cursor() as cursor:
+        for table in ("task_state_store", "asset_state_store", "task_instance", "dag_run", "asset_active", "asset"):
+            cursor.execute(f"DELETE FROM {table}")

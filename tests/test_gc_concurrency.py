@@ -26,13 +26,7 @@ pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def empty_airflow_tables():
-    """Transactional tests commit; Django does not flush the Airflow alias, so this does."""
-    yield
-    with connections["airflow"].cursor() as cursor:
-        for table in ("task_state_store", "asset_state_store", "task_instance", "dag_run", "asset_active", "asset"):
-            cursor.execute(f"DELETE FROM {table}")
+pytestmark = [pytestmark, pytest.mark.usefixtures("committed_airflow_tables")]
 
 
 def url_of(alias):

@@ -20,13 +20,12 @@ def test_login_page_is_public_and_has_csrf(client):
     assert b"csrfmiddlewaretoken" in response.content
 
 
-def test_home_shows_the_counts(client, user_factory, dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
+def test_home_shows_the_counts(client, viewer, dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
     run = dag_run_factory()
     for n in range(3):
         task_key_factory(run, key=f"k{n}")
     asset_key_factory(asset_factory(), key="<script>alert(1)</script>")
-    user = user_factory()
-    assert client.login(username=user.username, password=user.raw_password)
+    assert client.login(username=viewer.username, password=viewer.raw_password)
     response = client.get(reverse("home"))
     assert response.status_code == 200
     html = response.content.decode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -91,7 +91,7 @@ def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:
         raise ValidationError({field: "Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00."})
     if timezone.is_naive(parsed):
         raise ValidationError({field: "Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous."})
-    return parsed
+    return parsed.astimezone(UTC)
 
 
 def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") -> Expiry:
