@@ -66,10 +66,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "statestore_admin.api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "statestore_admin.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -126,6 +130,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Dotted paths of custom [state_store] backends that subclass MetastoreBackend, for hosts where they
 # cannot be imported: state_store_clean treats them as the metastore backend.
 STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", default=[])
+
+# REST API -------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "statestore_admin.api.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"
+        "rest_framework.authentication.SessionAuthentication",  # the browser; enforces CSRF
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "statestore_admin.api.errors.handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "statestore-admin API",
+    "DESCRIPTION": "Airflow 3.3's /api/v2 state-store endpoints (wire-compatible), and statestore-admin's own "
+    "search, statistics and GC dry run under /api/statestore/v1. Authenticate with `Authorization: Bearer <token>` "
+    "(`manage.py create_api_token USERNAME`, or the API tokens page).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {"securitySchemes": {"Bearer": {"type": "http", "scheme": "bearer"}}},
+    "SECURITY": [{"Bearer": []}],
+}
 
 # Auth ---------------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from . import actions, views
+from . import actions, tokens, views
 
 
 class TaskActionConverter:
@@ -31,6 +31,7 @@ urlpatterns = [
     path("assets/<int:asset_id>/add/", actions.asset_key_add, name="asset-key-add"),
     path("assets/<int:asset_id>/delete/", actions.asset_keys_delete, name="asset-keys-delete"),
     path("search/", views.search, name="search"),
+    path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("keys/task/<int:key_id>/", views.task_key, name="task-key"),
     path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),

@@ -404,3 +404,37 @@ def with_previews(rows: QuerySet) -> QuerySet:
         is_ref=Case(When(value__startswith=REF_PREFIX, then=Value(True)), default=Value(False),
                     output_field=BooleanField()),
     )
+
+
+# Airflow's REST API reads (offset pagination and total_entries over one task instance or asset) ------
+def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int):
+    """One page of a task instance's keys by key, and their number (an unknown task instance has none)."""
+    rows = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    return list(rows.order_by("key")[offset:offset + limit]), rows.count()
+
+
+def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> TaskStateStore:
+    row = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
+                                        key=key).first()
+    if row is None:
+        raise Http404(f"Task state store key {key!r} not found")
+    return row
+
+
+def require_asset(asset_id: int) -> None:
+    if not Asset.objects.filter(pk=asset_id).exists():
+        raise Http404(f"Asset with id {asset_id} not found")
+
+
+def asset_keys_page(asset_id: int, offset: int, limit: int):
+    require_asset(asset_id)
+    rows = AssetStateStore.objects.filter(asset_id=asset_id)
+    return list(rows.order_by("key")[offset:offset + limit]), rows.count()
+
+
+def asset_key_in(asset_id: int, key: str) -> AssetStateStore:
+    require_asset(asset_id)
+    row = AssetStateStore.objects.filter(asset_id=asset_id, key=key).first()
+    if row is None:
+        raise Http404(f"Asset state store key {key!r} not found")
+    return row

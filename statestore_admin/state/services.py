@@ -20,13 +20,17 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
+from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
 from . import permissions, selectors
-from .values import Expiry, clean_key, parse_value_text
+from .values import Expiry, clean_key, encode_value, parse_value_text
 
 API_WRITER = "api"
+# What Airflow's API records as the writer of an asset key: kind "api", no task.
+API_WRITER_FIELDS = {"last_updated_by_kind": API_WRITER, "last_updated_by_dag_id": None,
+                     "last_updated_by_run_id": None, "last_updated_by_task_id": None,
+                     "last_updated_by_map_index": None}
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,7 @@ def expire_task_keys(user, selection: TaskSelection, confirmed_at: datetime | No
 
 # Asset keys -----------------------------------------------------------------------------------------
 def _asset(asset_id: int) -> Asset:
-    if not Asset.objects.filter(pk=asset_id).exists():
-        raise Http404(f"Asset with id {asset_id} not found")
+    selectors.require_asset(asset_id)
     return Asset(pk=asset_id)
 
 
@@ -168,8 +171,7 @@ def set_asset_value(user, asset_id: int, key: str, value_text: str, *, create: b
     key = clean_key(key)
     value = parse_value_text(value_text)
     asset = _asset(asset_id)
-    writer = {"last_updated_by_kind": API_WRITER, "last_updated_by_dag_id": None, "last_updated_by_run_id": None,
-              "last_updated_by_task_id": None, "last_updated_by_map_index": None}
+    writer = API_WRITER_FIELDS
     now = timezone.now()
     with _atomic():
         if create:
@@ -200,3 +202,108 @@ def delete_asset_keys(user, asset_id: int, keys: list[str] | None, confirmed_at:
         rows, kept = _confirmed(rows, confirmed_at)
         deleted, _ = rows.delete()
     return Outcome(deleted, kept)
+
+
+# Airflow's REST semantics (the API face) -------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskScope:
+    """A task instance as Airflow's API addresses it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+
+
+def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
+    """The DAG run of an existing task instance, or Airflow's 404 (writes need the task instance)."""
+    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
+    if not any_map_index:
+        instances = instances.filter(map_index=scope.map_index)
+    run = DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).first()
+    if run is None or not instances.exists():
+        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
+        raise Http404(f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
+                      f"task_id={scope.task_id!r}, {addressed_by}")
+    return run
+
+
+def _scope_keys(scope: TaskScope) -> QuerySet:
+    return TaskStateStore.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id,
+                                         map_index=scope.map_index)
+
+
+def put_task_key(user, scope: TaskScope, key: str, value, expiry: Expiry) -> TaskStateStore:
+    """Create or overwrite a key (Airflow's PUT): needs ``add`` for a new key, ``change`` for an existing one."""
+    permissions.require(user, permissions.TASK, "view")
+    key = clean_key(key)
+    text = encode_value(value)
+    run = require_task_instance(scope)
+    now = timezone.now()
+    with _atomic():
+        row = _scope_keys(scope).select_for_update().filter(key=key).first()
+        permissions.require(user, permissions.TASK, "change" if row else "add")
+        if row is None:
+            try:
+                with transaction.atomic(using=airflow_alias()):
+                    return TaskStateStore.objects.create(
+                        dag_run=run, dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id,
+                        map_index=scope.map_index, key=key, value=text, updated_at=now, expires_at=expiry.resolve(now),
+                    )
+            except IntegrityError:  # written by a task meanwhile: overwrite it, as Airflow's upsert does
+                row = _scope_keys(scope).select_for_update().get(key=key)
+        row.value, row.updated_at, row.expires_at = text, now, expiry.resolve(now)
+        row.save(update_fields=["value", "updated_at", "expires_at"])
+    return row
+
+
+def patch_task_key(user, scope: TaskScope, key: str, value) -> TaskStateStore:
+    """Replace the value of an existing key and keep its expiry (Airflow's PATCH)."""
+    permissions.require(user, permissions.TASK, "change")
+    text = encode_value(value)
+    require_task_instance(scope)
+    with _atomic():
+        row = _scope_keys(scope).select_for_update().filter(key=key).first()
+        if row is None:
+            raise Http404(f"Task state store key {key!r} not found")
+        row.value, row.updated_at = text, timezone.now()
+        row.save(update_fields=["value", "updated_at"])
+    return row
+
+
+def delete_task_key(user, scope: TaskScope, key: str) -> Outcome:
+    """Delete one key; nothing to delete is not an error (Airflow's DELETE)."""
+    permissions.require(user, permissions.TASK, "delete")
+    require_task_instance(scope)
+    deleted, _ = _scope_keys(scope).filter(key=key).delete()
+    return Outcome(deleted)
+
+
+def clear_task_keys(user, scope: TaskScope, all_map_indices: bool = False) -> Outcome:
+    """Delete every key of the task instance, or of every map index of the task."""
+    permissions.require(user, permissions.TASK, "delete")
+    run = require_task_instance(scope, any_map_index=all_map_indices)
+    selection = TaskSelection(run=run, task_id=scope.task_id, map_index=None if all_map_indices else scope.map_index)
+    return delete_task_keys(user, selection)
+
+
+def put_asset_key(user, asset_id: int, key: str, value) -> AssetStateStore:
+    """Create or overwrite an asset key, recorded as written by the API (Airflow's PUT)."""
+    permissions.require(user, permissions.ASSET, "view")
+    _asset(asset_id)
+    key = clean_key(key)
+    text = encode_value(value)
+    exists = AssetStateStore.objects.filter(asset_id=asset_id, key=key).exists()
+    permissions.require(user, permissions.ASSET, "change" if exists else "add")
+    writer = API_WRITER_FIELDS
+    now = timezone.now()
+    with _atomic():
+        updated = AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
+            value=text, updated_at=now, **writer)
+        if not updated:
+            try:
+                with transaction.atomic(using=airflow_alias()):
+                    AssetStateStore.objects.create(asset_id=asset_id, key=key, value=text, updated_at=now, **writer)
+            except IntegrityError:  # created meanwhile: overwrite it
+                AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(value=text, updated_at=now, **writer)
+    return selectors.get_asset_key(asset_id, key)

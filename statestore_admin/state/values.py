@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -16,50 +15,48 @@ from statestore_admin.airflow.config import AirflowConfig
 MAX_KEY_LENGTH = 512
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not valid JSON")
+def _invalid(field: str, message: str, code: str) -> ValidationError:
+    """A field error with a code, so that each face can word it its own way (the API as Airflow does)."""
+    return ValidationError({field: ValidationError(message, code=code)})
 
 
 def clean_key(key: str, field: str = "key") -> str:
     if not isinstance(key, str) or key == "":
-        raise ValidationError({field: "A key is required."})
+        raise _invalid(field, "A key is required.", "key_required")
     if len(key) > MAX_KEY_LENGTH:
-        raise ValidationError({field: f"A key has at most {MAX_KEY_LENGTH} characters; this one has {len(key)}."})
+        raise _invalid(field, f"A key has at most {MAX_KEY_LENGTH} characters; this one has {len(key)}.",
+                       "key_too_long")
     if "\x00" in key:
-        raise ValidationError({field: "A key cannot contain the NUL character."})
+        raise _invalid(field, "A key cannot contain the NUL character.", "key_nul")
     return key
 
 
 def encode_value(value, max_bytes: int | None = None, field: str = "value") -> str:
     """The text Airflow stores for ``value`` (``json.dumps``), after Airflow's checks and ours."""
     if value is None:
-        raise ValidationError({field: "null is not a storable value."})
+        raise _invalid(field, "null is not a storable value.", "null")
     try:
         text = json.dumps(value, allow_nan=False)
     except ValueError:
-        raise ValidationError({field: "NaN and Infinity are not valid JSON values."}) from None
+        raise _invalid(field, "NaN and Infinity are not valid JSON values.", "non_finite") from None
     except TypeError as exc:
-        raise ValidationError({field: f"Not a JSON value: {exc}"}) from None
+        raise _invalid(field, f"Not a JSON value: {exc}", "not_json") from None
     limit = AirflowConfig().max_value_storage_bytes if max_bytes is None else max_bytes
     size = len(text.encode())
     if limit and size > limit:
-        raise ValidationError(
-            {field: f"The value is {size} bytes as JSON; [state_store] max_value_storage_bytes allows {limit}."}
-        )
+        error = _invalid(field, f"The value is {size} bytes as JSON; [state_store] max_value_storage_bytes allows "
+                         f"{limit}.", "too_large")
+        error.limit = limit
+        raise error
     return text
 
 
 def parse_value_text(text: str, max_bytes: int | None = None, field: str = "value") -> str:
     """Parse JSON typed by a user and return the text to store."""
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=float)
     except ValueError as exc:
-        message = str(exc)
-        if "not valid JSON" in message:
-            raise ValidationError({field: "NaN and Infinity are not valid JSON values."}) from None
-        raise ValidationError({field: f"Not valid JSON: {message}"}) from None
-    if isinstance(value, float) and not math.isfinite(value):  # 1e999
-        raise ValidationError({field: "NaN and Infinity are not valid JSON values."})
+        raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
     return encode_value(value, max_bytes, field)
 
 

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class ApiConfig(AppConfig):
+    """The REST API: Airflow's /api/v2 state-store endpoints, and our own under /api/statestore/v1."""
+
+    name = "statestore_admin.api"
+    label = "api"
+    verbose_name = "API"

@@ -1,0 +1,35 @@
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from .models import ApiToken, digest
+
+LAST_USED_EVERY = timedelta(minutes=1)  # write last_used_at at most this often
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <token>``, as Airflow's API and its Python client send it."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Invalid bearer token header.")
+        try:
+            token = header[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed("Invalid bearer token.") from None
+        record = ApiToken.objects.active().select_related("user").filter(digest=digest(token)).first()
+        if record is None or not record.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        now = timezone.now()
+        if record.last_used_at is None or now - record.last_used_at > LAST_USED_EVERY:
+            ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)
+        return record.user, record
+
+    def authenticate_header(self, request):
+        return self.keyword

@@ -1,0 +1,27 @@
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from . import airflow_v2, ours
+
+TASK = "api/v2/dags/<str:dag_id>/dagRuns/<str:dag_run_id>/taskInstances/<str:task_id>/state-store"
+ASSET = "api/v2/assets/<int:asset_id>/state-store"
+
+
+def api(view_class):
+    """DRF authenticates API calls itself (bearer token or session): no login redirect for them."""
+    return login_not_required(view_class.as_view())
+
+
+urlpatterns = [
+    path(TASK, api(airflow_v2.TaskStateStoreCollection), name="task-state-store"),
+    path(f"{TASK}/<path:key>", api(airflow_v2.TaskStateStoreItem), name="task-state-store-key"),
+    path(ASSET, api(airflow_v2.AssetStateStoreCollection), name="asset-state-store"),
+    path(f"{ASSET}/<path:key>", api(airflow_v2.AssetStateStoreItem), name="asset-state-store-key"),
+    path("api/statestore/v1/search/task-keys", api(ours.SearchTaskKeys), name="api-search-task-keys"),
+    path("api/statestore/v1/search/asset-keys", api(ours.SearchAssetKeys), name="api-search-asset-keys"),
+    path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
+    path("api/statestore/v1/gc/dry-run", api(ours.GcDryRun), name="api-gc-dry-run"),
+    path("api/schema/", api(SpectacularAPIView), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

@@ -1,0 +1,39 @@
+"""Refuse NUL characters in URLs and form fields before they reach a database.
+
+PostgreSQL cannot store or compare text containing NUL (0x00): a lookup by such a key or filter would
+end in a database error (a 500, as in Airflow). Here it is a clear 400 for pages and, for the API, a
+422 in Airflow's error format.
+"""
+
+from django.http import HttpResponseBadRequest, JsonResponse
+
+MESSAGE = "NUL characters (\\x00) are not allowed"
+
+
+def _has_nul(querydict) -> str | None:
+    for name, values in querydict.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            return name
+    return None
+
+
+class RejectNulCharactersMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        where = None
+        if "\x00" in request.path:
+            where = ["path"]
+        elif (name := _has_nul(request.GET)) is not None:
+            where = ["query", name]
+        elif request.method == "POST" and request.content_type in (
+            "application/x-www-form-urlencoded", "multipart/form-data",
+        ) and (name := _has_nul(request.POST)) is not None:
+            where = ["body", name]
+        if where is None:
+            return self.get_response(request)
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": [{"type": "value_error", "loc": where, "msg": f"Value error, {MESSAGE}",
+                                             "input": None}]}, status=422)
+        return HttpResponseBadRequest(f"{MESSAGE} in {' '.join(where)}.", content_type="text/plain; charset=utf-8")
