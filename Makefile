@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test test-postgres schema clean-demo
+.PHONY: install run test test-postgres test-compat schema clean-demo
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: install
 
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
+
+# Real Airflow 3.3.2 (in its own virtualenv) beside the dashboard, on PostgreSQL: see docs/compat.md.
+test-compat: install
+	$(PY) -m pytest -m compat tests/compat
 
 # Regenerate the Airflow 3.3.2 schema fixtures from a real `airflow db migrate` (needs PostgreSQL).
 schema:

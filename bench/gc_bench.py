@@ -6,9 +6,9 @@ machine. Whole commands are timed from process start; peak RSS comes from /usr/b
 
     .venv/bin/python bench/gc_bench.py                        # 1M expired + 1M live, writes docs/benchmarks/gc.md
     .venv/bin/python bench/gc_bench.py --expired 10000 --live 10000 --no-write
-    AIRFLOW_VENV=var/airflow-3.3.2-venv .venv/bin/python bench/gc_bench.py   # the real `airflow state-store clean`
+    bash scripts/airflow_venv.sh && .venv/bin/python bench/gc_bench.py   # with the real `airflow state-store clean`
 
-Without an Airflow virtualenv (scripts/make_airflow_schema.sh makes one), Airflow's algorithm is
+Without an Airflow virtualenv (scripts/airflow_venv.sh makes one), Airflow's algorithm is
 replayed instead: all expired ids selected into Python, then DELETE … WHERE id IN (…), per batch.
 """
 
@@ -168,7 +168,7 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="rebuild the template datasets")
     parser.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks/gc.md")
     args = parser.parse_args()
-    venv = os.environ.get("AIRFLOW_VENV") or str(ROOT / "var" / "airflow-3.3.2-venv")
+    venv = os.environ.get("AIRFLOW_VENV") or str(Path.home() / ".cache" / "statestore-admin" / "airflow-3.3.2-venv")
     airflow_venv = Path(venv) if (Path(venv) / "bin" / "airflow").exists() else None
 
     with tempfile.TemporaryDirectory(prefix="ssbench-") as tmp:

@@ -7,7 +7,7 @@
 # Tests and the embedded demo create the Airflow database from these files.
 #
 # Environment:
-#   AIRFLOW_VENV   where the throwaway virtualenv goes (default: var/airflow-3.3.2-venv)
+#   AIRFLOW_VENV   where the throwaway virtualenv goes (scripts/airflow_venv.sh says the default)
 #   PGHOST PGPORT PGUSER   the scratch PostgreSQL server (default 127.0.0.1 5432 postgres)
 #   OUT_DIR        where to write the fixtures (default: statestore_admin/airflow/schema)
 set -euo pipefail
@@ -15,18 +15,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 AIRFLOW_VERSION=3.3.2
-venv=${AIRFLOW_VENV:-$here/var/airflow-$AIRFLOW_VERSION-venv}
+venv=$(bash "$here/scripts/airflow_venv.sh")
 out=${OUT_DIR:-$here/statestore_admin/airflow/schema}
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 scratch_db=statestore_airflow_schema_scratch
 work=$(mktemp -d)
 trap 'rm -rf "$work"; psql -qc "DROP DATABASE IF EXISTS $scratch_db" postgres >/dev/null 2>&1 || true' EXIT
-
-if [ ! -x "$venv/bin/airflow" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q "apache-airflow==$AIRFLOW_VERSION" psycopg2-binary asyncpg
-fi
 
 export AIRFLOW_HOME=$work/airflow_home AIRFLOW__CORE__LOAD_EXAMPLES=False
 unset AIRFLOW_CONFIG

@@ -3,7 +3,7 @@
 PostgreSQL: a `pg_dump --schema-only` stripped of psql meta-commands (`\\restrict`),
 session `SET`s (one of them empties `search_path`) and comments, so that the file can be
 executed as one script on any connection. SQLite: every `CREATE` statement from
-`sqlite_master`, tables first, in a stable order.
+`sqlite_master`, tables then indexes, each by name (Airflow's creation order varies from run to run).
 """
 
 import argparse
@@ -33,7 +33,7 @@ def sqlite_ddl(path: Path) -> str:
         rows = con.execute(
             "SELECT type, name, sql FROM sqlite_master "
             "WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, rowid"
+            "ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, name"  # stable: creation order is not
         ).fetchall()
     finally:
         con.close()

@@ -185,10 +185,10 @@ def test_writes_to_an_unknown_task_instance_are_404(api, scene, method, path, de
         ({"value": 1, "extra": 2}, "extra_forbidden", ["body", "extra"], "Extra inputs are not permitted"),
         ({}, "missing", ["body", "value"], "Field required"),
         ([1], "model_attributes_type", ["body"], "Input should be a valid dictionary or object to extract fields from"),
-        ({"value": 1, "expires_at": "2030-01-01T00:00:00"}, "timezone_aware", ["body", "expires_at"],
+        ({"value": 1, "expires_at": "2030-01-01T00:00:00"}, "timezone_aware", ["body", "expires_at", "datetime"],
          "Input should have timezone info"),
-        ({"value": 1, "expires_at": "soon"}, "datetime_from_date_parsing", ["body", "expires_at"], None),
-        ({"value": 1, "expires_at": 5}, "datetime_type", ["body", "expires_at"], None),
+        ({"value": 1, "expires_at": "soon"}, "datetime_from_date_parsing", ["body", "expires_at", "datetime"], None),
+        ({"value": 1, "expires_at": 5}, "datetime_type", ["body", "expires_at", "datetime"], None),
     ],
 )
 def test_strict_bodies(api, scene, body, kind, loc, msg):

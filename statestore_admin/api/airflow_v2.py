@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime
 
 from django.http import HttpResponse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions as drf_permissions
@@ -105,6 +106,7 @@ def body_fields(request, allowed: set[str], required: set[str]) -> dict:
 
 
 def parse_expires_at(data: dict) -> Expiry:
+    """``"default"``, null (never) or a timezone-aware datetime; errors as pydantic reports the union."""
     raw = data.get("expires_at", DEFAULT)
     if raw == DEFAULT:
         return Expiry(DEFAULT)
@@ -114,16 +116,21 @@ def parse_expires_at(data: dict) -> Expiry:
         try:
             return Expiry(AT, parse_datetime_aware(raw))
         except Exception:
-            kind, msg = (("timezone_aware", "Input should have timezone info") if _naive(raw) else
-                         ("datetime_from_date_parsing", "Input should be a valid datetime or \"default\""))
-            raise RequestInvalid(error(kind, ["body", "expires_at"], msg, raw)) from None
-    raise RequestInvalid(error("datetime_type", ["body", "expires_at"],
-                               'Input should be a valid datetime, null or "default"', raw))
+            naive = _naive(raw)
+            problem = (error("timezone_aware", ["body", "expires_at", "datetime"], "Input should have timezone info",
+                             raw) if naive else
+                       error("datetime_from_date_parsing", ["body", "expires_at", "datetime"],
+                             "Input should be a valid datetime or date", raw))
+            raise RequestInvalid(problem, error("literal_error", ["body", "expires_at", "literal['default']"],
+                                                "Input should be 'default'", raw, ctx={"expected": "'default'"})) \
+                from None
+    raise RequestInvalid(error("datetime_type", ["body", "expires_at", "datetime"],
+                               "Input should be a valid datetime", raw),
+                         error("literal_error", ["body", "expires_at", "literal['default']"],
+                               "Input should be 'default'", raw, ctx={"expected": "'default'"}))
 
 
 def _naive(text: str) -> bool:
-    from django.utils.dateparse import parse_datetime
-
     try:
         parsed = parse_datetime(text)
     except ValueError:

@@ -1,0 +1,204 @@
+"""The compat stage's harness: real Airflow 3.3.2 in its own virtualenv, and the dashboard as operators run it.
+
+Both sides are separate processes. Airflow writes state through its own task SDK (`airflow dags test`)
+and its own ``MetastoreBackend`` into a "golden" PostgreSQL database; every test works on copies of it
+(``CREATE DATABASE … TEMPLATE``). The dashboard is configured only through an ``AIRFLOW_HOME`` whose
+``airflow.cfg`` names the database, as on a host that runs Airflow.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+SERVER = "postgresql://postgres@127.0.0.1:5432"
+PREFIX = f"ssa_compat_{uuid.uuid4().hex[:6]}"
+DAG_ID = "compat_state_store"
+
+
+def admin(sql: str) -> None:
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def query(db: str, sql: str, params=()) -> list[tuple]:
+    with psycopg.connect(f"{SERVER}/{db}") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited with {process.returncode}")
+        try:
+            requests.get(url, timeout=2)
+            return
+        except requests.RequestException:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {seconds}s")
+
+
+class AirflowSide:
+    def __init__(self, venv: Path, workdir: Path):
+        self.venv, self.workdir = venv, workdir
+        self.databases: list[str] = []
+
+    def home(self, db: str) -> Path:
+        """An AIRFLOW_HOME whose airflow.cfg points at ``db`` (the dashboard reads the same file)."""
+        home = self.workdir / f"home-{db}"
+        home.mkdir(exist_ok=True)
+        (home / "airflow.cfg").write_text(
+            "[database]\n"
+            f"sql_alchemy_conn = postgresql+psycopg2://postgres@127.0.0.1:5432/{db}\n"
+            "[core]\n"
+            "load_examples = False\n"
+            f"dags_folder = {HERE / 'dags'}\n"
+            "auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager\n"
+            "simple_auth_manager_all_admins = True\n"
+        )
+        return home
+
+    def env(self, db: str, **extra: str) -> dict[str, str]:
+        return {"PATH": os.environ["PATH"], "HOME": str(self.workdir), "AIRFLOW_HOME": str(self.home(db)),
+                "PYTHONPATH": str(HERE), **extra}
+
+    def run(self, db: str, *args: str, **extra: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([str(self.venv / "bin" / "airflow"), *args], env=self.env(db, **extra),
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return done
+
+    def python(self, db: str, *args: str) -> dict:
+        done = subprocess.run([str(self.venv / "bin" / "python"), str(HERE / "airflow_side.py"), *args],
+                              env=self.env(db), capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow_side.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+
+    def copy(self, golden: str, name: str) -> str:
+        db = f"{PREFIX}_{name}"
+        admin(f'DROP DATABASE IF EXISTS "{db}"')
+        admin(f'CREATE DATABASE "{db}" TEMPLATE "{golden}"')
+        self.databases.append(db)
+        return db
+
+    def api_server(self, db: str) -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        process = subprocess.Popen([str(self.venv / "bin" / "airflow"), "api-server", "--host", "127.0.0.1",
+                                    "--port", str(port)], env=self.env(db), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/api/v2/version", process)
+        return process, url
+
+
+class Dashboard:
+    """statestore-admin as an operator runs it: its own var/ folder, Airflow's AIRFLOW_HOME, nothing else."""
+
+    def __init__(self, airflow: AirflowSide, db: str):
+        self.airflow, self.db = airflow, db
+        self.var = Path(tempfile.mkdtemp(prefix="ssa-compat-var-", dir=airflow.workdir))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"PATH": os.environ["PATH"], "HOME": str(self.airflow.workdir),
+                "AIRFLOW_HOME": str(self.airflow.home(self.db)), "STATESTORE_VAR_DIR": str(self.var), **extra}
+
+    def manage(self, *args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env(**extra),
+                              capture_output=True, text=True, timeout=600)
+
+    def migrate(self) -> "Dashboard":
+        done = self.manage("migrate", "--noinput")
+        assert done.returncode == 0, done.stderr
+        return self
+
+    def setup(self) -> str:
+        """Its own tables, static files, a superuser and an API token (returned)."""
+        self.migrate()
+        done = self.manage("collectstatic", "--noinput")
+        assert done.returncode == 0, done.stderr
+        done = self.manage("shell", "--no-imports", "-c", "from django.contrib.auth import get_user_model; "
+                           "get_user_model().objects.create_superuser('compat', password='compat-pw-1')")
+        assert done.returncode == 0, done.stderr
+        token = self.manage("create_api_token", "compat").stdout.strip()
+        assert token.startswith("ssa_")
+        return token
+
+    def server(self) -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+                                   cwd=ROOT, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/login/", process)
+        return process, url
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory):
+    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "airflow_venv.sh")], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    side = AirflowSide(venv, tmp_path_factory.mktemp("airflow"))
+    yield side
+    for db in side.databases:
+        admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def golden(airflow):
+    """Airflow's schema by `airflow db migrate`, state by `airflow dags test` and by MetastoreBackend."""
+    db = f"{PREFIX}_golden"
+    admin(f'DROP DATABASE IF EXISTS "{db}"')
+    admin(f'CREATE DATABASE "{db}"')
+    airflow.databases.append(db)
+    airflow.run(db, "db", "migrate")
+    airflow.run(db, "dags", "test", DAG_ID)
+    run_id = query(db, "SELECT run_id FROM dag_run WHERE dag_id = %s", [DAG_ID])[0][0]
+    asset_id = query(db, "SELECT id FROM asset WHERE name = 'compat_orders'")[0][0]
+    airflow.python(db, "write-metastore", DAG_ID, run_id, str(asset_id))
+    return {"db": db, "run_id": run_id, "asset_id": asset_id}
+
+
+@pytest.fixture
+def servers():
+    """Processes started by a test, stopped after it."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def normalised(body):
+    """A JSON body with every `updated_at` / `expires_at` timestamp replaced by "<ts>" (None kept)."""
+    if isinstance(body, dict):
+        return {k: ("<ts>" if k in ("updated_at", "expires_at") and isinstance(v, str) and TIMESTAMP.match(v)
+                    else normalised(v)) for k, v in body.items()}
+    if isinstance(body, list):
+        return [normalised(v) for v in body]
+    return body
