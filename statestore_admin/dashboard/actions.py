@@ -54,6 +54,19 @@ def _dialog(request, template: str, context: dict, status: int = 200):
     return render(request, template if request.htmx else "actions/page.html", context, status=status)
 
 
+def _form_action(request, form, template: str, context: dict, act):
+    """A form in a dialog. On a valid POST, ``act()`` calls one service and returns (message, fallback URL);
+    the service's ValidationError is shown next to the fields (422) and nothing is changed."""
+    if request.method == "POST" and form.is_valid():
+        try:
+            message, fallback = act()
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        else:
+            return _done(request, message, fallback)
+    return _dialog(request, template, {**context, "form": form}, status=422 if request.method == "POST" else 200)
+
+
 def _confirmed_at(request):
     text = request.POST.get("confirmed_at", "")
     try:
@@ -69,16 +82,13 @@ def task_key_edit(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
     key = selectors.get_task_key(key_id)
     form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.update_task_value(request.user, key.id, form.cleaned_data["value"],
-                                       form.cleaned_data.get("seen_updated_at"))
-        except ValidationError as exc:
-            apply_errors(form, exc)
-        else:
-            return _done(request, f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/")
-    return _dialog(request, "actions/_task_value.html", {"key": key, "form": form},
-                   status=422 if request.method == "POST" else 200)
+
+    def save():
+        services.update_task_value(request.user, key.id, form.cleaned_data["value"],
+                                   form.cleaned_data.get("seen_updated_at"))
+        return f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/"
+
+    return _form_action(request, form, "actions/_task_value.html", {"key": key}, save)
 
 
 @require_http_methods(["GET", "POST"])
@@ -88,16 +98,14 @@ def task_key_expiry(request, key_id):
     initial = {"expiry": "never" if key.expires_at is None else "at",
                "expires_at": key.expires_at.isoformat() if key.expires_at else "", "seen_updated_at": key.updated_at}
     form = ExpiryForm(request.POST or None, initial=initial)
-    if request.method == "POST" and form.is_valid():
-        try:
-            row = services.set_task_expiry(request.user, key.id, form.chosen_expiry(), form.cleaned_data.get("seen_updated_at"))
-        except ValidationError as exc:
-            apply_errors(form, exc)
-        else:
-            when = row.expires_at.isoformat() if row.expires_at else "never"
-            return _done(request, f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/")
-    return _dialog(request, "actions/_task_expiry.html", {"key": key, "form": form},
-                   status=422 if request.method == "POST" else 200)
+
+    def save():
+        row = services.set_task_expiry(request.user, key.id, form.chosen_expiry(),
+                                       form.cleaned_data.get("seen_updated_at"))
+        when = row.expires_at.isoformat() if row.expires_at else "never"
+        return f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/"
+
+    return _form_action(request, form, "actions/_task_expiry.html", {"key": key}, save)
 
 
 @require_http_methods(["GET", "POST"])
@@ -105,16 +113,13 @@ def task_key_add(request, run_pk, task_id):
     permissions.require(request.user, permissions.TASK, "add")
     run = selectors.get_run(run_pk)
     form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
-    if request.method == "POST" and form.is_valid():
-        try:
-            row = services.add_task_key(request.user, run, task_id, form.cleaned_data["map_index"],
-                                        form.cleaned_data["key"], form.cleaned_data["value"], form.chosen_expiry())
-        except ValidationError as exc:
-            apply_errors(form, exc)
-        else:
-            return _done(request, f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}")
-    return _dialog(request, "actions/_task_add.html", {"run": run, "task_id": task_id, "form": form},
-                   status=422 if request.method == "POST" else 200)
+
+    def add():
+        row = services.add_task_key(request.user, run, task_id, form.cleaned_data["map_index"],
+                                    form.cleaned_data["key"], form.cleaned_data["value"], form.chosen_expiry())
+        return f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}"
+
+    return _form_action(request, form, "actions/_task_add.html", {"run": run, "task_id": task_id}, add)
 
 
 TASK_ACTIONS = {
@@ -174,16 +179,13 @@ def asset_key_edit(request, asset_id):
     permissions.require(request.user, permissions.ASSET, "change")
     key = selectors.get_asset_key(asset_id, request.GET.get("key", request.POST.get("key", "")))
     form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.set_asset_value(request.user, asset_id, key.key, form.cleaned_data["value"], create=False,
-                                     seen_updated_at=form.cleaned_data.get("seen_updated_at"))
-        except ValidationError as exc:
-            apply_errors(form, exc)
-        else:
-            return _done(request, f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/")
-    return _dialog(request, "actions/_asset_value.html", {"key": key, "form": form},
-                   status=422 if request.method == "POST" else 200)
+
+    def save():
+        services.set_asset_value(request.user, asset_id, key.key, form.cleaned_data["value"], create=False,
+                                 seen_updated_at=form.cleaned_data.get("seen_updated_at"))
+        return f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/"
+
+    return _form_action(request, form, "actions/_asset_value.html", {"key": key}, save)
 
 
 @require_http_methods(["GET", "POST"])
@@ -191,16 +193,13 @@ def asset_key_add(request, asset_id):
     permissions.require(request.user, permissions.ASSET, "add")
     asset = selectors.get_asset(asset_id)
     form = AddAssetKeyForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            row = services.set_asset_value(request.user, asset_id, form.cleaned_data["key"],
-                                           form.cleaned_data["value"], create=True)
-        except ValidationError as exc:
-            apply_errors(form, exc)
-        else:
-            return _done(request, f"Added {row.key!r}.", f"/assets/{asset_id}/")
-    return _dialog(request, "actions/_asset_add.html", {"asset": asset, "form": form},
-                   status=422 if request.method == "POST" else 200)
+
+    def add():
+        row = services.set_asset_value(request.user, asset_id, form.cleaned_data["key"], form.cleaned_data["value"],
+                                       create=True)
+        return f"Added {row.key!r}.", f"/assets/{asset_id}/"
+
+    return _form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)
 
 
 @require_http_methods(["GET", "POST"])

@@ -99,9 +99,7 @@ def add_task_key(user, run: DagRun, task_id: str, map_index: int, key: str, valu
     value = parse_value_text(value_text)
     if map_index < -1:
         raise ValidationError({"map_index": "map_index is -1 (not mapped) or more."})
-    if selectors.get_task_instance(run, task_id, map_index) is None:
-        raise Http404(f"Task instance not found for dag_id={run.dag_id!r}, run_id={run.run_id!r}, "
-                      f"task_id={task_id!r}, map_index={map_index}")
+    require_task_instance(TaskScope(run.dag_id, run.run_id, task_id, map_index))
     now = timezone.now()
     try:
         with _atomic():
