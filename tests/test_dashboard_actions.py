@@ -380,3 +380,11 @@ def test_delete_from_the_key_page_moves_on(op_client, job):
     response = op_client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm),
                                                      "next": next_url}, **HX)
     assert response.status_code == 204 and response["HX-Redirect"] == next_url
+
+
+def test_deleting_worker_refs_warns_about_the_external_objects(op_client, run, task_key_factory):
+    ref = task_key_factory(run, task_id="t", key="ref", value={"__airflow_state_ref__": "s3://bucket/ref"})
+    job = TaskStateStore.objects.get(key="job")
+    html = op_client.get("/keys/task/delete/", {"ids": [ref.pk, job.pk]}, **HX).content.decode()
+    assert "<strong>1</strong> of these keys is a worker-side reference" in html
+    assert "worker-side reference" not in op_client.get("/keys/task/delete/", {"ids": job.pk}, **HX).content.decode()

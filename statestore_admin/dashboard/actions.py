@@ -161,14 +161,16 @@ def task_keys_action(request, action):
             return _done(request, outcome.describe(done), "/")
         rows = selection.queryset()
         count = rows.count()
-        sample = list(selectors.with_previews(rows).order_by("task_id", "map_index", "key")[:SAMPLE])
+        previews = selectors.with_previews(rows)
+        sample = list(previews.order_by("task_id", "map_index", "key")[:SAMPLE])
+        refs = previews.filter(is_ref=True).count() if action == "delete" else 0
     except ValidationError as exc:
         errors = [m for ms in exc.message_dict.values() for m in ms]
-        selection, count, sample = None, 0, []
+        selection, count, sample, refs = None, 0, [], 0
     context = {
         "label": label, "effect": effect, "action": action, "errors": errors, "count": count, "sample": sample,
         "selection": selection, "confirmed_at": timezone.now().isoformat(), "danger": action == "delete",
-        "more": count - len(sample),
+        "more": count - len(sample), "refs": refs,
     }
     return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
 
