@@ -174,6 +174,10 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
+if env.bool("BEHIND_TLS_PROXY", default=False):  # a reverse proxy terminates TLS and sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 X_FRAME_OPTIONS = "DENY"
 
 # I18n ---------------------------------------------------------------------------------------
