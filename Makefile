@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test test-postgres test-compat schema clean-demo
+.PHONY: install run test test-postgres test-compat lint schema clean-demo
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: install
 
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
+
+lint: install
+	$(VENV)/bin/ruff check statestore_admin tests bench scripts manage.py
+	$(VENV)/bin/ruff format --check statestore_admin tests bench scripts manage.py
 
 # Real Airflow 3.3.2 (in its own virtualenv) beside the dashboard, on PostgreSQL: see docs/compat.md.
 test-compat: install

@@ -32,7 +32,7 @@ SERVER = "postgresql://postgres@127.0.0.1:5432"
 TEMPLATE = "ssbench_template_{expired}_{live}"
 COPY = "ssbench_run"
 
-AIRFLOW_REPLAY = r'''
+AIRFLOW_REPLAY = r"""
 import sys, psycopg
 url, batch = sys.argv[1], int(sys.argv[2])
 with psycopg.connect(url) as conn:
@@ -48,7 +48,7 @@ with psycopg.connect(url) as conn:
         if batch <= 0 or len(ids) < batch:
             break
 print(total)
-'''
+"""
 
 
 def admin(sql: str) -> None:
@@ -62,16 +62,18 @@ def database_exists(name: str) -> bool:
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=True)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     """Wall seconds, peak RSS in MB and stdout of a whole process."""
     with tempfile.NamedTemporaryFile("r") as stats:
         started = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-o", stats.name, "-f", "%M", *command], cwd=ROOT, env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["/usr/bin/time", "-o", stats.name, "-f", "%M", *command], cwd=ROOT, env=env, capture_output=True, text=True
+        )
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"{command} failed: {done.stderr[-2000:]}")
@@ -80,8 +82,12 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 
 
 def base_env(var_dir: Path) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "HOME": str(var_dir), "STATESTORE_VAR_DIR": str(var_dir),
-            "AIRFLOW_HOME": str(var_dir / "airflow_home")}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(var_dir),
+        "STATESTORE_VAR_DIR": str(var_dir),
+        "AIRFLOW_HOME": str(var_dir / "airflow_home"),
+    }
 
 
 def build_template(expired: int, live: int, env: dict[str, str], rebuild: bool) -> str:
@@ -94,8 +100,15 @@ def build_template(expired: int, live: int, env: dict[str, str], rebuild: bool) 
     manage("create_airflow_schema", env=dataset_env)
     total = expired + live
     started = time.perf_counter()
-    manage("demo_data", "--allow-any-database", "--scale", str(total), "--expired-fraction", str(expired / total),
-           env=dataset_env)
+    manage(
+        "demo_data",
+        "--allow-any-database",
+        "--scale",
+        str(total),
+        "--expired-fraction",
+        str(expired / total),
+        env=dataset_env,
+    )
     print(f"dataset {name}: {total} scale rows in {time.perf_counter() - started:.1f}s", flush=True)
     with psycopg.connect(f"{SERVER}/{name}", autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE task_state_store")
@@ -119,8 +132,14 @@ def run_plain(template: str) -> dict:
         conn.commit()
         seconds = time.perf_counter() - started
     assert deleted == expired
-    return {"variant": "plain DELETE (floor)", "batch": "-", "wall": seconds, "delete": seconds, "rss": None,
-            "rows": deleted}
+    return {
+        "variant": "plain DELETE (floor)",
+        "batch": "-",
+        "wall": seconds,
+        "delete": seconds,
+        "rss": None,
+        "rows": deleted,
+    }
 
 
 def run_ours(template: str, batch: int, env: dict[str, str]) -> dict:
@@ -129,16 +148,25 @@ def run_ours(template: str, batch: int, env: dict[str, str]) -> dict:
     wall, rss, out = timed(command, {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{COPY}"})
     summary = json.loads(out)
     assert summary["rows_deleted"] == expired, (summary, expired)
-    return {"variant": "statestore-admin state_store_clean", "batch": batch, "wall": wall,
-            "delete": summary["delete_seconds"], "rss": rss, "rows": summary["rows_deleted"]}
+    return {
+        "variant": "statestore-admin state_store_clean",
+        "batch": batch,
+        "wall": wall,
+        "delete": summary["delete_seconds"],
+        "rss": rss,
+        "rows": summary["rows_deleted"],
+    }
 
 
 def run_airflow(template: str, batch: int, env: dict[str, str], airflow_venv: Path | None) -> dict:
     expired = fresh_copy(template)
     if airflow_venv:
-        airflow_env = {**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{COPY}",
-                       "AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE": str(batch),
-                       "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+        airflow_env = {
+            **env,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{COPY}",
+            "AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE": str(batch),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        }
         wall, rss, _ = timed([str(airflow_venv / "bin" / "airflow"), "state-store", "clean"], airflow_env)
         variant = "airflow state-store clean (3.3.2)"
     else:
@@ -151,8 +179,10 @@ def run_airflow(template: str, batch: int, env: dict[str, str], airflow_venv: Pa
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| variant | batch size | rows deleted | whole command (s) | deletion phase (s) | peak RSS (MB) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| variant | batch size | rows deleted | whole command (s) | deletion phase (s) | peak RSS (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         delete = f"{r['delete']:.2f}" if r["delete"] is not None else "-"
         rss = r["rss"] if r["rss"] is not None else "-"
@@ -189,22 +219,30 @@ def main() -> None:
     theirs = {r["batch"]: r for r in results if not r["variant"].startswith(("statestore", "plain"))}
     ratios = [
         f"- deletion phase at batch size 0 / plain DELETE: {ours[0]['delete'] / plain:.2f} (target ≤ 1.3)",
-        *[f"- {theirs[b]['variant']} / ours, whole command, batch size {b}: {theirs[b]['wall'] / ours[b]['wall']:.1f}× "
-          f"(target ≥ 5×)" for b in (0, 10_000)],
-        *[f"- peak RSS at batch size {b}: {ours[b]['rss']} MB with {ours[b]['rows']} expired rows, "
-          f"{m['rss']} MB with {m['rows']} (target < 100 MB, flat)" for b, m in zip((0, 10_000), memory, strict=True)],
+        *[
+            f"- {theirs[b]['variant']} / ours, whole command, batch size {b}: "
+            f"{theirs[b]['wall'] / ours[b]['wall']:.1f}× (target ≥ 5×)"
+            for b in (0, 10_000)
+        ],
+        *[
+            f"- peak RSS at batch size {b}: {ours[b]['rss']} MB with {ours[b]['rows']} expired rows, "
+            f"{m['rss']} MB with {m['rows']} (target < 100 MB, flat)"
+            for b, m in zip((0, 10_000), memory, strict=True)
+        ],
     ]
-    report = "\n".join([
-        f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.expired} expired + {args.live} live rows",
-        "",
-        f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL at 127.0.0.1:5432. "
-        f"Command: `.venv/bin/python bench/gc_bench.py --expired {args.expired} --live {args.live}`.",
-        "",
-        table(results + memory),
-        "",
-        *ratios,
-        "",
-    ])
+    report = "\n".join(
+        [
+            f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.expired} expired + {args.live} live rows",
+            "",
+            f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL at 127.0.0.1:5432. "
+            f"Command: `.venv/bin/python bench/gc_bench.py --expired {args.expired} --live {args.live}`.",
+            "",
+            table(results + memory),
+            "",
+            *ratios,
+            "",
+        ]
+    )
     print(report)
     if not args.no_write:
         out = ROOT / "docs" / "benchmarks" / "gc.md"

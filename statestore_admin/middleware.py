@@ -27,13 +27,21 @@ class RejectNulCharactersMiddleware:
             where = ["path"]
         elif (name := _has_nul(request.GET)) is not None:
             where = ["query", name]
-        elif request.method == "POST" and request.content_type in (
-            "application/x-www-form-urlencoded", "multipart/form-data",
-        ) and (name := _has_nul(request.POST)) is not None:
+        elif (
+            request.method == "POST"
+            and request.content_type
+            in (
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+            )
+            and (name := _has_nul(request.POST)) is not None
+        ):
             where = ["body", name]
         if where is None:
             return self.get_response(request)
         if request.path.startswith("/api/"):
-            return JsonResponse({"detail": [{"type": "value_error", "loc": where, "msg": f"Value error, {MESSAGE}",
-                                             "input": None}]}, status=422)
+            return JsonResponse(
+                {"detail": [{"type": "value_error", "loc": where, "msg": f"Value error, {MESSAGE}", "input": None}]},
+                status=422,
+            )
         return HttpResponseBadRequest(f"{MESSAGE} in {' '.join(where)}.", content_type="text/plain; charset=utf-8")

@@ -3,9 +3,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections
 
-from statestore_admin.state import permissions
-
 from statestore_admin.airflow.schema import create_airflow_schema
+from statestore_admin.state import permissions
 
 from . import factories
 

@@ -29,8 +29,9 @@ def scene(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
     for key in ("b", "a", "c"):
         task_key_factory(run, task_id="t", key=key, value={"key": key}, expires_at=timezone.now() + timedelta(days=1))
     asset = asset_factory(name="orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-30", kind="task", dag_id="etl", run_id=RUN_ID,
-                      task_id="t", map_index=-1)
+    asset_key_factory(
+        asset, key="watermark", value="2026-11-30", kind="task", dag_id="etl", run_id=RUN_ID, task_id="t", map_index=-1
+    )
     asset_key_factory(asset, key="legacy", value=1, kind=None)
     return {"run": run, "asset": asset}
 
@@ -86,8 +87,15 @@ def test_map_index(api, scene):
     assert api.get(f"{TASKS}/mapped/state-store").json()["total_entries"] == 0  # default -1
 
 
-@pytest.mark.parametrize(("query", "kind"), [("map_index=-2", "greater_than_equal"), ("map_index=x", "int_parsing"),
-                                             ("limit=-1", "greater_than_equal"), ("offset=x", "int_parsing")])
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ("map_index=-2", "greater_than_equal"),
+        ("map_index=x", "int_parsing"),
+        ("limit=-1", "greater_than_equal"),
+        ("offset=x", "int_parsing"),
+    ],
+)
 def test_bad_query_parameters_are_422(api, scene, query, kind):
     response = api.get(f"{TASKS}/t/state-store?{query}")
     assert response.status_code == 422
@@ -111,7 +119,9 @@ def test_put_creates_with_default_expiry(api, scene, monkeypatch):
     assert abs(row.expires_at - (timezone.now() + timedelta(days=3))) < timedelta(minutes=1)
 
 
-@pytest.mark.parametrize(("expires_at", "expected"), [(None, None), ("2031-02-03T04:05:06+01:00", "2031-02-03T03:05:06Z")])
+@pytest.mark.parametrize(
+    ("expires_at", "expected"), [(None, None), ("2031-02-03T04:05:06+01:00", "2031-02-03T03:05:06Z")]
+)
 def test_put_with_explicit_expiry_overwrites(api, scene, expires_at, expected):
     assert put(api, f"{TASKS}/t/state-store/a", {"value": "v2", "expires_at": expires_at}).status_code == 204
     body = api.get(f"{TASKS}/t/state-store/a").json()
@@ -173,8 +183,9 @@ def test_writes_to_an_unknown_task_instance_are_404(api, scene, method, path, de
     response = call(api, f"{TASKS}{path}", {"value": 1}) if call else api.delete(f"{TASKS}{path}")
     assert response.status_code == 404
     task = path.split("/")[1]
-    assert response.json() == {"detail": f"Task instance not found for dag_id='etl', run_id='{RUN_ID}', "
-                                         f"task_id='{task}', {detail}"}
+    assert response.json() == {
+        "detail": f"Task instance not found for dag_id='etl', run_id='{RUN_ID}', task_id='{task}', {detail}"
+    }
 
 
 # Validation --------------------------------------------------------------------------------------
@@ -185,8 +196,12 @@ def test_writes_to_an_unknown_task_instance_are_404(api, scene, method, path, de
         ({"value": 1, "extra": 2}, "extra_forbidden", ["body", "extra"], "Extra inputs are not permitted"),
         ({}, "missing", ["body", "value"], "Field required"),
         ([1], "model_attributes_type", ["body"], "Input should be a valid dictionary or object to extract fields from"),
-        ({"value": 1, "expires_at": "2030-01-01T00:00:00"}, "timezone_aware", ["body", "expires_at", "datetime"],
-         "Input should have timezone info"),
+        (
+            {"value": 1, "expires_at": "2030-01-01T00:00:00"},
+            "timezone_aware",
+            ["body", "expires_at", "datetime"],
+            "Input should have timezone info",
+        ),
         ({"value": 1, "expires_at": "soon"}, "datetime_from_date_parsing", ["body", "expires_at", "datetime"], None),
         ({"value": 1, "expires_at": 5}, "datetime_type", ["body", "expires_at", "datetime"], None),
     ],
@@ -222,7 +237,8 @@ def test_oversized_value(api, scene, monkeypatch):
     assert response.status_code == 422
     assert response.json()["detail"][0]["msg"] == (
         "Value error, value exceeds max_value_storage_bytes (10); raise [state_store] max_value_storage_bytes "
-        "or set it to 0 to disable the limit")
+        "or set it to 0 to disable the limit"
+    )
     monkeypatch.setenv("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "0")
     assert put(api, f"{TASKS}/t/state-store/a", {"value": "x" * 100_000}).status_code == 204
 
@@ -242,8 +258,13 @@ def test_asset_list_get_and_writer(api, scene):
     assert [e["key"] for e in body["asset_state_store"]] == ["legacy", "watermark"] and body["total_entries"] == 2
     legacy, watermark = body["asset_state_store"]
     assert legacy["last_updated_by"] is None
-    assert watermark["last_updated_by"] == {"kind": "task", "dag_id": "etl", "run_id": RUN_ID, "task_id": "t",
-                                            "map_index": -1}
+    assert watermark["last_updated_by"] == {
+        "kind": "task",
+        "dag_id": "etl",
+        "run_id": RUN_ID,
+        "task_id": "t",
+        "map_index": -1,
+    }
     assert api.get(f"/api/v2/assets/{asset.pk}/state-store/watermark").json()["value"] == "2026-11-30"
     missing = api.get(f"/api/v2/assets/{asset.pk}/state-store/nope")
     assert missing.status_code == 404 and missing.json() == {"detail": "Asset state store key 'nope' not found"}
@@ -254,8 +275,13 @@ def test_asset_put_records_the_api_writer(api, scene):
     assert put(api, url, {"value": {"at": "2026-12-01"}}).status_code == 204
     entry = api.get(url).json()
     assert entry["value"] == {"at": "2026-12-01"}
-    assert entry["last_updated_by"] == {"kind": "api", "dag_id": None, "run_id": None, "task_id": None,
-                                        "map_index": None}
+    assert entry["last_updated_by"] == {
+        "kind": "api",
+        "dag_id": None,
+        "run_id": None,
+        "task_id": None,
+        "map_index": None,
+    }
     assert put(api, url, {"value": 1, "expires_at": None}).json()["detail"][0]["type"] == "extra_forbidden"
 
 
@@ -276,10 +302,16 @@ def test_unknown_asset_is_404_everywhere(api, scene, method):
 
 # Authentication and permissions --------------------------------------------------------------------
 ENDPOINTS = [
-    ("get", f"{TASKS}/t/state-store"), ("delete", f"{TASKS}/t/state-store"), ("get", f"{TASKS}/t/state-store/a"),
-    ("put", f"{TASKS}/t/state-store/a"), ("patch", f"{TASKS}/t/state-store/a"), ("delete", f"{TASKS}/t/state-store/a"),
-    ("get", "/api/v2/assets/{asset}/state-store"), ("delete", "/api/v2/assets/{asset}/state-store"),
-    ("get", "/api/v2/assets/{asset}/state-store/watermark"), ("put", "/api/v2/assets/{asset}/state-store/watermark"),
+    ("get", f"{TASKS}/t/state-store"),
+    ("delete", f"{TASKS}/t/state-store"),
+    ("get", f"{TASKS}/t/state-store/a"),
+    ("put", f"{TASKS}/t/state-store/a"),
+    ("patch", f"{TASKS}/t/state-store/a"),
+    ("delete", f"{TASKS}/t/state-store/a"),
+    ("get", "/api/v2/assets/{asset}/state-store"),
+    ("delete", "/api/v2/assets/{asset}/state-store"),
+    ("get", "/api/v2/assets/{asset}/state-store/watermark"),
+    ("put", "/api/v2/assets/{asset}/state-store/watermark"),
     ("delete", "/api/v2/assets/{asset}/state-store/watermark"),
 ]
 
@@ -292,8 +324,10 @@ def call(client, method, url, asset):
 
 
 def state():
-    return (sorted(TaskStateStore.objects.values_list("task_id", "map_index", "key", "value")),
-            sorted(AssetStateStore.objects.values_list("key", "value", "last_updated_by_kind")))
+    return (
+        sorted(TaskStateStore.objects.values_list("task_id", "map_index", "key", "value")),
+        sorted(AssetStateStore.objects.values_list("key", "value", "last_updated_by_kind")),
+    )
 
 
 @pytest.mark.parametrize(("method", "url"), ENDPOINTS)
@@ -347,8 +381,9 @@ def test_session_authentication_needs_csrf(scene, operator):
     assert browser.get(f"{TASKS}/t/state-store").status_code == 200
     assert put(browser, f"{TASKS}/t/state-store/a", {"value": 9}).status_code == 403
     token = browser.get("/").cookies["csrftoken"].value
-    response = browser.put(f"{TASKS}/t/state-store/a", json.dumps({"value": 9}), content_type="application/json",
-                           HTTP_X_CSRFTOKEN=token)
+    response = browser.put(
+        f"{TASKS}/t/state-store/a", json.dumps({"value": 9}), content_type="application/json", HTTP_X_CSRFTOKEN=token
+    )
     assert response.status_code == 204
 
 
@@ -427,10 +462,14 @@ def test_openapi_schema_and_local_docs(api, client, operator):
     schema = api.get("/api/schema/?format=json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]
-    for path in ("/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}/taskInstances/{task_id}/state-store",
-                 "/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}/taskInstances/{task_id}/state-store/{key}",
-                 "/api/v2/assets/{asset_id}/state-store", "/api/v2/assets/{asset_id}/state-store/{key}",
-                 "/api/statestore/v1/search/task-keys", "/api/statestore/v1/gc/dry-run"):
+    for path in (
+        "/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}/taskInstances/{task_id}/state-store",
+        "/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}/taskInstances/{task_id}/state-store/{key}",
+        "/api/v2/assets/{asset_id}/state-store",
+        "/api/v2/assets/{asset_id}/state-store/{key}",
+        "/api/statestore/v1/search/task-keys",
+        "/api/statestore/v1/gc/dry-run",
+    ):
         assert path in paths, path
     assert Client().get("/api/schema/").status_code == 401
     client.force_login(operator)
@@ -448,6 +487,11 @@ def test_nul_characters_are_refused_before_the_database(api, client, operator, s
     assert api.get(f"{TASKS}/t/state-store/a%00b").status_code == 422
     client.force_login(operator)
     assert client.get("/search/?key=%00").status_code == 400
-    assert client.post("/keys/task/delete/", {"run": scene["run"].pk, "task_id": "t\x00",
-                                              "confirmed_at": timezone.now().isoformat()}).status_code == 400
+    assert (
+        client.post(
+            "/keys/task/delete/",
+            {"run": scene["run"].pk, "task_id": "t\x00", "confirmed_at": timezone.now().isoformat()},
+        ).status_code
+        == 400
+    )
     assert TaskStateStore.objects.count() == 5

@@ -31,8 +31,16 @@ def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_f
         task_instance_factory(run, task_id="fold", map_index=map_index)
         task_key_factory(run, task_id="fold", map_index=map_index, key="checkpoint", value={"epoch": map_index})
     asset = asset_factory(name="orders_raw", uri="s3://warehouse/orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-29", kind="task", dag_id="etl_orders", run_id=RUN_ID,
-                      task_id="load", map_index=-1)
+    asset_key_factory(
+        asset,
+        key="watermark",
+        value="2026-11-29",
+        kind="task",
+        dag_id="etl_orders",
+        run_id=RUN_ID,
+        task_id="load",
+        map_index=-1,
+    )
     return {"run": run, "asset": asset}
 
 
@@ -60,8 +68,9 @@ def test_task_state_store_api(api, deployment):
     never.expires_at = None
     tasks.set_task_state_store("pinned", "etl_orders", RUN_ID, "load", never)
     at = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
-    tasks.set_task_state_store("dated", "etl_orders", RUN_ID, "load",
-                               TaskStateStoreBody(value=[1, 2], expires_at=ExpiresAt(at)))
+    tasks.set_task_state_store(
+        "dated", "etl_orders", RUN_ID, "load", TaskStateStoreBody(value=[1, 2], expires_at=ExpiresAt(at))
+    )
     listed = tasks.list_task_state_store("etl_orders", RUN_ID, "load", limit=2, offset=0)
     assert listed.total_entries == 3 and [e.key for e in listed.task_state_store] == ["dated", "pinned"]
     page_two = tasks.list_task_state_store("etl_orders", RUN_ID, "load", limit=2, offset=2)

@@ -38,15 +38,21 @@ def test_no_input_produces_a_server_error(live_server, operator, deployment):
     for operation in operations():
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
-            @hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                                 suppress_health_check=list(HealthCheck))
+            @hypothesis.settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
             @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
             def send(case):
                 response = case.call(base_url=live_server.url, headers=headers)
                 calls.append(response.status_code)
                 if response.status_code >= 500:
-                    failures.append(f"{case.method} {case.formatted_path} {case.query} {case.body!r} -> "
-                                    f"{response.status_code}")
+                    failures.append(
+                        f"{case.method} {case.formatted_path} {case.query} {case.body!r} -> {response.status_code}"
+                    )
 
             send()
     assert not failures, "\n".join(failures[:20])

@@ -90,7 +90,7 @@ def test_cmd_variant_is_ignored_for_non_sensitive_options(home):
 def test_secret_variant_is_refused_with_a_clear_message(home):
     env = {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET": "airflow/conn"}
     with pytest.raises(AirflowConfigError, match="AIRFLOW_DATABASE_URL"):
-        AirflowConfig(env).sql_alchemy_conn
+        _ = AirflowConfig(env).sql_alchemy_conn
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_invalid_values_name_the_option_and_its_source(home, option, raw, fragme
 def test_invalid_value_in_the_file_names_the_file(home):
     cfg = write_cfg(home / "airflow.cfg", "[state_store]\nstate_cleanup_batch_size = lots\n")
     with pytest.raises(AirflowConfigError, match=str(cfg)):
-        AirflowConfig({"AIRFLOW_HOME": str(home)}).state_cleanup_batch_size
+        _ = AirflowConfig({"AIRFLOW_HOME": str(home)}).state_cleanup_batch_size
 
 
 def test_airflow_style_booleans_and_integers(home):
@@ -136,4 +136,4 @@ def test_airflow_style_booleans_and_integers(home):
 def test_unreadable_config_file_is_a_clear_error(home):
     write_cfg(home / "airflow.cfg", "this is not ini\n")
     with pytest.raises(AirflowConfigError, match="Cannot read Airflow's configuration file"):
-        AirflowConfig({"AIRFLOW_HOME": str(home)}).backend
+        _ = AirflowConfig({"AIRFLOW_HOME": str(home)}).backend

@@ -36,8 +36,9 @@ def job(run):
 @pytest.fixture
 def asset(asset_factory, asset_key_factory):
     asset = asset_factory(name="orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-01", kind="task", dag_id="etl", run_id="r", task_id="t",
-                      map_index=-1)
+    asset_key_factory(
+        asset, key="watermark", value="2026-11-01", kind="task", dag_id="etl", run_id="r", task_id="t", map_index=-1
+    )
     asset_key_factory(asset, key="cursor", value={"id": 7}, kind="watcher")
     return asset
 
@@ -105,8 +106,9 @@ def test_oversized_value_is_refused(op_client, job, monkeypatch):
 def test_edit_refuses_a_value_changed_since_the_form_opened(op_client, job):
     seen = job.updated_at
     TaskStateStore.objects.filter(pk=job.pk).update(value='"written by a task"', updated_at=timezone.now())
-    response = op_client.post(f"/keys/task/{job.pk}/edit/", {"value": '"mine"', "seen_updated_at": seen.isoformat()},
-                              **HX)
+    response = op_client.post(
+        f"/keys/task/{job.pk}/edit/", {"value": '"mine"', "seen_updated_at": seen.isoformat()}, **HX
+    )
     assert response.status_code == 422 and "after you opened it" in response.content.decode()
     assert TaskStateStore.objects.get(pk=job.pk).value == '"written by a task"'
 
@@ -137,8 +139,11 @@ def test_expiry_default_with_zero_retention_is_never(op_client, job, monkeypatch
 def test_expiry_never_and_at(op_client, job):
     toast(op_client.post(f"/keys/task/{job.pk}/expiry/", {"expiry": "never"}, **HX))
     assert TaskStateStore.objects.get(pk=job.pk).expires_at is None
-    message = toast(op_client.post(f"/keys/task/{job.pk}/expiry/",
-                                   {"expiry": "at", "expires_at": "2027-01-02T03:04:05+02:00"}, **HX))
+    message = toast(
+        op_client.post(
+            f"/keys/task/{job.pk}/expiry/", {"expiry": "at", "expires_at": "2027-01-02T03:04:05+02:00"}, **HX
+        )
+    )
     assert "2027-01-02T01:04:05+00:00" in message
     assert TaskStateStore.objects.get(pk=job.pk).expires_at.isoformat() == "2027-01-02T01:04:05+00:00"
 
@@ -171,8 +176,10 @@ def test_expire_now_through_the_confirmation(op_client, job):
 def test_delete_one_key(op_client, job):
     confirm = op_client.get("/keys/task/delete/", {"ids": job.pk}, **HX)
     assert "<code>job</code>" in confirm.content.decode()
-    assert toast(op_client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm)},
-                                **HX)) == "Deleted 1 key."
+    assert (
+        toast(op_client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm)}, **HX))
+        == "Deleted 1 key."
+    )
     assert not TaskStateStore.objects.filter(pk=job.pk).exists()
 
 
@@ -180,8 +187,10 @@ def test_bulk_expire_and_delete_selected(op_client, run):
     ids = list(TaskStateStore.objects.filter(key="a").values_list("pk", flat=True))
     confirm = op_client.get("/keys/task/expire/", {"ids": ids}, **HX)
     assert 'data-testid="confirm-count">2<' in confirm.content.decode()
-    assert toast(op_client.post("/keys/task/expire/", {"ids": ids, "confirmed_at": confirmed_at(confirm)},
-                                **HX)) == "Expired 2 keys."
+    assert (
+        toast(op_client.post("/keys/task/expire/", {"ids": ids, "confirmed_at": confirmed_at(confirm)}, **HX))
+        == "Expired 2 keys."
+    )
     confirm = op_client.get("/keys/task/delete/", {"ids": ids}, **HX)
     toast(op_client.post("/keys/task/delete/", {"ids": ids, "confirmed_at": confirmed_at(confirm)}, **HX))
     assert set(TaskStateStore.objects.values_list("key", flat=True)) == {"b", "job"}
@@ -194,8 +203,10 @@ def test_nothing_selected_is_a_clear_message(op_client, run):
     assert TaskStateStore.objects.count() == 5
 
 
-@pytest.mark.parametrize(("map_index", "left"), [("0", {("mapped", 1, "a"), ("mapped", 1, "b"), ("t", -1, "job")}),
-                                                 ("all", {("t", -1, "job")})])
+@pytest.mark.parametrize(
+    ("map_index", "left"),
+    [("0", {("mapped", 1, "a"), ("mapped", 1, "b"), ("t", -1, "job")}), ("all", {("t", -1, "job")})],
+)
 def test_clear_a_map_index_or_all_of_them(op_client, run, map_index, left):
     scope = {"run": run.pk, "task_id": "mapped", "map_index": map_index}
     confirm = op_client.get("/keys/task/delete/", scope, **HX)
@@ -266,15 +277,21 @@ def test_bad_additions_change_nothing(op_client, run, data, status, message):
 
 def test_a_512_character_key_is_fine(op_client, run):
     key = "k" * 512
-    toast(op_client.post(f"/runs/{run.pk}/tasks/t/add/", {"key": key, "value": "1", "map_index": "-1",
-                                                          "expiry": "never"}, **HX))
+    toast(
+        op_client.post(
+            f"/runs/{run.pk}/tasks/t/add/", {"key": key, "value": "1", "map_index": "-1", "expiry": "never"}, **HX
+        )
+    )
     assert TaskStateStore.objects.filter(key=key, expires_at__isnull=True).exists()
 
 
 # Assets ----------------------------------------------------------------------------------------
 def test_edit_an_asset_key_records_the_api_writer(op_client, asset):
-    toast(op_client.post(f"/assets/{asset.pk}/key/edit/?key=watermark", {"key": "watermark", "value": '"2026-12-01"'},
-                         **HX))
+    toast(
+        op_client.post(
+            f"/assets/{asset.pk}/key/edit/?key=watermark", {"key": "watermark", "value": '"2026-12-01"'}, **HX
+        )
+    )
     row = AssetStateStore.objects.get(asset=asset, key="watermark")
     assert row.value == '"2026-12-01"' and row.last_updated_by_kind == "api"
     assert row.last_updated_by_dag_id is None and row.last_updated_by_task_id is None
@@ -286,8 +303,12 @@ def test_add_and_delete_an_asset_key(op_client, asset):
     duplicate = op_client.post(f"/assets/{asset.pk}/add/", {"key": "new", "value": "3"}, **HX)
     assert duplicate.status_code == 422 and "already exists" in duplicate.content.decode()
     confirm = op_client.get(f"/assets/{asset.pk}/delete/", {"keys": "new"}, **HX)
-    assert toast(op_client.post(f"/assets/{asset.pk}/delete/", {"keys": "new", "confirmed_at": confirmed_at(confirm)},
-                                **HX)) == "Deleted 1 key."
+    assert (
+        toast(
+            op_client.post(f"/assets/{asset.pk}/delete/", {"keys": "new", "confirmed_at": confirmed_at(confirm)}, **HX)
+        )
+        == "Deleted 1 key."
+    )
     assert set(AssetStateStore.objects.values_list("key", flat=True)) == {"watermark", "cursor"}
 
 
@@ -296,8 +317,9 @@ def test_clear_an_asset_lists_keys_and_values_first(op_client, asset):
     html = confirm.content.decode()
     assert "Clear all state of asset orders?" in html and 'data-testid="confirm-count">2<' in html
     assert "<code>watermark</code>" in html and "&quot;2026-11-01&quot;" in html and "{&quot;id&quot;: 7}" in html
-    message = toast(op_client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": confirmed_at(confirm)},
-                                   **HX))
+    message = toast(
+        op_client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": confirmed_at(confirm)}, **HX)
+    )
     assert message == "Cleared the state of asset 'orders': deleted 2 keys."
     assert not AssetStateStore.objects.exists()
 
@@ -310,7 +332,8 @@ def test_unknown_asset_is_404(op_client):
 # Permissions, CSRF, plain forms ------------------------------------------------------------------
 def action_requests(run, job, asset):
     return [
-        ("get", f"/keys/task/{job.pk}/edit/", {}), ("post", f"/keys/task/{job.pk}/edit/", {"value": "2"}),
+        ("get", f"/keys/task/{job.pk}/edit/", {}),
+        ("post", f"/keys/task/{job.pk}/edit/", {"value": "2"}),
         ("post", f"/keys/task/{job.pk}/expiry/", {"expiry": "never"}),
         ("get", "/keys/task/delete/", {"ids": job.pk}),
         ("post", "/keys/task/delete/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()}),
@@ -339,10 +362,16 @@ def test_viewers_get_403_and_change_nothing(client, viewer, run, job, asset):
 def test_change_permission_does_not_allow_delete(client, user_factory, job, asset):
     client.force_login(user_factory("changer", perms=["task.view", "task.change", "asset.view", "asset.change"]))
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "5"}, **HX).status_code == 204
-    assert client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()},
-                       **HX).status_code == 403
-    assert client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()},
-                       **HX).status_code == 403
+    assert (
+        client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()}, **HX).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()}, **HX
+        ).status_code
+        == 403
+    )
     assert TaskStateStore.objects.filter(pk=job.pk).exists() and AssetStateStore.objects.count() == 2
 
 
@@ -356,8 +385,12 @@ def test_posts_need_the_csrf_token(operator, job, asset):
     client = Client(enforce_csrf_checks=True)
     client.force_login(operator)
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "2"}, **HX).status_code == 403
-    assert client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()},
-                       **HX).status_code == 403
+    assert (
+        client.post(
+            f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()}, **HX
+        ).status_code
+        == 403
+    )
     assert TaskStateStore.objects.get(pk=job.pk).value == '{"id": 1}' and AssetStateStore.objects.count() == 2
     token = client.get(f"/keys/task/{job.pk}/").cookies["csrftoken"].value
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "2"}, HTTP_X_CSRFTOKEN=token, **HX).status_code == 204
@@ -377,8 +410,9 @@ def test_without_javascript_forms_are_pages_and_redirect(op_client, job):
 def test_delete_from_the_key_page_moves_on(op_client, job):
     next_url = f"/runs/{job.dag_run_id}/tasks/t/?map_index=-1"
     confirm = op_client.get("/keys/task/delete/", {"ids": job.pk, "next": next_url}, **HX)
-    response = op_client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm),
-                                                     "next": next_url}, **HX)
+    response = op_client.post(
+        "/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm), "next": next_url}, **HX
+    )
     assert response.status_code == 204 and response["HX-Redirect"] == next_url
 
 

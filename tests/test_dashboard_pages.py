@@ -24,8 +24,14 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
     run = dag_run_factory(dag_id="etl", run_id="scheduled__2026-11-29T00:00:00+00:00", state="running")
     for map_index in (0, 1, 2):
         task_instance_factory(run, task_id="train", map_index=map_index)
-        task_key_factory(run, task_id="train", map_index=map_index, key="checkpoint", value={"epoch": map_index},
-                         expires_at=now + timedelta(days=30))
+        task_key_factory(
+            run,
+            task_id="train",
+            map_index=map_index,
+            key="checkpoint",
+            value={"epoch": map_index},
+            expires_at=now + timedelta(days=30),
+        )
     task_instance_factory(run, task_id="submit")
     task_key_factory(run, task_id="submit", key="job_id", value="spark-1", expires_at=None)
     task_key_factory(run, task_id="submit", key="old", value=1, expires_at=now - timedelta(hours=1))
@@ -33,8 +39,16 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
     xss = task_key_factory(run, task_id="submit", key=XSS, value=XSS, expires_at=None)
     task_key_factory(run, task_id="submit", key="ref", value={"__airflow_state_ref__": "s3://bucket/ref"})
     active = asset_factory(name="orders", uri="s3://warehouse/orders")
-    asset_key_factory(active, key="watermark", value="2026-11-30", kind="task", dag_id="etl", run_id=run.run_id,
-                      task_id="submit", map_index=-1)
+    asset_key_factory(
+        active,
+        key="watermark",
+        value="2026-11-30",
+        kind="task",
+        dag_id="etl",
+        run_id=run.run_id,
+        task_id="submit",
+        map_index=-1,
+    )
     asset_key_factory(active, key=XSS, value=XSS, kind="api")
     inactive = asset_factory(name="legacy", uri="file:///legacy.csv", active=False)
     asset_key_factory(inactive, key="last_export", value="2026-10-01", kind="watcher")
@@ -44,8 +58,16 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
 def pages(world):
     run, active = world["run"], world["active"]
     return [
-        "/", "/overview/largest/", "/dags/", "/dags/etl/", f"/runs/{run.pk}/", f"/runs/{run.pk}/tasks/train/?map_index=1",
-        "/assets/", f"/assets/{active.pk}/", f"/assets/{active.pk}/key/?key=watermark", "/search/?key=job",
+        "/",
+        "/overview/largest/",
+        "/dags/",
+        "/dags/etl/",
+        f"/runs/{run.pk}/",
+        f"/runs/{run.pk}/tasks/train/?map_index=1",
+        "/assets/",
+        f"/assets/{active.pk}/",
+        f"/assets/{active.pk}/key/?key=watermark",
+        "/search/?key=job",
         f"/keys/task/{world['xss'].pk}/",
     ]
 
@@ -65,8 +87,16 @@ def test_every_page_renders_for_an_operator(client, operator, world):
 def test_users_without_view_permission_get_403(client, nobody, world):
     client.force_login(nobody)
     run, active = world["run"], world["active"]
-    for url in ["/dags/", "/dags/etl/", f"/runs/{run.pk}/", f"/runs/{run.pk}/tasks/train/", "/assets/",
-                f"/assets/{active.pk}/", f"/keys/task/{world['xss'].pk}/", "/overview/largest/"]:
+    for url in [
+        "/dags/",
+        "/dags/etl/",
+        f"/runs/{run.pk}/",
+        f"/runs/{run.pk}/tasks/train/",
+        "/assets/",
+        f"/assets/{active.pk}/",
+        f"/keys/task/{world['xss'].pk}/",
+        "/overview/largest/",
+    ]:
         assert client.get(url).status_code == 403, url
     home = client.get("/").content.decode()
     assert "may not view task state" in home and 'href="/dags/"' not in home
@@ -82,8 +112,12 @@ def test_search_shows_only_the_stores_a_user_may_view(client, user_factory, worl
 
 def test_viewer_sees_no_action_buttons(client, viewer, world):
     client.force_login(viewer)
-    for url in [f"/runs/{world['run'].pk}/", f"/runs/{world['run'].pk}/tasks/submit/", f"/assets/{world['active'].pk}/",
-                f"/keys/task/{world['xss'].pk}/"]:
+    for url in [
+        f"/runs/{world['run'].pk}/",
+        f"/runs/{world['run'].pk}/tasks/submit/",
+        f"/assets/{world['active'].pk}/",
+        f"/keys/task/{world['xss'].pk}/",
+    ]:
         html = client.get(url).content.decode()
         for label in (">Edit<", ">Delete<", "Expire now", "Clear all", "Add key", 'name="ids"'):
             assert label not in html, (url, label)
@@ -94,8 +128,12 @@ def test_keys_and_values_are_escaped(client, operator, world, page):
     client.force_login(operator)
     run, active = world["run"], world["active"]
     url = {
-        "run": f"/runs/{run.pk}/", "task": f"/runs/{run.pk}/tasks/submit/", "key": f"/keys/task/{world['xss'].pk}/",
-        "search": "/search/?key=script", "asset": f"/assets/{active.pk}/", "largest": "/overview/largest/",
+        "run": f"/runs/{run.pk}/",
+        "task": f"/runs/{run.pk}/tasks/submit/",
+        "key": f"/keys/task/{world['xss'].pk}/",
+        "search": "/search/?key=script",
+        "asset": f"/assets/{active.pk}/",
+        "largest": "/overview/largest/",
         "asset_key": f"/assets/{active.pk}/key/?key=%3Cscript%3Ealert(1)%3C/script%3E",
     }[page]
     html = client.get(url).content.decode()
@@ -105,8 +143,15 @@ def test_keys_and_values_are_escaped(client, operator, world, page):
 
 def test_overview_figures_and_configuration(client, operator, world, monkeypatch):
     monkeypatch.setenv("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "7")
-    GcRun.objects.create(started_at=timezone.now(), cutoff=timezone.now(), batch_size=0, rows_deleted=42,
-                         outcome="completed", host="gc-host", pid=1)
+    GcRun.objects.create(
+        started_at=timezone.now(),
+        cutoff=timezone.now(),
+        batch_size=0,
+        rows_deleted=42,
+        outcome="completed",
+        host="gc-host",
+        pid=1,
+    )
     client.force_login(operator)
     html = client.get("/").content.decode()
     assert 'data-testid="task-keys">8<' in html and 'data-testid="asset-keys">3<' in html
@@ -156,7 +201,9 @@ def test_asset_pages_warn_about_inactive_assets_and_link_writers(client, operato
     assert "deletes the state of inactive assets" in client.get(f"/assets/{world['inactive'].pk}/").content.decode()
     html = client.get(f"/assets/{world['active'].pk}/").content.decode()
     assert "deletes the state of inactive assets" not in html
-    assert "/task-instance/?dag_id=etl&amp;run_id=scheduled__2026-11-29T00%3A00%3A00%2B00%3A00&amp;task_id=submit" in html
+    assert (
+        "/task-instance/?dag_id=etl&amp;run_id=scheduled__2026-11-29T00%3A00%3A00%2B00%3A00&amp;task_id=submit" in html
+    )
     lookup = client.get("/task-instance/", {"dag_id": "etl", "run_id": world["run"].run_id, "task_id": "submit"})
     assert lookup.status_code == 302 and lookup["Location"] == f"/runs/{world['run'].pk}/tasks/submit/?map_index=-1"
     assert client.get("/task-instance/", {"dag_id": "gone", "run_id": "x", "task_id": "y"}).status_code == 404
@@ -212,22 +259,28 @@ def test_keyset_pages_do_not_overlap(client, operator, dag_run_factory, task_ins
     while url:
         html = client.get(url).content.decode()
         seen += [part.split("</code>")[0] for part in html.split('class="key"><a href="/keys/task/')[1:]]
-        url = (f"/runs/{run.pk}/tasks/t/" + html.split('rel="next" href="')[1].split('"')[0].replace("&amp;", "&")
-               if 'rel="next"' in html else None)
+        url = (
+            f"/runs/{run.pk}/tasks/t/" + html.split('rel="next" href="')[1].split('"')[0].replace("&amp;", "&")
+            if 'rel="next"' in html
+            else None
+        )
     keys = [s.split("<code>")[1] for s in seen]
     assert keys == [f"k{n:03d}" for n in range(130)]
 
 
 def _queries(client, url):
-    with CaptureQueriesContext(connections["default"]) as default, \
-            CaptureQueriesContext(connections["airflow"]) as airflow:
+    with (
+        CaptureQueriesContext(connections["default"]) as default,
+        CaptureQueriesContext(connections["airflow"]) as airflow,
+    ):
         assert client.get(url).status_code == 200
     return len(default), len(airflow)
 
 
 @pytest.mark.parametrize("page", ["overview", "dags", "runs", "run", "task", "assets", "asset", "search", "largest"])
-def test_queries_do_not_grow_with_rows(client, operator, dag_run_factory, task_instance_factory, task_key_factory,
-                                       asset_factory, asset_key_factory, page):
+def test_queries_do_not_grow_with_rows(
+    client, operator, dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory, page
+):
     """The same number of queries with 3 and with 60 of everything: no N+1 anywhere."""
     client.force_login(operator)
     counts = []
@@ -241,9 +294,15 @@ def test_queries_do_not_grow_with_rows(client, operator, dag_run_factory, task_i
             asset = asset_factory(active=n % 2 == 0)
             asset_key_factory(asset, key=f"a{n}", kind="task", dag_id=run.dag_id, run_id=run.run_id, task_id="t0")
         url = {
-            "overview": "/", "dags": "/dags/", "runs": f"/dags/{run.dag_id}/", "run": f"/runs/{run.pk}/",
-            "task": f"/runs/{run.pk}/tasks/t0/", "assets": "/assets/", "asset": f"/assets/{asset.pk}/",
-            "search": "/search/?key=k", "largest": "/overview/largest/",
+            "overview": "/",
+            "dags": "/dags/",
+            "runs": f"/dags/{run.dag_id}/",
+            "run": f"/runs/{run.pk}/",
+            "task": f"/runs/{run.pk}/tasks/t0/",
+            "assets": "/assets/",
+            "asset": f"/assets/{asset.pk}/",
+            "search": "/search/?key=k",
+            "largest": "/overview/largest/",
         }[page]
         counts.append(_queries(client, url))
     assert counts[0] == counts[1], counts

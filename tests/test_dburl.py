@@ -6,9 +6,7 @@ from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.dburl import mask_url, resolve_airflow_database, sqlalchemy_url_to_django
 
 
-@pytest.mark.parametrize(
-    "url", ["postgresql+psycopg2://", "postgresql+psycopg://", "postgresql://", "postgres://"]
-)
+@pytest.mark.parametrize("url", ["postgresql+psycopg2://", "postgresql+psycopg://", "postgresql://", "postgres://"])
 def test_postgres_urls_of_every_driver(url):
     settings = sqlalchemy_url_to_django(url + "airflow:s3cr%40t@db.example:6432/airflow_meta?sslmode=require")
     assert settings == {
@@ -63,7 +61,9 @@ def test_resolution_order(tmp_path):
     (home / "airflow.cfg").write_text("[database]\nsql_alchemy_conn = sqlite:////from/cfg.db\n")
     from_cfg = resolve_airflow_database(env, embedded)
     assert (from_cfg.settings["NAME"], from_cfg.source, from_cfg.embedded) == (
-        "/from/cfg.db", str(home / "airflow.cfg"), False,
+        "/from/cfg.db",
+        str(home / "airflow.cfg"),
+        False,
     )
 
     env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = "postgresql+psycopg2://u:pw@h/from_env"

@@ -16,7 +16,10 @@ pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
 
 def table_counts():
-    return {m.__name__: m.objects.count() for m in (DagRun, TaskInstance, TaskStateStore, Asset, AssetActive, AssetStateStore)}
+    return {
+        m.__name__: m.objects.count()
+        for m in (DagRun, TaskInstance, TaskStateStore, Asset, AssetActive, AssetStateStore)
+    }
 
 
 def load():

@@ -44,11 +44,14 @@ def reference(dag_run_factory, task_key_factory, asset_factory, asset_key_factor
     task_key_factory(run, task_id="t", key="never", expires_at=None)
     task_key_factory(run, task_id="t", key="default", expires_at=default)
     task_key_factory(run, task_id="t", key="minus_60s", expires_at=now - timedelta(seconds=60))
-    task_key_factory(run, task_id="t", key="one_second", updated_at=now - timedelta(seconds=2),
-                     expires_at=now - timedelta(seconds=1))  # written with retention 1 s, which has passed
+    task_key_factory(
+        run, task_id="t", key="one_second", updated_at=now - timedelta(seconds=2), expires_at=now - timedelta(seconds=1)
+    )  # written with retention 1 s, which has passed
     task_key_factory(run, task_id="t", key="one_day", expires_at=now + timedelta(days=1))
     for map_index in (0, 1):
-        task_key_factory(run, task_id="mapped", map_index=map_index, key="expired", expires_at=now - timedelta(minutes=5))
+        task_key_factory(
+            run, task_id="mapped", map_index=map_index, key="expired", expires_at=now - timedelta(minutes=5)
+        )
         task_key_factory(run, task_id="mapped", map_index=map_index, key="default", expires_at=default)
     asset = asset_factory()
     asset_key_factory(asset, key="watermark")
@@ -57,7 +60,11 @@ def reference(dag_run_factory, task_key_factory, asset_factory, asset_key_factor
 
 
 SURVIVORS = {
-    ("t", -1, "never"), ("t", -1, "default"), ("t", -1, "one_day"), ("mapped", 0, "default"), ("mapped", 1, "default"),
+    ("t", -1, "never"),
+    ("t", -1, "default"),
+    ("t", -1, "one_day"),
+    ("mapped", 0, "default"),
+    ("mapped", 1, "default"),
 }
 
 
@@ -122,7 +129,9 @@ def importable_backends(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-@pytest.mark.parametrize(("backend", "cleaned"), [("company_backends.Audited", True), ("company_backends.Redis", False)])
+@pytest.mark.parametrize(
+    ("backend", "cleaned"), [("company_backends.Audited", True), ("company_backends.Redis", False)]
+)
 def test_importable_backend_is_checked_for_subclassing(reference, monkeypatch, importable_backends, backend, cleaned):
     monkeypatch.setenv("AIRFLOW__STATE_STORE__BACKEND", backend)
     clean()
@@ -189,7 +198,12 @@ def test_dry_run_is_bounded_and_deletes_nothing(reference):
 def test_dry_run_lists_oldest_first(reference):
     out, _ = clean(dry_run=True)
     sample = [line for line in out.splitlines() if line.startswith("  dag ")]
-    assert [line.split("key ")[1].split(" ")[0] for line in sample] == ["'expired'", "'expired'", "'minus_60s'", "'one_second'"]
+    assert [line.split("key ")[1].split(" ")[0] for line in sample] == [
+        "'expired'",
+        "'expired'",
+        "'minus_60s'",
+        "'one_second'",
+    ]
 
 
 def test_max_batches_stops_early(reference):

@@ -57,7 +57,11 @@ def manage(*args, stdout=subprocess.PIPE):
     """Start `manage.py state_store_clean` on the test databases, as a scheduler would."""
     return subprocess.Popen(
         [sys.executable, "manage.py", "state_store_clean", *args],
-        cwd=ROOT, env=manage_env(), stdout=stdout, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=manage_env(),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -75,9 +79,17 @@ def expired_and_live(dag_run_factory, task_key_factory):
         now = timezone.now()
         TaskStateStore.objects.bulk_create(
             [
-                TaskStateStore(dag_run=run, dag_id=run.dag_id, run_id=run.run_id, task_id="t", map_index=-1,
-                               key=f"k{i:05d}", value="1", updated_at=now,
-                               expires_at=now - timedelta(hours=1) if i < expired else now + timedelta(days=1))
+                TaskStateStore(
+                    dag_run=run,
+                    dag_id=run.dag_id,
+                    run_id=run.run_id,
+                    task_id="t",
+                    map_index=-1,
+                    key=f"k{i:05d}",
+                    value="1",
+                    updated_at=now,
+                    expires_at=now - timedelta(hours=1) if i < expired else now + timedelta(days=1),
+                )
                 for i in range(expired + live)
             ]
         )
@@ -203,8 +215,9 @@ def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live):
     airflow_deleted = []
 
     def airflow_gc(conn):
-        while ids := [r[0] for r in conn.execute(
-                "SELECT id FROM task_state_store WHERE expires_at < now() LIMIT 7").fetchall()]:
+        while ids := [
+            r[0] for r in conn.execute("SELECT id FROM task_state_store WHERE expires_at < now() LIMIT 7").fetchall()
+        ]:
             airflow_deleted.append(conn.execute("DELETE FROM task_state_store WHERE id = ANY(%s)", [ids]).rowcount)
 
     result, errors = run_threads(airflow_gc)

@@ -133,7 +133,9 @@ def test_models_are_unmanaged():
     assert all(not model._meta.managed for model in ALL_MODELS)
 
 
-def test_cascades_work_through_the_real_constraints(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
+def test_cascades_work_through_the_real_constraints(
+    dag_run_factory, task_key_factory, asset_factory, asset_key_factory
+):
     run = dag_run_factory()
     task_key_factory(run, key="a")
     asset = asset_factory()

@@ -32,10 +32,20 @@ def test_secret_key_is_required_with_a_dashboard_database_url(tmp_path):
 
 def test_embedded_mode_generates_a_private_secret_key_once(tmp_path):
     env = {"STATESTORE_VAR_DIR": str(tmp_path / "var")}
-    first = run_manage("shell", "--no-imports", "-c", "from django.conf import settings; print(settings.SECRET_KEY)",
-                       env={"HOME": str(tmp_path), **env})
-    second = run_manage("shell", "--no-imports", "-c", "from django.conf import settings; print(settings.SECRET_KEY)",
-                        env={"HOME": str(tmp_path), **env})
+    first = run_manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(settings.SECRET_KEY)",
+        env={"HOME": str(tmp_path), **env},
+    )
+    second = run_manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(settings.SECRET_KEY)",
+        env={"HOME": str(tmp_path), **env},
+    )
     assert first.returncode == 0, first.stderr
     key = first.stdout.strip()
     assert len(key) >= 50 and key == second.stdout.strip()
@@ -43,8 +53,13 @@ def test_embedded_mode_generates_a_private_secret_key_once(tmp_path):
 
 
 def test_debug_is_off_by_default(tmp_path):
-    result = run_manage("shell", "--no-imports", "-c", "from django.conf import settings; print(settings.DEBUG)",
-                        env={"HOME": str(tmp_path), "STATESTORE_VAR_DIR": str(tmp_path)})
+    result = run_manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(settings.DEBUG)",
+        env={"HOME": str(tmp_path), "STATESTORE_VAR_DIR": str(tmp_path)},
+    )
     assert result.stdout.strip() == "False", result.stderr
 
 
@@ -77,8 +92,10 @@ def test_airflow_database_url_alone_is_enough(tmp_path, airflow_postgres_databas
     assert check.returncode == 0, check.stderr
     assert "no issues" in check.stdout
     counts = run_manage(
-        "shell", "--no-imports", "-c",
-        "from statestore_admin.state.selectors import store_totals; t = store_totals(); print(t.task_keys, t.asset_keys)",
+        "shell",
+        "--no-imports",
+        "-c",
+        "from statestore_admin.state.selectors import store_totals as s; t = s(); print(t.task_keys, t.asset_keys)",
         env=dict(env),
     )
     assert counts.stdout.strip() == "2 0", counts.stderr

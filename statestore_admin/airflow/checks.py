@@ -43,8 +43,7 @@ def inspect_airflow_database(connection) -> list[checks.CheckMessage]:
                 if missing:
                     messages.append(
                         checks.Error(
-                            f"Table '{table}' in the Airflow database {where} lacks the columns "
-                            f"{', '.join(missing)}.",
+                            f"Table '{table}' in the Airflow database {where} lacks the columns {', '.join(missing)}.",
                             hint="statestore-admin expects the schema of Airflow 3.3.2; check the Airflow version.",
                             id="statestore.E003",
                         )

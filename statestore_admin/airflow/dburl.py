@@ -84,7 +84,9 @@ def resolve_airflow_database(environ: Mapping[str, str], embedded_path: Path, de
         return _embedded(embedded_path)
     url = environ.get("AIRFLOW_DATABASE_URL", "").strip()
     if url:
-        return AirflowDatabase(sqlalchemy_url_to_django(url), "environment variable AIRFLOW_DATABASE_URL", mask_url(url))
+        return AirflowDatabase(
+            sqlalchemy_url_to_django(url), "environment variable AIRFLOW_DATABASE_URL", mask_url(url)
+        )
     conn = AirflowConfig(environ).sql_alchemy_conn
     if conn.value:
         return AirflowDatabase(sqlalchemy_url_to_django(conn.value), conn.source, mask_url(conn.value))

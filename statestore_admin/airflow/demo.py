@@ -57,7 +57,9 @@ DAGS = {
             DemoKey("load", "rows_loaded", 128_734, DEFAULT),
             DemoKey("submit_spark_job", "job_id", {"job": "spark-app-20261130-0007", "cluster": "emr-prod"}, NEVER),
             DemoKey("submit_spark_job", "attempt", 2, timedelta(minutes=25)),
-            DemoKey("transform", "tmp/partition_cursor", {"partition": "2026-11-29", "offset": 5120}, timedelta(hours=-3)),
+            DemoKey(
+                "transform", "tmp/partition_cursor", {"partition": "2026-11-29", "offset": 5120}, timedelta(hours=-3)
+            ),
         ],
     },
     "ml_training": {
@@ -103,21 +105,45 @@ DAGS = {
 
 ASSETS = [
     # name, uri, group, active, [(key, value, writer kind, writer (dag, run offset, task, map_index) or None)]
-    ("orders_raw", "s3://warehouse/raw/orders", "asset", True, [
-        ("watermark", "2026-11-30T00:00:00+00:00", "task", ("etl_orders", 0, "extract", -1)),
-        ("last_partition", {"date": "2026-11-29", "files": 42}, "watcher", None),
-    ]),
-    ("customers", "postgres://warehouse:5432/public/customers", "asset", True, [
-        ("cursor", {"updated_at": "2026-11-30T04:00:00Z", "id": 991_245}, "api", None),
-        ("schema_version", 7, None, None),
-    ]),
-    ("events_stream", "kafka://broker:9092/events", "streams", True, [
-        ("offsets", {f"partition-{p}": 1_000_000 + p * 17 for p in range(12)}, "watcher", None),
-        ("features/fold-0", {"rows": 10}, "task", ("ml_training", 0, "train_fold", 0)),
-    ]),
-    ("legacy_export", "file:///exports/legacy/customers.csv", "asset", False, [
-        ("last_export", "2026-10-01", "task", ("etl_orders", -2, "load", -1)),
-    ]),
+    (
+        "orders_raw",
+        "s3://warehouse/raw/orders",
+        "asset",
+        True,
+        [
+            ("watermark", "2026-11-30T00:00:00+00:00", "task", ("etl_orders", 0, "extract", -1)),
+            ("last_partition", {"date": "2026-11-29", "files": 42}, "watcher", None),
+        ],
+    ),
+    (
+        "customers",
+        "postgres://warehouse:5432/public/customers",
+        "asset",
+        True,
+        [
+            ("cursor", {"updated_at": "2026-11-30T04:00:00Z", "id": 991_245}, "api", None),
+            ("schema_version", 7, None, None),
+        ],
+    ),
+    (
+        "events_stream",
+        "kafka://broker:9092/events",
+        "streams",
+        True,
+        [
+            ("offsets", {f"partition-{p}": 1_000_000 + p * 17 for p in range(12)}, "watcher", None),
+            ("features/fold-0", {"rows": 10}, "task", ("ml_training", 0, "train_fold", 0)),
+        ],
+    ),
+    (
+        "legacy_export",
+        "file:///exports/legacy/customers.csv",
+        "asset",
+        False,
+        [
+            ("last_export", "2026-10-01", "task", ("etl_orders", -2, "load", -1)),
+        ],
+    ),
     ("ml_features", "s3://warehouse/features/v3", "ml", True, []),
 ]
 
@@ -236,22 +262,30 @@ SCALE_DAG = "scale_test"
 SCALE_TASKS = 10
 SCALE_KEYS_PER_RUN = 10_000
 
+_COLUMNS = "dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at"
+_ROW = (
+    "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
+    "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN {expired} ELSE {live} END "
+)
 _GENERATE = {
     "postgresql": (
-        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
-        "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
-        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s "
-        "THEN %(expired)s::timestamptz - (g + %(base)s) * interval '1 second' ELSE %(live)s::timestamptz + (g + %(base)s) * interval '1 second' END "
-        "FROM generate_series(0, %(count)s - 1) AS g ON CONFLICT DO NOTHING"
+        f"INSERT INTO task_state_store ({_COLUMNS}) "
+        + _ROW.format(
+            tasks=SCALE_TASKS,
+            expired="%(expired)s::timestamptz - (g + %(base)s) * interval '1 second'",
+            live="%(live)s::timestamptz + (g + %(base)s) * interval '1 second'",
+        )
+        + "FROM generate_series(0, %(count)s - 1) AS g ON CONFLICT DO NOTHING"
     ),
     "sqlite": (
         "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
-        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) "
-        "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
-        "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s "
-        "THEN strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(expired)s, '-' || (g + %(base)s) || ' seconds') "
-        "ELSE strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(live)s, '+' || (g + %(base)s) || ' seconds') END "
-        "FROM s WHERE true ON CONFLICT DO NOTHING"
+        f"INSERT INTO task_state_store ({_COLUMNS}) "
+        + _ROW.format(
+            tasks=SCALE_TASKS,
+            expired="strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(expired)s, '-' || (g + %(base)s) || ' seconds')",
+            live="strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(live)s, '+' || (g + %(base)s) || ' seconds')",
+        )
+        + "FROM s WHERE true ON CONFLICT DO NOTHING"
     ),
 }
 
@@ -260,20 +294,26 @@ def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
     """Add ``rows`` task keys to the ``scale_test`` DAG, set-based in SQL (no row-by-row inserts).
 
     Keys are spread over runs of ``SCALE_KEYS_PER_RUN``; ``expired_fraction`` of them expired an hour
-    ago or earlier (one second apart), the rest expire in 30 days or later. Idempotent: the same ``rows`` twice adds nothing. Returns the
-    number of rows inserted.
+    ago or earlier (one second apart), the rest expire in 30 days or later. Idempotent: the same
+    ``rows`` twice adds nothing. Returns the number of rows inserted.
     """
     connection = connections[airflow_alias()]
     ops = connection.ops
     now = timezone.now()
-    sql = _GENERATE[connection.vendor].format(tasks=SCALE_TASKS)
+    sql = _GENERATE[connection.vendor]
     runs = []
     for number in range((rows + SCALE_KEYS_PER_RUN - 1) // SCALE_KEYS_PER_RUN):
         logical_date = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=number)
         runs.append(
             DagRun(
-                dag_id=SCALE_DAG, run_id=_run_id("scheduled", logical_date), state="success", run_type="scheduled",
-                logical_date=logical_date, run_after=logical_date, start_date=logical_date, end_date=logical_date,
+                dag_id=SCALE_DAG,
+                run_id=_run_id("scheduled", logical_date),
+                state="success",
+                run_type="scheduled",
+                logical_date=logical_date,
+                run_after=logical_date,
+                start_date=logical_date,
+                end_date=logical_date,
             )
         )
     DagRun.objects.bulk_create(runs, ignore_conflicts=True, batch_size=500)
@@ -281,8 +321,15 @@ def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
     TaskInstance.objects.bulk_create(
         [
             TaskInstance(
-                id=uuid.uuid4(), dag_id=SCALE_DAG, task_id=f"task_{t}", run_id=run.run_id, map_index=-1,
-                state="success", try_number=1, pool="default_pool", pool_slots=1,
+                id=uuid.uuid4(),
+                dag_id=SCALE_DAG,
+                task_id=f"task_{t}",
+                run_id=run.run_id,
+                map_index=-1,
+                state="success",
+                try_number=1,
+                pool="default_pool",
+                pool_slots=1,
             )
             for run in runs
             for t in range(SCALE_TASKS)

@@ -39,8 +39,15 @@ class LenientJSONParser(JSONParser):
         try:
             return json.loads(text, parse_constant=float)
         except ValueError as exc:
-            raise RequestInvalid(error("json_invalid", ["body", getattr(exc, "pos", 0)], "JSON decode error", {},
-                                       ctx={"error": getattr(exc, "msg", str(exc))})) from None
+            raise RequestInvalid(
+                error(
+                    "json_invalid",
+                    ["body", getattr(exc, "pos", 0)],
+                    "JSON decode error",
+                    {},
+                    ctx={"error": getattr(exc, "msg", str(exc))},
+                )
+            ) from None
 
 
 class StorePermission(drf_permissions.BasePermission):
@@ -70,12 +77,24 @@ def query_int(request, name: str, default: int, minimum: int) -> int:
     try:
         number = int(raw)
     except ValueError:
-        raise RequestInvalid(error("int_parsing", ["query", name],
-                                   "Input should be a valid integer, unable to parse string as an integer", raw)) \
-            from None
+        raise RequestInvalid(
+            error(
+                "int_parsing",
+                ["query", name],
+                "Input should be a valid integer, unable to parse string as an integer",
+                raw,
+            )
+        ) from None
     if number < minimum:
-        raise RequestInvalid(error("greater_than_equal", ["query", name],
-                                   f"Input should be greater than or equal to {minimum}", raw, ctx={"ge": minimum}))
+        raise RequestInvalid(
+            error(
+                "greater_than_equal",
+                ["query", name],
+                f"Input should be greater than or equal to {minimum}",
+                raw,
+                ctx={"ge": minimum},
+            )
+        )
     return number
 
 
@@ -85,8 +104,9 @@ def query_bool(request, name: str) -> bool:
         return False
     if raw.lower() in TRUE | FALSE:
         return raw.lower() in TRUE
-    raise RequestInvalid(error("bool_parsing", ["query", name], "Input should be a valid boolean, unable to interpret "
-                               "input", raw))
+    raise RequestInvalid(
+        error("bool_parsing", ["query", name], "Input should be a valid boolean, unable to interpret input", raw)
+    )
 
 
 def body_fields(request, allowed: set[str], required: set[str]) -> dict:
@@ -95,11 +115,20 @@ def body_fields(request, allowed: set[str], required: set[str]) -> dict:
     if data is None or (not data and not int(request.META.get("CONTENT_LENGTH") or 0)):  # no body at all
         raise RequestInvalid(error("missing", ["body"], "Field required", None))
     if not isinstance(data, dict):
-        raise RequestInvalid(error("model_attributes_type", ["body"],
-                                   "Input should be a valid dictionary or object to extract fields from", data))
+        raise RequestInvalid(
+            error(
+                "model_attributes_type",
+                ["body"],
+                "Input should be a valid dictionary or object to extract fields from",
+                data,
+            )
+        )
     problems = [error("missing", ["body", name], "Field required", data) for name in sorted(required - data.keys())]
-    problems += [error("extra_forbidden", ["body", name], "Extra inputs are not permitted", data[name])
-                 for name in data if name not in allowed]
+    problems += [
+        error("extra_forbidden", ["body", name], "Extra inputs are not permitted", data[name])
+        for name in data
+        if name not in allowed
+    ]
     if problems:
         raise RequestInvalid(*problems)
     return data
@@ -117,17 +146,36 @@ def parse_expires_at(data: dict) -> Expiry:
             return Expiry(AT, parse_datetime_aware(raw))
         except Exception:
             naive = _naive(raw)
-            problem = (error("timezone_aware", ["body", "expires_at", "datetime"], "Input should have timezone info",
-                             raw) if naive else
-                       error("datetime_from_date_parsing", ["body", "expires_at", "datetime"],
-                             "Input should be a valid datetime or date", raw))
-            raise RequestInvalid(problem, error("literal_error", ["body", "expires_at", "literal['default']"],
-                                                "Input should be 'default'", raw, ctx={"expected": "'default'"})) \
-                from None
-    raise RequestInvalid(error("datetime_type", ["body", "expires_at", "datetime"],
-                               "Input should be a valid datetime", raw),
-                         error("literal_error", ["body", "expires_at", "literal['default']"],
-                               "Input should be 'default'", raw, ctx={"expected": "'default'"}))
+            problem = (
+                error("timezone_aware", ["body", "expires_at", "datetime"], "Input should have timezone info", raw)
+                if naive
+                else error(
+                    "datetime_from_date_parsing",
+                    ["body", "expires_at", "datetime"],
+                    "Input should be a valid datetime or date",
+                    raw,
+                )
+            )
+            raise RequestInvalid(
+                problem,
+                error(
+                    "literal_error",
+                    ["body", "expires_at", "literal['default']"],
+                    "Input should be 'default'",
+                    raw,
+                    ctx={"expected": "'default'"},
+                ),
+            ) from None
+    raise RequestInvalid(
+        error("datetime_type", ["body", "expires_at", "datetime"], "Input should be a valid datetime", raw),
+        error(
+            "literal_error",
+            ["body", "expires_at", "literal['default']"],
+            "Input should be 'default'",
+            raw,
+            ctx={"expected": "'default'"},
+        ),
+    )
 
 
 def _naive(text: str) -> bool:
@@ -139,16 +187,24 @@ def _naive(text: str) -> bool:
 
 
 def task_entry(row: TaskStateStore) -> dict:
-    return {"key": row.key, "value": decoded(row.value), "updated_at": iso(row.updated_at),
-            "expires_at": iso(row.expires_at)}
+    return {
+        "key": row.key,
+        "value": decoded(row.value),
+        "updated_at": iso(row.updated_at),
+        "expires_at": iso(row.expires_at),
+    }
 
 
 def asset_entry(row: AssetStateStore) -> dict:
     writer = None
     if row.last_updated_by_kind is not None:
-        writer = {"kind": row.last_updated_by_kind, "dag_id": row.last_updated_by_dag_id,
-                  "run_id": row.last_updated_by_run_id, "task_id": row.last_updated_by_task_id,
-                  "map_index": row.last_updated_by_map_index}
+        writer = {
+            "kind": row.last_updated_by_kind,
+            "dag_id": row.last_updated_by_dag_id,
+            "run_id": row.last_updated_by_run_id,
+            "task_id": row.last_updated_by_task_id,
+            "map_index": row.last_updated_by_map_index,
+        }
     return {"key": row.key, "value": decoded(row.value), "updated_at": iso(row.updated_at), "last_updated_by": writer}
 
 
@@ -157,31 +213,63 @@ def no_content() -> HttpResponse:
 
 
 # Documentation of the shapes (drf-spectacular) ------------------------------------------------------
-TaskEntry = inline_serializer("TaskStateStoreResponse", {
-    "key": serializers.CharField(), "value": serializers.JSONField(), "updated_at": serializers.DateTimeField(),
-    "expires_at": serializers.DateTimeField(allow_null=True)})
-TaskCollection = inline_serializer("TaskStateStoreCollectionResponse", {
-    "task_state_store": TaskEntry.__class__(many=True), "total_entries": serializers.IntegerField()})
-Writer = inline_serializer("AssetStateStoreLastUpdatedBy", {
-    "kind": serializers.ChoiceField(["task", "watcher", "api"]), "dag_id": serializers.CharField(allow_null=True),
-    "run_id": serializers.CharField(allow_null=True), "task_id": serializers.CharField(allow_null=True),
-    "map_index": serializers.IntegerField(allow_null=True)})
-AssetEntry = inline_serializer("AssetStateStoreResponse", {
-    "key": serializers.CharField(), "value": serializers.JSONField(), "updated_at": serializers.DateTimeField(),
-    "last_updated_by": Writer.__class__(allow_null=True)})
-AssetCollection = inline_serializer("AssetStateStoreCollectionResponse", {
-    "asset_state_store": AssetEntry.__class__(many=True), "total_entries": serializers.IntegerField()})
-TaskBody = inline_serializer("TaskStateStoreBody", {
-    "value": serializers.JSONField(help_text="Any JSON value but null; NaN and Infinity are refused."),
-    "expires_at": serializers.CharField(required=False, allow_null=True, default=DEFAULT,
-                                        help_text='"default", null (never), or a timezone-aware date-time')})
+TaskEntry = inline_serializer(
+    "TaskStateStoreResponse",
+    {
+        "key": serializers.CharField(),
+        "value": serializers.JSONField(),
+        "updated_at": serializers.DateTimeField(),
+        "expires_at": serializers.DateTimeField(allow_null=True),
+    },
+)
+TaskCollection = inline_serializer(
+    "TaskStateStoreCollectionResponse",
+    {"task_state_store": TaskEntry.__class__(many=True), "total_entries": serializers.IntegerField()},
+)
+Writer = inline_serializer(
+    "AssetStateStoreLastUpdatedBy",
+    {
+        "kind": serializers.ChoiceField(["task", "watcher", "api"]),
+        "dag_id": serializers.CharField(allow_null=True),
+        "run_id": serializers.CharField(allow_null=True),
+        "task_id": serializers.CharField(allow_null=True),
+        "map_index": serializers.IntegerField(allow_null=True),
+    },
+)
+AssetEntry = inline_serializer(
+    "AssetStateStoreResponse",
+    {
+        "key": serializers.CharField(),
+        "value": serializers.JSONField(),
+        "updated_at": serializers.DateTimeField(),
+        "last_updated_by": Writer.__class__(allow_null=True),
+    },
+)
+AssetCollection = inline_serializer(
+    "AssetStateStoreCollectionResponse",
+    {"asset_state_store": AssetEntry.__class__(many=True), "total_entries": serializers.IntegerField()},
+)
+TaskBody = inline_serializer(
+    "TaskStateStoreBody",
+    {
+        "value": serializers.JSONField(help_text="Any JSON value but null; NaN and Infinity are refused."),
+        "expires_at": serializers.CharField(
+            required=False,
+            allow_null=True,
+            default=DEFAULT,
+            help_text='"default", null (never), or a timezone-aware date-time',
+        ),
+    },
+)
 PatchBody = inline_serializer("TaskStateStorePatchBody", {"value": serializers.JSONField()})
 AssetBody = inline_serializer("AssetStateStoreBody", {"value": serializers.JSONField()})
 Detail = inline_serializer("HTTPExceptionResponse", {"detail": serializers.JSONField()})
 ERRORS = {401: Detail, 403: Detail, 404: Detail, 422: Detail}
 MAP_INDEX = OpenApiParameter("map_index", int, default=-1, description="-1 for an unmapped task; 0 or more.")
-PAGING = [OpenApiParameter("limit", int, default=PAGE_LIMIT, description=f"At most {MAX_PAGE_LIMIT}."),
-          OpenApiParameter("offset", int, default=0)]
+PAGING = [
+    OpenApiParameter("limit", int, default=PAGE_LIMIT, description=f"At most {MAX_PAGE_LIMIT}."),
+    OpenApiParameter("offset", int, default=0),
+]
 KEY = OpenApiParameter("key", OpenApiTypes.STR, OpenApiParameter.PATH, description="Any characters; URL-encode '/'.")
 
 
@@ -200,19 +288,27 @@ class TaskView(AirflowView):
 
 
 class TaskStateStoreCollection(TaskView):
-    @extend_schema(operation_id="list_task_state_store", parameters=[MAP_INDEX, *PAGING],
-                   responses={200: TaskCollection, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="list_task_state_store",
+        parameters=[MAP_INDEX, *PAGING],
+        responses={200: TaskCollection, **ERRORS},
+        tags=["Task State Store"],
+    )
     def get(self, request, dag_id, dag_run_id, task_id):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
         offset = query_int(request, "offset", 0, 0)
-        rows, total = selectors.task_keys_page(scope.dag_id, scope.run_id, scope.task_id, scope.map_index,
-                                               offset, limit)
+        rows, total = selectors.task_keys_page(
+            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, offset, limit
+        )
         return Response({"task_state_store": [task_entry(r) for r in rows], "total_entries": total})
 
-    @extend_schema(operation_id="clear_task_state_store",
-                   parameters=[MAP_INDEX, OpenApiParameter("all_map_indices", bool, default=False)],
-                   responses={204: None, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="clear_task_state_store",
+        parameters=[MAP_INDEX, OpenApiParameter("all_map_indices", bool, default=False)],
+        responses={204: None, **ERRORS},
+        tags=["Task State Store"],
+    )
     def delete(self, request, dag_id, dag_run_id, task_id):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         services.clear_task_keys(request.user, scope, all_map_indices=query_bool(request, "all_map_indices"))
@@ -220,31 +316,50 @@ class TaskStateStoreCollection(TaskView):
 
 
 class TaskStateStoreItem(TaskView):
-    @extend_schema(operation_id="get_task_state_store", parameters=[MAP_INDEX, KEY],
-                   responses={200: TaskEntry, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="get_task_state_store",
+        parameters=[MAP_INDEX, KEY],
+        responses={200: TaskEntry, **ERRORS},
+        tags=["Task State Store"],
+    )
     def get(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
-        return Response(task_entry(selectors.task_key_in(scope.dag_id, scope.run_id, scope.task_id,
-                                                         scope.map_index, key)))
+        return Response(
+            task_entry(selectors.task_key_in(scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key))
+        )
 
-    @extend_schema(operation_id="set_task_state_store", parameters=[MAP_INDEX, KEY], request=TaskBody,
-                   responses={204: None, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="set_task_state_store",
+        parameters=[MAP_INDEX, KEY],
+        request=TaskBody,
+        responses={204: None, **ERRORS},
+        tags=["Task State Store"],
+    )
     def put(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         data = body_fields(request, {"value", "expires_at"}, {"value"})
         services.put_task_key(request.user, scope, key, data["value"], parse_expires_at(data))
         return no_content()
 
-    @extend_schema(operation_id="patch_task_state_store", parameters=[MAP_INDEX, KEY], request=PatchBody,
-                   responses={200: None, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="patch_task_state_store",
+        parameters=[MAP_INDEX, KEY],
+        request=PatchBody,
+        responses={200: None, **ERRORS},
+        tags=["Task State Store"],
+    )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         data = body_fields(request, {"value"}, {"value"})
         services.patch_task_key(request.user, scope, key, data["value"])
         return HttpResponse(b"null", content_type="application/json")  # Airflow answers 200 with a JSON null
 
-    @extend_schema(operation_id="delete_task_state_store", parameters=[MAP_INDEX, KEY],
-                   responses={204: None, **ERRORS}, tags=["Task State Store"])
+    @extend_schema(
+        operation_id="delete_task_state_store",
+        parameters=[MAP_INDEX, KEY],
+        responses={204: None, **ERRORS},
+        tags=["Task State Store"],
+    )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
         services.delete_task_key(request.user, self.scope(request, dag_id, dag_run_id, task_id), key)
         return no_content()
@@ -256,36 +371,52 @@ class AssetView(AirflowView):
 
 
 class AssetStateStoreCollection(AssetView):
-    @extend_schema(operation_id="list_asset_state_store", parameters=PAGING,
-                   responses={200: AssetCollection, **ERRORS}, tags=["Asset State Store"])
+    @extend_schema(
+        operation_id="list_asset_state_store",
+        parameters=PAGING,
+        responses={200: AssetCollection, **ERRORS},
+        tags=["Asset State Store"],
+    )
     def get(self, request, asset_id):
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
         offset = query_int(request, "offset", 0, 0)
         rows, total = selectors.asset_keys_page(asset_id, offset, limit)
         return Response({"asset_state_store": [asset_entry(r) for r in rows], "total_entries": total})
 
-    @extend_schema(operation_id="clear_asset_state_store", responses={204: None, **ERRORS},
-                   tags=["Asset State Store"])
+    @extend_schema(operation_id="clear_asset_state_store", responses={204: None, **ERRORS}, tags=["Asset State Store"])
     def delete(self, request, asset_id):
         services.delete_asset_keys(request.user, asset_id, None)
         return no_content()
 
 
 class AssetStateStoreItem(AssetView):
-    @extend_schema(operation_id="get_asset_state_store", parameters=[KEY], responses={200: AssetEntry, **ERRORS},
-                   tags=["Asset State Store"])
+    @extend_schema(
+        operation_id="get_asset_state_store",
+        parameters=[KEY],
+        responses={200: AssetEntry, **ERRORS},
+        tags=["Asset State Store"],
+    )
     def get(self, request, asset_id, key):
         return Response(asset_entry(selectors.asset_key_in(asset_id, key)))
 
-    @extend_schema(operation_id="set_asset_state_store", parameters=[KEY], request=AssetBody,
-                   responses={204: None, **ERRORS}, tags=["Asset State Store"])
+    @extend_schema(
+        operation_id="set_asset_state_store",
+        parameters=[KEY],
+        request=AssetBody,
+        responses={204: None, **ERRORS},
+        tags=["Asset State Store"],
+    )
     def put(self, request, asset_id, key):
         data = body_fields(request, {"value"}, {"value"})
         services.put_asset_key(request.user, asset_id, key, data["value"])
         return no_content()
 
-    @extend_schema(operation_id="delete_asset_state_store", parameters=[KEY], responses={204: None, **ERRORS},
-                   tags=["Asset State Store"])
+    @extend_schema(
+        operation_id="delete_asset_state_store",
+        parameters=[KEY],
+        responses={204: None, **ERRORS},
+        tags=["Asset State Store"],
+    )
     def delete(self, request, asset_id, key):
         services.delete_asset_keys(request.user, asset_id, [key])
         return no_content()

@@ -15,7 +15,7 @@ AIRFLOW_VALUE_ERRORS = {
     "null": "value cannot be null",
     "non_finite": "value contains non-finite numbers; NaN and Inf are not JSON representable",
     "too_large": "value exceeds max_value_storage_bytes ({limit}); raise [state_store] max_value_storage_bytes "
-                 "or set it to 0 to disable the limit",
+    "or set it to 0 to disable the limit",
 }
 
 
@@ -42,8 +42,11 @@ def _from_domain(exc: DjangoValidationError, locations: dict[str, list]) -> list
                 message = message.format(limit=getattr(exc, "limit", ""))
             else:
                 message = " ".join(e.messages)
-            items.append(error("value_error", locations.get(field, ["body", field]), f"Value error, {message}",
-                               ctx={"error": {}}))
+            items.append(
+                error(
+                    "value_error", locations.get(field, ["body", field]), f"Value error, {message}", ctx={"error": {}}
+                )
+            )
     return items
 
 
@@ -55,9 +58,10 @@ def handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         return Response({"detail": _from_domain(exc, locations)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
     if isinstance(exc, exceptions.ParseError):
-        return Response({"detail": [error("json_invalid", ["body", 0], "JSON decode error", {},
-                                          ctx={"error": str(exc.detail)})]},
-                        status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        return Response(
+            {"detail": [error("json_invalid", ["body", 0], "JSON decode error", {}, ctx={"error": str(exc.detail)})]},
+            status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+        )
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         response = Response({"detail": "Not authenticated"}, status=status.HTTP_401_UNAUTHORIZED)
         response["WWW-Authenticate"] = "Bearer"
@@ -69,7 +73,17 @@ def handler(exc, context):
     if isinstance(exc, exceptions.MethodNotAllowed):
         return Response({"detail": "Method Not Allowed"}, status=status.HTTP_405_METHOD_NOT_ALLOWED)
     if isinstance(exc, exceptions.UnsupportedMediaType):
-        return Response({"detail": [error("model_attributes_type", ["body"], "Input should be a valid dictionary "
-                                          "or object to extract fields from", None)]},
-                        status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        return Response(
+            {
+                "detail": [
+                    error(
+                        "model_attributes_type",
+                        ["body"],
+                        "Input should be a valid dictionary or object to extract fields from",
+                        None,
+                    )
+                ]
+            },
+            status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+        )
     return drf_exception_handler(exc, context)

@@ -24,15 +24,23 @@ def search_query(request) -> selectors.SearchQuery:
     params = request.query_params
     match = params.get("match", "contains")
     if match not in selectors.MATCHES:
-        raise RequestInvalid(error("enum", ["query", "match"], f"Input should be one of {', '.join(selectors.MATCHES)}",
-                                   match))
+        raise RequestInvalid(
+            error("enum", ["query", "match"], f"Input should be one of {', '.join(selectors.MATCHES)}", match)
+        )
     status = params.get("status", "")
     if status and status not in selectors.STATUSES:
-        raise RequestInvalid(error("enum", ["query", "status"],
-                                   f"Input should be one of {', '.join(selectors.STATUSES)}", status))
-    return selectors.SearchQuery(key=params.get("key", ""), match=match, dag_id=params.get("dag_id", ""),
-                                 run_id=params.get("run_id", ""), task_id=params.get("task_id", ""),
-                                 status=status, asset=params.get("asset", ""))
+        raise RequestInvalid(
+            error("enum", ["query", "status"], f"Input should be one of {', '.join(selectors.STATUSES)}", status)
+        )
+    return selectors.SearchQuery(
+        key=params.get("key", ""),
+        match=match,
+        dag_id=params.get("dag_id", ""),
+        run_id=params.get("run_id", ""),
+        task_id=params.get("task_id", ""),
+        status=status,
+        asset=params.get("asset", ""),
+    )
 
 
 class OwnView(APIView):
@@ -41,33 +49,74 @@ class OwnView(APIView):
 
 
 class SearchTaskKeys(OwnView):
-    @extend_schema(operation_id="search_task_keys", tags=["statestore-admin"], responses={200: OpenApiTypes.OBJECT},
-                   parameters=[
-        *SEARCH_PARAMS, OpenApiParameter("dag_id", str), OpenApiParameter("run_id", str),
-        OpenApiParameter("task_id", str), OpenApiParameter("status", str, enum=list(selectors.STATUSES))])
+    @extend_schema(
+        operation_id="search_task_keys",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[
+            *SEARCH_PARAMS,
+            OpenApiParameter("dag_id", str),
+            OpenApiParameter("run_id", str),
+            OpenApiParameter("task_id", str),
+            OpenApiParameter("status", str, enum=list(selectors.STATUSES)),
+        ],
+    )
     def get(self, request):
         """Task keys across all DAGs, newest first, keyset-paginated (no total count)."""
-        page = selectors.search_task_keys(search_query(request), timezone.now(), request.query_params.get("cursor"),
-                                          query_int(request, "limit", 50, 1))
-        items = [{"id": k.id, "dag_id": k.dag_id, "run_id": k.run_id, "task_id": k.task_id, "map_index": k.map_index,
-                  "key": k.key, "preview": k.preview, "size": k.size, "is_ref": k.is_ref,
-                  "updated_at": iso(k.updated_at), "expires_at": iso(k.expires_at)} for k in page.items]
+        page = selectors.search_task_keys(
+            search_query(request),
+            timezone.now(),
+            request.query_params.get("cursor"),
+            query_int(request, "limit", 50, 1),
+        )
+        items = [
+            {
+                "id": k.id,
+                "dag_id": k.dag_id,
+                "run_id": k.run_id,
+                "task_id": k.task_id,
+                "map_index": k.map_index,
+                "key": k.key,
+                "preview": k.preview,
+                "size": k.size,
+                "is_ref": k.is_ref,
+                "updated_at": iso(k.updated_at),
+                "expires_at": iso(k.expires_at),
+            }
+            for k in page.items
+        ]
         return Response({"items": items, "next_cursor": page.next_cursor})
 
 
 class SearchAssetKeys(OwnView):
     store = permissions.ASSET
 
-    @extend_schema(operation_id="search_asset_keys", tags=["statestore-admin"], responses={200: OpenApiTypes.OBJECT},
-                   parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")])
+    @extend_schema(
+        operation_id="search_asset_keys",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
+    )
     def get(self, request):
         """Asset keys across all assets, keyset-paginated (no total count)."""
         query = search_query(request)
-        page = selectors.search_asset_keys(query, request.query_params.get("cursor"),
-                                           query_int(request, "limit", 50, 1))
-        items = [{"asset_id": k.asset_id, "asset_name": k.asset.name, "asset_uri": k.asset.uri, "key": k.key,
-                  "preview": k.preview, "size": k.size, "is_ref": k.is_ref, "updated_at": iso(k.updated_at),
-                  "last_updated_by": asset_entry(k)["last_updated_by"]} for k in page.items]
+        page = selectors.search_asset_keys(
+            query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1)
+        )
+        items = [
+            {
+                "asset_id": k.asset_id,
+                "asset_name": k.asset.name,
+                "asset_uri": k.asset.uri,
+                "key": k.key,
+                "preview": k.preview,
+                "size": k.size,
+                "is_ref": k.is_ref,
+                "updated_at": iso(k.updated_at),
+                "last_updated_by": asset_entry(k)["last_updated_by"],
+            }
+            for k in page.items
+        ]
         return Response({"items": items, "next_cursor": page.next_cursor})
 
 
@@ -77,24 +126,44 @@ class Stats(OwnView):
         """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry, configuration."""
         overview = selectors.overview(timezone.now())
         totals = overview.totals
-        return Response({
-            "task_keys": totals.task_keys, "task_keys_estimated": totals.task_keys_estimated,
-            "asset_keys": totals.asset_keys, "asset_keys_estimated": totals.asset_keys_estimated,
-            "expired": overview.expired, "expiring_24h": overview.expiring, "never_expire": overview.never,
-            "config": [{"option": v.name, "value": v.raw, "source": v.source} for v in overview.config],
-            "config_error": overview.config_error,
-            "backend_modes": [{"mode": mode, "explanation": text} for mode, text in overview.backend_modes],
-            "gc_runs": [{"started_at": iso(r.started_at), "finished_at": iso(r.finished_at), "outcome": r.outcome,
-                         "rows_deleted": r.rows_deleted, "batches": r.batches, "host": r.host}
-                        for r in overview.gc_runs],
-        })
+        return Response(
+            {
+                "task_keys": totals.task_keys,
+                "task_keys_estimated": totals.task_keys_estimated,
+                "asset_keys": totals.asset_keys,
+                "asset_keys_estimated": totals.asset_keys_estimated,
+                "expired": overview.expired,
+                "expiring_24h": overview.expiring,
+                "never_expire": overview.never,
+                "config": [{"option": v.name, "value": v.raw, "source": v.source} for v in overview.config],
+                "config_error": overview.config_error,
+                "backend_modes": [{"mode": mode, "explanation": text} for mode, text in overview.backend_modes],
+                "gc_runs": [
+                    {
+                        "started_at": iso(r.started_at),
+                        "finished_at": iso(r.finished_at),
+                        "outcome": r.outcome,
+                        "rows_deleted": r.rows_deleted,
+                        "batches": r.batches,
+                        "host": r.host,
+                    }
+                    for r in overview.gc_runs
+                ],
+            }
+        )
 
 
 class GcDryRun(OwnView):
-    @extend_schema(operation_id="gc_dry_run", tags=["statestore-admin"], responses={200: OpenApiTypes.OBJECT},
-                   parameters=[
-        OpenApiParameter("before", str, description="Timezone-aware cutoff in the past (default: now)"),
-        OpenApiParameter("dag_id", str, many=True), OpenApiParameter("top", int, default=10)])
+    @extend_schema(
+        operation_id="gc_dry_run",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter("before", str, description="Timezone-aware cutoff in the past (default: now)"),
+            OpenApiParameter("dag_id", str, many=True),
+            OpenApiParameter("top", int, default=10),
+        ],
+    )
     def get(self, request):
         """What `state_store_clean` would delete now: the same summary as its --dry-run."""
         now = timezone.now()
@@ -103,16 +172,32 @@ class GcDryRun(OwnView):
         if raw:
             cutoff = parse_datetime(raw) if raw else None
             if cutoff is None or cutoff.tzinfo is None or cutoff > now:
-                raise RequestInvalid(error("value_error", ["query", "before"],
-                                           "Value error, a timezone-aware date and time in the past", raw))
+                raise RequestInvalid(
+                    error(
+                        "value_error",
+                        ["query", "before"],
+                        "Value error, a timezone-aware date and time in the past",
+                        raw,
+                    )
+                )
         status = gc.backend_status()
         plan = gc.GcPlan(cutoff=cutoff, dag_ids=tuple(request.query_params.getlist("dag_id")))
         summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100))
-        return Response({
-            "backend": status.backend, "backend_is_metastore": status.is_metastore, "reason": status.reason,
-            "cutoff": iso(cutoff), "rows": summary.rows if status.is_metastore else 0, "dags": summary.dags,
-            "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
-            "oldest_expiry": iso(summary.oldest), "newest_expiry": iso(summary.newest),
-            "sample": [task_entry(r) | {"dag_id": r.dag_id, "run_id": r.run_id, "task_id": r.task_id,
-                                        "map_index": r.map_index} for r in summary.sample],
-        })
+        return Response(
+            {
+                "backend": status.backend,
+                "backend_is_metastore": status.is_metastore,
+                "reason": status.reason,
+                "cutoff": iso(cutoff),
+                "rows": summary.rows if status.is_metastore else 0,
+                "dags": summary.dags,
+                "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
+                "oldest_expiry": iso(summary.oldest),
+                "newest_expiry": iso(summary.newest),
+                "sample": [
+                    task_entry(r)
+                    | {"dag_id": r.dag_id, "run_id": r.run_id, "task_id": r.task_id, "map_index": r.map_index}
+                    for r in summary.sample
+                ],
+            }
+        )

@@ -72,8 +72,9 @@ def _confirmed_at(request):
     try:
         return parse_datetime_aware(text, "confirmed_at")
     except ValidationError:
-        raise ValidationError({NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}) \
-            from None
+        raise ValidationError(
+            {NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}
+        ) from None
 
 
 # Task keys ----------------------------------------------------------------------------------------
@@ -84,8 +85,9 @@ def task_key_edit(request, key_id):
     form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
-        services.update_task_value(request.user, key.id, form.cleaned_data["value"],
-                                   form.cleaned_data.get("seen_updated_at"))
+        services.update_task_value(
+            request.user, key.id, form.cleaned_data["value"], form.cleaned_data.get("seen_updated_at")
+        )
         return f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/"
 
     return _form_action(request, form, "actions/_task_value.html", {"key": key}, save)
@@ -95,13 +97,17 @@ def task_key_edit(request, key_id):
 def task_key_expiry(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
     key = selectors.get_task_key(key_id)
-    initial = {"expiry": "never" if key.expires_at is None else "at",
-               "expires_at": key.expires_at.isoformat() if key.expires_at else "", "seen_updated_at": key.updated_at}
+    initial = {
+        "expiry": "never" if key.expires_at is None else "at",
+        "expires_at": key.expires_at.isoformat() if key.expires_at else "",
+        "seen_updated_at": key.updated_at,
+    }
     form = ExpiryForm(request.POST or None, initial=initial)
 
     def save():
-        row = services.set_task_expiry(request.user, key.id, form.chosen_expiry(),
-                                       form.cleaned_data.get("seen_updated_at"))
+        row = services.set_task_expiry(
+            request.user, key.id, form.chosen_expiry(), form.cleaned_data.get("seen_updated_at")
+        )
         when = row.expires_at.isoformat() if row.expires_at else "never"
         return f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/"
 
@@ -115,19 +121,33 @@ def task_key_add(request, run_pk, task_id):
     form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
 
     def add():
-        row = services.add_task_key(request.user, run, task_id, form.cleaned_data["map_index"],
-                                    form.cleaned_data["key"], form.cleaned_data["value"], form.chosen_expiry())
+        row = services.add_task_key(
+            request.user,
+            run,
+            task_id,
+            form.cleaned_data["map_index"],
+            form.cleaned_data["key"],
+            form.cleaned_data["value"],
+            form.chosen_expiry(),
+        )
         return f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}"
 
     return _form_action(request, form, "actions/_task_add.html", {"run": run, "task_id": task_id}, add)
 
 
 TASK_ACTIONS = {
-    "delete": ("Delete", "Deleted", services.delete_task_keys,
-               "The rows are deleted from the Airflow database. Tasks that read these keys get nothing."),
-    "expire": ("Expire", "Expired", services.expire_task_keys,
-               "expires_at is set to now: tasks can still read the keys until the next garbage collection "
-               "deletes them."),
+    "delete": (
+        "Delete",
+        "Deleted",
+        services.delete_task_keys,
+        "The rows are deleted from the Airflow database. Tasks that read these keys get nothing.",
+    ),
+    "expire": (
+        "Expire",
+        "Expired",
+        services.expire_task_keys,
+        "expires_at is set to now: tasks can still read the keys until the next garbage collection deletes them.",
+    ),
 }
 
 
@@ -135,8 +155,11 @@ def _task_selection(params) -> services.TaskSelection:
     if params.get("run"):
         run = selectors.get_run(_int_or_400(params.get("run"), "run"))
         map_index = params.get("map_index", "-1")
-        return services.TaskSelection(run=run, task_id=params.get("task_id", ""),
-                                      map_index=None if map_index == "all" else _int_or_400(map_index, "map_index"))
+        return services.TaskSelection(
+            run=run,
+            task_id=params.get("task_id", ""),
+            map_index=None if map_index == "all" else _int_or_400(map_index, "map_index"),
+        )
     ids = tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))
     return services.TaskSelection(ids=ids)
 
@@ -168,9 +191,17 @@ def task_keys_action(request, action):
         errors = [m for ms in exc.message_dict.values() for m in ms]
         selection, count, sample, refs = None, 0, [], 0
     context = {
-        "label": label, "effect": effect, "action": action, "errors": errors, "count": count, "sample": sample,
-        "selection": selection, "confirmed_at": timezone.now().isoformat(), "danger": action == "delete",
-        "more": count - len(sample), "refs": refs,
+        "label": label,
+        "effect": effect,
+        "action": action,
+        "errors": errors,
+        "count": count,
+        "sample": sample,
+        "selection": selection,
+        "confirmed_at": timezone.now().isoformat(),
+        "danger": action == "delete",
+        "more": count - len(sample),
+        "refs": refs,
     }
     return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
 
@@ -183,8 +214,14 @@ def asset_key_edit(request, asset_id):
     form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
-        services.set_asset_value(request.user, asset_id, key.key, form.cleaned_data["value"], create=False,
-                                 seen_updated_at=form.cleaned_data.get("seen_updated_at"))
+        services.set_asset_value(
+            request.user,
+            asset_id,
+            key.key,
+            form.cleaned_data["value"],
+            create=False,
+            seen_updated_at=form.cleaned_data.get("seen_updated_at"),
+        )
         return f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/"
 
     return _form_action(request, form, "actions/_asset_value.html", {"key": key}, save)
@@ -197,8 +234,9 @@ def asset_key_add(request, asset_id):
     form = AddAssetKeyForm(request.POST or None)
 
     def add():
-        row = services.set_asset_value(request.user, asset_id, form.cleaned_data["key"], form.cleaned_data["value"],
-                                       create=True)
+        row = services.set_asset_value(
+            request.user, asset_id, form.cleaned_data["key"], form.cleaned_data["value"], create=True
+        )
         return f"Added {row.key!r}.", f"/assets/{asset_id}/"
 
     return _form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)
@@ -223,8 +261,12 @@ def asset_keys_delete(request, asset_id):
         errors = [m for ms in exc.message_dict.values() for m in ms]
     rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
     context = {
-        "asset": asset, "keys": keys, "errors": errors, "count": rows.count() if rows is not None else 0,
-        "sample": list(rows[:SAMPLE]) if rows is not None else [], "confirmed_at": timezone.now().isoformat(),
+        "asset": asset,
+        "keys": keys,
+        "errors": errors,
+        "count": rows.count() if rows is not None else 0,
+        "sample": list(rows[:SAMPLE]) if rows is not None else [],
+        "confirmed_at": timezone.now().isoformat(),
     }
     context["more"] = context["count"] - len(context["sample"])
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

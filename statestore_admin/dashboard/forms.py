@@ -16,8 +16,11 @@ def apply_errors(form: forms.Form, error: ValidationError) -> None:
 def expiry_choices() -> list[tuple[str, str]]:
     try:
         days = AirflowConfig().default_retention_days
-        default = f"Default ({days} days, [state_store] default_retention_days)" if days else \
-            "Default (never: [state_store] default_retention_days = 0)"
+        default = (
+            f"Default ({days} days, [state_store] default_retention_days)"
+            if days
+            else "Default (never: [state_store] default_retention_days = 0)"
+        )
     except ValidationError:
         default = "Default ([state_store] default_retention_days is invalid)"
     return [(DEFAULT, default), (NEVER, "Never expires"), (AT, "At a date and time")]
@@ -45,7 +48,7 @@ def value_field() -> forms.CharField:
     return forms.CharField(
         strip=False,
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}),
-        help_text="JSON: a string needs quotes (\"text\"); null, NaN and Infinity are refused.",
+        help_text='JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.',
     )
 
 

@@ -46,10 +46,14 @@ def _int(value, default: int) -> int:
 def home(request):
     now = timezone.now()
     can_tasks = permissions.can(request.user, permissions.TASK, "view")
-    return render(request, "overview/index.html", {
-        "overview": selectors.overview(now) if can_tasks else None,
-        "now": now,
-    })
+    return render(
+        request,
+        "overview/index.html",
+        {
+            "overview": selectors.overview(now) if can_tasks else None,
+            "now": now,
+        },
+    )
 
 
 @requires_view(permissions.TASK, permissions.ASSET)
@@ -76,8 +80,12 @@ def dag_runs(request, dag_id):
 def run_detail(request, run_pk):
     run = selectors.get_run(run_pk)
     groups, page = selectors.run_state(run, request.GET.get("cursor"))
-    return render_page(request, "runs/detail.html", {"run": run, "groups": groups, "page": page,
-                                                     "now": timezone.now()}, "runs/_panel.html")
+    return render_page(
+        request,
+        "runs/detail.html",
+        {"run": run, "groups": groups, "page": page, "now": timezone.now()},
+        "runs/_panel.html",
+    )
 
 
 @requires_view(permissions.TASK)
@@ -109,8 +117,9 @@ def asset_list(request):
     q = request.GET.get("q", "")
     with_state = request.GET.get("with_state") == "1"
     page = selectors.assets(request.GET.get("cursor"), q=q, with_state=with_state)
-    return render_page(request, "assets/list.html", {"page": page, "q": q, "with_state": with_state},
-                       "assets/_panel.html")
+    return render_page(
+        request, "assets/list.html", {"page": page, "q": q, "with_state": with_state}, "assets/_panel.html"
+    )
 
 
 @requires_view(permissions.ASSET)
@@ -140,10 +149,21 @@ def search(request):
         task_page = selectors.search_task_keys(query, now, params.get("task_cursor"))
     if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
         asset_page = selectors.search_asset_keys(query, params.get("asset_cursor"))
-    return render_page(request, "search/index.html", {
-        "query": query, "store": store, "searched": searched, "task_page": task_page, "asset_page": asset_page,
-        "statuses": selectors.STATUSES, "matches": selectors.MATCHES, "now": now,
-    }, "search/_panel.html")
+    return render_page(
+        request,
+        "search/index.html",
+        {
+            "query": query,
+            "store": store,
+            "searched": searched,
+            "task_page": task_page,
+            "asset_page": asset_page,
+            "statuses": selectors.STATUSES,
+            "matches": selectors.MATCHES,
+            "now": now,
+        },
+        "search/_panel.html",
+    )
 
 
 @requires_view(permissions.TASK)

@@ -111,9 +111,12 @@ class DryRunSummary:
 def dry_run(plan: GcPlan, top: int = 10, sample: int = 5) -> DryRunSummary:
     """What a run would delete, in a bounded number of bounded queries whatever the table size."""
     rows = expired_rows(plan.cutoff, plan.dag_ids)
-    stats = rows.aggregate(rows=Count("id"), dags=Count("dag_id", distinct=True), oldest=Min("expires_at"),
-                           newest=Max("expires_at"))
-    by_dag = list(rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top])
+    stats = rows.aggregate(
+        rows=Count("id"), dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at")
+    )
+    by_dag = list(
+        rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top]
+    )
     examples = list(rows.order_by("expires_at", "id")[:sample])
     return DryRunSummary(plan.cutoff, stats["rows"], stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
 
@@ -300,8 +303,12 @@ def run_gc(
     status = backend_status(config)
     result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)
     result.record = GcRun.objects.create(
-        started_at=result.started_at, cutoff=plan.cutoff, dag_ids=list(plan.dag_ids), batch_size=plan.batch_size,
-        host=socket.gethostname()[:255], pid=os.getpid(),
+        started_at=result.started_at,
+        cutoff=plan.cutoff,
+        dag_ids=list(plan.dag_ids),
+        batch_size=plan.batch_size,
+        host=socket.gethostname()[:255],
+        pid=os.getpid(),
     )
     try:
         if not status.is_metastore:
@@ -328,6 +335,9 @@ def run_gc(
     finally:
         result.finished_at = timezone.now()
         GcRun.objects.filter(pk=result.record.pk).update(
-            finished_at=result.finished_at, rows_deleted=result.rows_deleted, batches=result.batches,
-            outcome=result.outcome, message=result.message,
+            finished_at=result.finished_at,
+            rows_deleted=result.rows_deleted,
+            batches=result.batches,
+            outcome=result.outcome,
+            message=result.message,
         )

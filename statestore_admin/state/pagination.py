@@ -71,8 +71,9 @@ def _after(fields: list[str], values: list[Any]) -> Q:
     return condition
 
 
-def paginate(queryset: QuerySet, ordering: list[str], cursor: str | None, size: int = DEFAULT_PAGE_SIZE,
-             value_of=None) -> Page:
+def paginate(
+    queryset: QuerySet, ordering: list[str], cursor: str | None, size: int = DEFAULT_PAGE_SIZE, value_of=None
+) -> Page:
     """The page after ``cursor``. ``ordering`` must be unique (end with a key). ``value_of(row, field)``
     reads ordering values from rows that are not model instances."""
     size = max(1, min(size, MAX_PAGE_SIZE))

@@ -14,7 +14,6 @@ from django.db import connections
 from django.db.models import BooleanField, Case, Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Length, Substr
 from django.http import Http404
-from django.utils import timezone
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ConfigValue
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
@@ -87,7 +86,7 @@ BACKEND_MODES = {
     "custom": "A custom [state_store] backend keeps state elsewhere: these tables may be empty or stale, "
     "and garbage collection deletes nothing.",
     "worker": "A worker-side backend stores the values elsewhere: the values here are references "
-    "({\"__airflow_state_ref__\": …}) to objects this dashboard cannot read or delete.",
+    '({"__airflow_state_ref__": …}) to objects this dashboard cannot read or delete.',
 }
 
 
@@ -121,8 +120,12 @@ def overview(now: datetime) -> Overview:
     by_name = {(v.option.section, v.option.key): v.value for v in values}
     backend = by_name.get(("state_store", "backend"))
     if backend:
-        modes.append(("metastore" if backend == METASTORE_BACKEND else "custom",
-                      BACKEND_MODES["metastore" if backend == METASTORE_BACKEND else "custom"]))
+        modes.append(
+            (
+                "metastore" if backend == METASTORE_BACKEND else "custom",
+                BACKEND_MODES["metastore" if backend == METASTORE_BACKEND else "custom"],
+            )
+        )
     if by_name.get(("workers", "state_store_backend")):
         modes.append(("worker", BACKEND_MODES["worker"]))
     return Overview(
@@ -148,8 +151,11 @@ class LargeValue:
 def largest_values(limit: int = 10) -> list[LargeValue]:
     """The biggest values of both stores (a scan of both tables: loaded on its own, after the page)."""
     task = TaskStateStore.objects.annotate(size=Length("value")).order_by("-size", "id")[:limit]
-    asset = (AssetStateStore.objects.select_related("asset").annotate(size=Length("value"))
-             .order_by("-size", "asset_id", "key")[:limit])
+    asset = (
+        AssetStateStore.objects.select_related("asset")
+        .annotate(size=Length("value"))
+        .order_by("-size", "asset_id", "key")[:limit]
+    )
     rows = [LargeValue("task", k.key, k.size, task_key=k) for k in task]
     rows += [LargeValue("asset", k.key, k.size, asset_key=k) for k in asset]
     return sorted(rows, key=lambda r: -r.size)[:limit]
@@ -195,13 +201,20 @@ def dags_with_state(now: datetime, cursor: str | None = None, prefix: str = "", 
     dag_ids = dag_ids[:size]
     stats = {
         row["dag_id"]: row
-        for row in TaskStateStore.objects.filter(dag_id__in=dag_ids).values("dag_id").annotate(
-            keys=Count("id"), runs=Count("dag_run", distinct=True),
-            expired=Count("id", filter=status_filter(EXPIRED, now)), last_updated=Max("updated_at"),
+        for row in TaskStateStore.objects.filter(dag_id__in=dag_ids)
+        .values("dag_id")
+        .annotate(
+            keys=Count("id"),
+            runs=Count("dag_run", distinct=True),
+            expired=Count("id", filter=status_filter(EXPIRED, now)),
+            last_updated=Max("updated_at"),
         )
     }
-    items = [DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
-             for d in dag_ids if d in stats]
+    items = [
+        DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
+        for d in dag_ids
+        if d in stats
+    ]
     return Page(items, encode_cursor([dag_ids[-1]]) if more else None, cursor)
 
 
@@ -211,9 +224,13 @@ def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size:
     page = paginate(runs, ["-id"], cursor, size)
     stats = {
         row["dag_run"]: row
-        for row in TaskStateStore.objects.filter(dag_run__in=[r.id for r in page.items]).values("dag_run").annotate(
-            keys=Count("id"), tasks=Count("task_id", distinct=True),
-            expired=Count("id", filter=status_filter(EXPIRED, now)), last_updated=Max("updated_at"),
+        for row in TaskStateStore.objects.filter(dag_run__in=[r.id for r in page.items])
+        .values("dag_run")
+        .annotate(
+            keys=Count("id"),
+            tasks=Count("task_id", distinct=True),
+            expired=Count("id", filter=status_filter(EXPIRED, now)),
+            last_updated=Max("updated_at"),
         )
     }
     for run in page.items:
@@ -252,8 +269,9 @@ class TaskGroup:
 
 def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[list[TaskGroup], Page]:
     """The run's keys grouped by task and map index, with their task instances: two queries a page."""
-    page = paginate(with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"],
-                    cursor, size)
+    page = paginate(
+        with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"], cursor, size
+    )
     tasks = {item.task_id for item in page.items}
     instances = {
         (ti.task_id, ti.map_index): ti
@@ -304,8 +322,13 @@ def _active() -> Exists:
 
 def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50) -> Page:
     """Assets with their number of keys and whether they are active: one query a page."""
-    key_count = (AssetStateStore.objects.filter(asset=OuterRef("pk")).order_by().values("asset")
-                 .annotate(n=Count("key")).values("n"))
+    key_count = (
+        AssetStateStore.objects.filter(asset=OuterRef("pk"))
+        .order_by()
+        .values("asset")
+        .annotate(n=Count("key"))
+        .values("n")
+    )
     rows = Asset.objects.annotate(active=_active(), key_count=Subquery(key_count))
     if q:
         rows = rows.filter(Q(name__icontains=q) | Q(uri__icontains=q) | Q(group__icontains=q))
@@ -401,8 +424,9 @@ def with_previews(rows: QuerySet) -> QuerySet:
     return rows.defer("value").annotate(
         preview=Substr("value", 1, PREVIEW_CHARS),
         size=Length("value"),
-        is_ref=Case(When(value__startswith=REF_PREFIX, then=Value(True)), default=Value(False),
-                    output_field=BooleanField()),
+        is_ref=Case(
+            When(value__startswith=REF_PREFIX, then=Value(True)), default=Value(False), output_field=BooleanField()
+        ),
     )
 
 
@@ -410,12 +434,13 @@ def with_previews(rows: QuerySet) -> QuerySet:
 def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int):
     """One page of a task instance's keys by key, and their number (an unknown task instance has none)."""
     rows = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
-    return list(rows.order_by("key")[offset:offset + limit]), rows.count()
+    return list(rows.order_by("key")[offset : offset + limit]), rows.count()
 
 
 def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> TaskStateStore:
-    row = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
-                                        key=key).first()
+    row = TaskStateStore.objects.filter(
+        dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key=key
+    ).first()
     if row is None:
         raise Http404(f"Task state store key {key!r} not found")
     return row
@@ -429,7 +454,7 @@ def require_asset(asset_id: int) -> None:
 def asset_keys_page(asset_id: int, offset: int, limit: int):
     require_asset(asset_id)
     rows = AssetStateStore.objects.filter(asset_id=asset_id)
-    return list(rows.order_by("key")[offset:offset + limit]), rows.count()
+    return list(rows.order_by("key")[offset : offset + limit]), rows.count()
 
 
 def asset_key_in(asset_id: int, key: str) -> AssetStateStore:

@@ -28,9 +28,13 @@ from .values import Expiry, clean_key, encode_value, parse_value_text
 
 API_WRITER = "api"
 # What Airflow's API records as the writer of an asset key: kind "api", no task.
-API_WRITER_FIELDS = {"last_updated_by_kind": API_WRITER, "last_updated_by_dag_id": None,
-                     "last_updated_by_run_id": None, "last_updated_by_task_id": None,
-                     "last_updated_by_map_index": None}
+API_WRITER_FIELDS = {
+    "last_updated_by_kind": API_WRITER,
+    "last_updated_by_dag_id": None,
+    "last_updated_by_run_id": None,
+    "last_updated_by_task_id": None,
+    "last_updated_by_map_index": None,
+}
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,10 @@ class Outcome:
     def describe(self, verb: str) -> str:
         text = f"{verb} {self.changed} key{'s' if self.changed != 1 else ''}"
         if self.kept:
-            text += (f"; {self.kept} key{'s' if self.kept != 1 else ''} written since you confirmed "
-                     f"{'were' if self.kept != 1 else 'was'} kept")
+            text += (
+                f"; {self.kept} key{'s' if self.kept != 1 else ''} written since you confirmed "
+                f"{'were' if self.kept != 1 else 'was'} kept"
+            )
         return text + "."
 
 
@@ -55,8 +61,10 @@ def _atomic():
 def _check_unchanged(row, seen_updated_at: datetime | None) -> None:
     if seen_updated_at is not None and row.updated_at != seen_updated_at:
         raise ValidationError(
-            {"value": f"This key was written at {row.updated_at.isoformat()}, after you opened it. "
-                      "Reload to see the current value before changing it."}
+            {
+                "value": f"This key was written at {row.updated_at.isoformat()}, after you opened it. "
+                "Reload to see the current value before changing it."
+            }
         )
 
 
@@ -91,8 +99,9 @@ def _lock_task_key(key_id: int) -> TaskStateStore:
         raise Http404(f"No task state key with id {key_id}: it may have been deleted.") from None
 
 
-def add_task_key(user, run: DagRun, task_id: str, map_index: int, key: str, value_text: str,
-                 expiry: Expiry) -> TaskStateStore:
+def add_task_key(
+    user, run: DagRun, task_id: str, map_index: int, key: str, value_text: str, expiry: Expiry
+) -> TaskStateStore:
     """Create a key on an existing task instance; an existing key is an error, never overwritten."""
     permissions.require(user, permissions.TASK, "add")
     key = clean_key(key)
@@ -104,12 +113,20 @@ def add_task_key(user, run: DagRun, task_id: str, map_index: int, key: str, valu
     try:
         with _atomic():
             return TaskStateStore.objects.create(
-                dag_run=run, dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=map_index,
-                key=key, value=value, updated_at=now, expires_at=expiry.resolve(now),
+                dag_run=run,
+                dag_id=run.dag_id,
+                run_id=run.run_id,
+                task_id=task_id,
+                map_index=map_index,
+                key=key,
+                value=value,
+                updated_at=now,
+                expires_at=expiry.resolve(now),
             )
     except IntegrityError:
-        raise ValidationError({"key": f"The key {key!r} already exists on this task instance; edit it instead."}) \
-            from None
+        raise ValidationError(
+            {"key": f"The key {key!r} already exists on this task instance; edit it instead."}
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -159,8 +176,9 @@ def _asset(asset_id: int) -> Asset:
     return Asset(pk=asset_id)
 
 
-def set_asset_value(user, asset_id: int, key: str, value_text: str, *, create: bool,
-                    seen_updated_at: datetime | None = None) -> AssetStateStore:
+def set_asset_value(
+    user, asset_id: int, key: str, value_text: str, *, create: bool, seen_updated_at: datetime | None = None
+) -> AssetStateStore:
     """Write an asset key, recorded as written by the API (as Airflow's PUT does).
 
     ``create=True`` adds a new key (an existing one is an error); ``create=False`` edits an existing one.
@@ -177,8 +195,9 @@ def set_asset_value(user, asset_id: int, key: str, value_text: str, *, create: b
                 with transaction.atomic(using=airflow_alias()):
                     return AssetStateStore.objects.create(asset=asset, key=key, value=value, updated_at=now, **writer)
             except IntegrityError:
-                raise ValidationError({"key": f"The key {key!r} already exists on this asset; edit it instead."}) \
-                    from None
+                raise ValidationError(
+                    {"key": f"The key {key!r} already exists on this asset; edit it instead."}
+                ) from None
         row = AssetStateStore.objects.select_for_update().filter(asset_id=asset_id, key=key).first()
         if row is None:
             raise Http404(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
@@ -221,14 +240,17 @@ def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagR
     run = DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).first()
     if run is None or not instances.exists():
         addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
-        raise Http404(f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
-                      f"task_id={scope.task_id!r}, {addressed_by}")
+        raise Http404(
+            f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
+            f"task_id={scope.task_id!r}, {addressed_by}"
+        )
     return run
 
 
 def _scope_keys(scope: TaskScope) -> QuerySet:
-    return TaskStateStore.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id,
-                                         map_index=scope.map_index)
+    return TaskStateStore.objects.filter(
+        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
+    )
 
 
 def put_task_key(user, scope: TaskScope, key: str, value, expiry: Expiry) -> TaskStateStore:
@@ -245,8 +267,15 @@ def put_task_key(user, scope: TaskScope, key: str, value, expiry: Expiry) -> Tas
             try:
                 with transaction.atomic(using=airflow_alias()):
                     return TaskStateStore.objects.create(
-                        dag_run=run, dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id,
-                        map_index=scope.map_index, key=key, value=text, updated_at=now, expires_at=expiry.resolve(now),
+                        dag_run=run,
+                        dag_id=scope.dag_id,
+                        run_id=scope.run_id,
+                        task_id=scope.task_id,
+                        map_index=scope.map_index,
+                        key=key,
+                        value=text,
+                        updated_at=now,
+                        expires_at=expiry.resolve(now),
                     )
             except IntegrityError:  # written by a task meanwhile: overwrite it, as Airflow's upsert does
                 row = _scope_keys(scope).select_for_update().get(key=key)
@@ -297,7 +326,8 @@ def put_asset_key(user, asset_id: int, key: str, value) -> AssetStateStore:
     now = timezone.now()
     with _atomic():
         updated = AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
-            value=text, updated_at=now, **writer)
+            value=text, updated_at=now, **writer
+        )
         if not updated:
             try:
                 with transaction.atomic(using=airflow_alias()):

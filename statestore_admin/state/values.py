@@ -24,8 +24,9 @@ def clean_key(key: str, field: str = "key") -> str:
     if not isinstance(key, str) or key == "":
         raise _invalid(field, "A key is required.", "key_required")
     if len(key) > MAX_KEY_LENGTH:
-        raise _invalid(field, f"A key has at most {MAX_KEY_LENGTH} characters; this one has {len(key)}.",
-                       "key_too_long")
+        raise _invalid(
+            field, f"A key has at most {MAX_KEY_LENGTH} characters; this one has {len(key)}.", "key_too_long"
+        )
     if "\x00" in key:
         raise _invalid(field, "A key cannot contain the NUL character.", "key_nul")
     return key
@@ -44,8 +45,11 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
     limit = AirflowConfig().max_value_storage_bytes if max_bytes is None else max_bytes
     size = len(text.encode())
     if limit and size > limit:
-        error = _invalid(field, f"The value is {size} bytes as JSON; [state_store] max_value_storage_bytes allows "
-                         f"{limit}.", "too_large")
+        error = _invalid(
+            field,
+            f"The value is {size} bytes as JSON; [state_store] max_value_storage_bytes allows {limit}.",
+            "too_large",
+        )
         error.limit = limit
         raise error
     return text

@@ -24,8 +24,14 @@ def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_f
     run = dag_run_factory(dag_id="etl_orders", run_id="scheduled__2026-11-29T00:00:00+00:00", state="running")
     for map_index in (0, 1):
         task_instance_factory(run, task_id="train", map_index=map_index)
-        task_key_factory(run, task_id="train", map_index=map_index, key="checkpoint", value={"epoch": map_index},
-                         expires_at=now + timedelta(days=30))
+        task_key_factory(
+            run,
+            task_id="train",
+            map_index=map_index,
+            key="checkpoint",
+            value={"epoch": map_index},
+            expires_at=now + timedelta(days=30),
+        )
     task_instance_factory(run, task_id="submit")
     task_key_factory(run, task_id="submit", key="job_id", value={"job": "spark-7"}, expires_at=now + timedelta(days=3))
     task_key_factory(run, task_id="submit", key=XSS, value=XSS, expires_at=None)

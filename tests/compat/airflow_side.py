@@ -9,7 +9,7 @@ The database comes from Airflow's own configuration (AIRFLOW_HOME / AIRFLOW__DAT
 
 import json
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from airflow._shared.state import AssetScope, AssetStateStoreWriterKind, TaskScope
 from airflow.state.metastore import MetastoreBackend
@@ -17,16 +17,28 @@ from airflow.state.metastore import MetastoreBackend
 
 def write_metastore(dag_id: str, run_id: str, asset_id: str) -> None:
     backend = MetastoreBackend()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id="write")
     backend.set(scope, "metastore/never", json.dumps({"written": "by MetastoreBackend"}), expires_at=None)
     backend.set(scope, "metastore expired", json.dumps([1, 2, 3]), expires_at=now - timedelta(hours=2))
     backend.set(scope, "metastore:soon", json.dumps("soon"), expires_at=now + timedelta(minutes=30))
-    backend.set(TaskScope(dag_id=dag_id, run_id=run_id, task_id="fold", map_index=1), "metastore/mapped",
-                json.dumps({"deep": {"er": [True, None, 1.5]}}), expires_at=now - timedelta(seconds=5))
+    backend.set(
+        TaskScope(dag_id=dag_id, run_id=run_id, task_id="fold", map_index=1),
+        "metastore/mapped",
+        json.dumps({"deep": {"er": [True, None, 1.5]}}),
+        expires_at=now - timedelta(seconds=5),
+    )
     asset = AssetScope(asset_id=int(asset_id))
-    backend.set_asset_state_store(asset, "by task", json.dumps({"cursor": 17}), kind=AssetStateStoreWriterKind.TASK,
-                                  dag_id=dag_id, run_id=run_id, task_id="write", map_index=-1)
+    backend.set_asset_state_store(
+        asset,
+        "by task",
+        json.dumps({"cursor": 17}),
+        kind=AssetStateStoreWriterKind.TASK,
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id="write",
+        map_index=-1,
+    )
     backend.set_asset_state_store(asset, "by/watcher", json.dumps("w"), kind=AssetStateStoreWriterKind.WATCHER)
     backend.set_asset_state_store(asset, "by: api", json.dumps(3), kind=AssetStateStoreWriterKind.API)
     backend.set(asset, "no writer", json.dumps({"legacy": True}))

@@ -78,19 +78,34 @@ class AirflowSide:
         return home
 
     def env(self, db: str, **extra: str) -> dict[str, str]:
-        return {"PATH": os.environ["PATH"], "HOME": str(self.workdir), "AIRFLOW_HOME": str(self.home(db)),
-                "PYTHONPATH": str(HERE), **extra}
+        return {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.workdir),
+            "AIRFLOW_HOME": str(self.home(db)),
+            "PYTHONPATH": str(HERE),
+            **extra,
+        }
 
     def run(self, db: str, *args: str, **extra: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(self.venv / "bin" / "airflow"), *args], env=self.env(db, **extra),
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [str(self.venv / "bin" / "airflow"), *args],
+            env=self.env(db, **extra),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return done
 
     def python(self, db: str, *args: str) -> dict:
-        done = subprocess.run([str(self.venv / "bin" / "python"), str(HERE / "airflow_side.py"), *args],
-                              env=self.env(db), capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [str(self.venv / "bin" / "python"), str(HERE / "airflow_side.py"), *args],
+            env=self.env(db),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"airflow_side.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
@@ -104,9 +119,12 @@ class AirflowSide:
 
     def api_server(self, db: str) -> tuple[subprocess.Popen, str]:
         port = free_port()
-        process = subprocess.Popen([str(self.venv / "bin" / "airflow"), "api-server", "--host", "127.0.0.1",
-                                    "--port", str(port)], env=self.env(db), stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [str(self.venv / "bin" / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port)],
+            env=self.env(db),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         url = f"http://127.0.0.1:{port}"
         wait_for(f"{url}/api/v2/version", process)
         return process, url
@@ -120,12 +138,23 @@ class Dashboard:
         self.var = Path(tempfile.mkdtemp(prefix="ssa-compat-var-", dir=airflow.workdir))
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {"PATH": os.environ["PATH"], "HOME": str(self.airflow.workdir),
-                "AIRFLOW_HOME": str(self.airflow.home(self.db)), "STATESTORE_VAR_DIR": str(self.var), **extra}
+        return {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.airflow.workdir),
+            "AIRFLOW_HOME": str(self.airflow.home(self.db)),
+            "STATESTORE_VAR_DIR": str(self.var),
+            **extra,
+        }
 
     def manage(self, *args: str, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env(**extra),
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     def migrate(self) -> "Dashboard":
         done = self.manage("migrate", "--noinput")
@@ -137,8 +166,13 @@ class Dashboard:
         self.migrate()
         done = self.manage("collectstatic", "--noinput")
         assert done.returncode == 0, done.stderr
-        done = self.manage("shell", "--no-imports", "-c", "from django.contrib.auth import get_user_model; "
-                           "get_user_model().objects.create_superuser('compat', password='compat-pw-1')")
+        done = self.manage(
+            "shell",
+            "--no-imports",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_superuser('compat', password='compat-pw-1')",
+        )
         assert done.returncode == 0, done.stderr
         token = self.manage("create_api_token", "compat").stdout.strip()
         assert token.startswith("ssa_")
@@ -146,8 +180,13 @@ class Dashboard:
 
     def server(self) -> tuple[subprocess.Popen, str]:
         port = free_port()
-        process = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-                                   cwd=ROOT, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            cwd=ROOT,
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         url = f"http://127.0.0.1:{port}"
         wait_for(f"{url}/login/", process)
         return process, url
@@ -155,8 +194,11 @@ class Dashboard:
 
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory):
-    venv = Path(subprocess.run(["bash", str(ROOT / "scripts" / "airflow_venv.sh")], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    venv = Path(
+        subprocess.run(
+            ["bash", str(ROOT / "scripts" / "airflow_venv.sh")], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     side = AirflowSide(venv, tmp_path_factory.mktemp("airflow"))
     yield side
     for db in side.databases:
@@ -197,8 +239,14 @@ TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d
 def normalised(body):
     """A JSON body with every `updated_at` / `expires_at` timestamp replaced by "<ts>" (None kept)."""
     if isinstance(body, dict):
-        return {k: ("<ts>" if k in ("updated_at", "expires_at") and isinstance(v, str) and TIMESTAMP.match(v)
-                    else normalised(v)) for k, v in body.items()}
+        return {
+            k: (
+                "<ts>"
+                if k in ("updated_at", "expires_at") and isinstance(v, str) and TIMESTAMP.match(v)
+                else normalised(v)
+            )
+            for k, v in body.items()
+        }
     if isinstance(body, list):
         return [normalised(v) for v in body]
     return body

@@ -18,11 +18,15 @@ from .conftest import DAG_ID, ROOT, Dashboard, normalised, query
 
 pytestmark = pytest.mark.compat
 
-TASK_ROWS = ("SELECT dag_run_id, task_id, map_index, key, value, updated_at, expires_at FROM task_state_store "
-             "ORDER BY dag_run_id, task_id, map_index, key")
-ASSET_ROWS = ("SELECT asset_id, key, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, "
-              "last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index FROM asset_state_store "
-              "ORDER BY asset_id, key")
+TASK_ROWS = (
+    "SELECT dag_run_id, task_id, map_index, key, value, updated_at, expires_at FROM task_state_store "
+    "ORDER BY dag_run_id, task_id, map_index, key"
+)
+ASSET_ROWS = (
+    "SELECT asset_id, key, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, "
+    "last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index FROM asset_state_store "
+    "ORDER BY asset_id, key"
+)
 
 
 def iso(value):
@@ -33,8 +37,11 @@ def logged_in(url: str) -> requests.Session:
     session = requests.Session()
     page = session.get(f"{url}/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = session.post(f"{url}/login/", data={"csrfmiddlewaretoken": token, "username": "compat",
-                                                   "password": "compat-pw-1"}, headers={"Referer": f"{url}/login/"})
+    response = session.post(
+        f"{url}/login/",
+        data={"csrfmiddlewaretoken": token, "username": "compat", "password": "compat-pw-1"},
+        headers={"Referer": f"{url}/login/"},
+    )
     assert response.ok and "Sign out" in response.text
     return session
 
@@ -51,16 +58,26 @@ def test_dashboard_shows_every_row_airflow_wrote(airflow, golden, servers):
     api = requests.Session()
     api.headers["Authorization"] = f"Bearer {token}"
 
-    tasks = query(db, "SELECT dag_id, run_id, task_id, map_index, key, value, updated_at, expires_at, dag_run_id "
-                      "FROM task_state_store ORDER BY task_id, map_index, key")
+    tasks = query(
+        db,
+        "SELECT dag_id, run_id, task_id, map_index, key, value, updated_at, expires_at, dag_run_id "
+        "FROM task_state_store ORDER BY task_id, map_index, key",
+    )
     assert len(tasks) >= 14  # 10 from the DAG's tasks, 4 from MetastoreBackend
     assert any(row[7] is None for row in tasks) and any(row[4] == "path/with: spaces" for row in tasks)
     for dag_id, run_id, task_id, map_index, key, value, updated_at, expires_at, _ in tasks:
         url_key = quote(key, safe="")
-        entry = api.get(f"{url}/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/"
-                        f"state-store/{url_key}", params={"map_index": map_index}).json()
-        assert entry == {"key": key, "value": json.loads(value), "updated_at": iso(updated_at),
-                         "expires_at": iso(expires_at)}
+        entry = api.get(
+            f"{url}/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/"
+            f"state-store/{url_key}",
+            params={"map_index": map_index},
+        ).json()
+        assert entry == {
+            "key": key,
+            "value": json.loads(value),
+            "updated_at": iso(updated_at),
+            "expires_at": iso(expires_at),
+        }
 
     browser = logged_in(url)
     run_page = browser.get(f"{url}/runs/{tasks[0][8]}/").text
@@ -73,10 +90,17 @@ def test_dashboard_shows_every_row_airflow_wrote(airflow, golden, servers):
     listed = api.get(f"{url}/api/v2/assets/{golden['asset_id']}/state-store").json()
     assert listed["total_entries"] == len(assets)
     for entry, row in zip(listed["asset_state_store"], assets, strict=True):
-        writer = None if row[4] is None else {"kind": row[4], "dag_id": row[5], "run_id": row[6], "task_id": row[7],
-                                              "map_index": row[8]}
-        assert entry == {"key": row[1], "value": json.loads(row[2]), "updated_at": iso(row[3]),
-                         "last_updated_by": writer}
+        writer = (
+            None
+            if row[4] is None
+            else {"kind": row[4], "dag_id": row[5], "run_id": row[6], "task_id": row[7], "map_index": row[8]}
+        )
+        assert entry == {
+            "key": row[1],
+            "value": json.loads(row[2]),
+            "updated_at": iso(row[3]),
+            "last_updated_by": writer,
+        }
     asset_page = browser.get(f"{url}/assets/{golden['asset_id']}/").text
     for row in assets:
         assert f"<code>{html.escape(row[1])}</code>" in asset_page
@@ -168,8 +192,9 @@ def request_sequence(run_id: str, asset_id: int) -> list[tuple[str, str, dict | 
 
 
 def exchange(session: requests.Session, base: str, method: str, path: str, body):
-    response = session.request(method, base + path, json=body) if body is not None else \
-        session.request(method, base + path)
+    response = (
+        session.request(method, base + path, json=body) if body is not None else session.request(method, base + path)
+    )
     content = response.json() if response.content else "<empty>"
     return response.status_code, normalised(content)
 
@@ -194,9 +219,9 @@ def test_api_answers_like_airflow(airflow, golden, servers):
             differences.append(f"{method} {path} {body}\n  airflow: {expected}\n  ours:    {actual}")
     assert not differences, "\n".join(differences)
     assert statuses == {200, 204, 404, 422}
-    assert query(theirs, "SELECT task_id, map_index, key, value, expires_at IS NULL FROM task_state_store "
-                         "ORDER BY 1, 2, 3") == query(ours, "SELECT task_id, map_index, key, value, expires_at IS NULL "
-                                                            "FROM task_state_store ORDER BY 1, 2, 3")
+    assert query(
+        theirs, "SELECT task_id, map_index, key, value, expires_at IS NULL FROM task_state_store ORDER BY 1, 2, 3"
+    ) == query(ours, "SELECT task_id, map_index, key, value, expires_at IS NULL FROM task_state_store ORDER BY 1, 2, 3")
 
 
 # d. What the dashboard writes, Airflow reads back unchanged ------------------------------------------
@@ -210,7 +235,7 @@ def test_airflow_reads_what_the_dashboard_writes(airflow, golden, servers):
     api = requests.Session()
     api.headers["Authorization"] = f"Bearer {token}"
     ti = f"{url}/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances"
-    value = {"nested": {"list": [1, 2.5, None, True], "text": "Grüße 🚀 \"quoted\""}}
+    value = {"nested": {"list": [1, 2.5, None, True], "text": 'Grüße 🚀 "quoted"'}}
     key = "from/api: spaces"
     assert api.put(f"{ti}/write/state-store/{quote(key, safe='')}", json={"value": value}).status_code == 204
     assert api.put(f"{url}/api/v2/assets/{asset_id}/state-store/api-key", json={"value": [value]}).status_code == 204
@@ -221,24 +246,38 @@ def test_airflow_reads_what_the_dashboard_writes(airflow, golden, servers):
     csrf = browser.cookies["csrftoken"]
     headers = {"X-CSRFToken": csrf, "HX-Request": "true", "Referer": url}
     run_pk = query(db, "SELECT id FROM dag_run WHERE run_id = %s", [run_id])[0][0]
-    added = browser.post(f"{url}/runs/{run_pk}/tasks/fold/add/", headers=headers, data={
-        "key": "from/ui: spaces", "value": '{"ui": [1, {"b": false}]}', "map_index": "2", "expiry": "never"})
+    added = browser.post(
+        f"{url}/runs/{run_pk}/tasks/fold/add/",
+        headers=headers,
+        data={"key": "from/ui: spaces", "value": '{"ui": [1, {"b": false}]}', "map_index": "2", "expiry": "never"},
+    )
     assert added.status_code == 204, added.text
     key_id = query(db, "SELECT id FROM task_state_store WHERE task_id = 'write' AND key = 'never'")[0][0]
     edited = browser.post(f"{url}/keys/task/{key_id}/edit/", headers=headers, data={"value": '"edited in the UI"'})
     assert edited.status_code == 204, edited.text
-    assert airflow.python(db, "get-task", DAG_ID, run_id, "fold", "2", "from/ui: spaces") == \
-        {"value": json.dumps({"ui": [1, {"b": False}]})}
-    assert airflow.python(db, "get-task", DAG_ID, run_id, "write", "-1", "never") == \
-        {"value": json.dumps("edited in the UI")}
+    assert airflow.python(db, "get-task", DAG_ID, run_id, "fold", "2", "from/ui: spaces") == {
+        "value": json.dumps({"ui": [1, {"b": False}]})
+    }
+    assert airflow.python(db, "get-task", DAG_ID, run_id, "write", "-1", "never") == {
+        "value": json.dumps("edited in the UI")
+    }
 
 
 # e. The committed schema fixtures are what `airflow db migrate` makes ---------------------------------
 def test_schema_fixtures_match_airflow(airflow, tmp_path):
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "make_airflow_schema.sh")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600,
-                          env={"PATH": os.environ["PATH"], "HOME": str(airflow.workdir),
-                               "AIRFLOW_VENV": str(airflow.venv), "OUT_DIR": str(tmp_path)})
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "make_airflow_schema.sh")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(airflow.workdir),
+            "AIRFLOW_VENV": str(airflow.venv),
+            "OUT_DIR": str(tmp_path),
+        },
+    )
     assert done.returncode == 0, done.stderr
     committed = ROOT / "statestore_admin" / "airflow" / "schema"
     for name in ("postgresql.sql", "sqlite.sql"):

@@ -26,7 +26,8 @@ def _node(value, depth: int) -> str:
         if not value:
             return mark_safe('<span class="j-punct">{}</span>')
         items = format_html_join(
-            "", '<li><span class="j-key">{}</span>: {}</li>',
+            "",
+            '<li><span class="j-key">{}</span>: {}</li>',
             ((json.dumps(k), _node(v, depth + 1)) for k, v in value.items()),
         )
         return _fold("{", "}", f"{len(value)} key{'s' if len(value) != 1 else ''}", items, depth, len(value))
@@ -44,7 +45,11 @@ def _fold(opening, closing, count, items, depth, size):
     return format_html(
         '<details class="j-fold"{}><summary><span class="j-punct">{}</span><span class="j-count">{}</span></summary>'
         '<ul>{}</ul><span class="j-punct">{}</span></details>',
-        is_open, opening, count, items, closing,
+        is_open,
+        opening,
+        count,
+        items,
+        closing,
     )
 
 

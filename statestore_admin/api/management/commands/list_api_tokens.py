@@ -20,5 +20,7 @@ class Command(BaseCommand):
         for t in tokens:
             state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
             used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never"
-            self.stdout.write(f"{t.pk}\t{t.prefix}…\t{t.user.get_username()}\t{t.name or '-'}\t"
-                              f"created {t.created_at:%Y-%m-%d %H:%M}\tlast used {used}\t{state}")
+            self.stdout.write(
+                f"{t.pk}\t{t.prefix}…\t{t.user.get_username()}\t{t.name or '-'}\t"
+                f"created {t.created_at:%Y-%m-%d %H:%M}\tlast used {used}\t{state}"
+            )

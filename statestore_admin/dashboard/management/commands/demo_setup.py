@@ -36,4 +36,6 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(self.style.SUCCESS(f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"))
+        self.stdout.write(
+            self.style.SUCCESS(f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n")
+        )

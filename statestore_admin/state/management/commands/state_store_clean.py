@@ -24,8 +24,10 @@ EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
 def _cutoff(value: str) -> datetime:
     parsed = parse_datetime(value.strip())
     if parsed is None:
-        raise CommandError(f"--before {value!r} is not a date and time (ISO 8601, e.g. 2026-11-30T00:00:00+00:00).",
-                           returncode=EXIT_USAGE)
+        raise CommandError(
+            f"--before {value!r} is not a date and time (ISO 8601, e.g. 2026-11-30T00:00:00+00:00).",
+            returncode=EXIT_USAGE,
+        )
     if timezone.is_naive(parsed):
         raise CommandError(f"--before {value!r} has no time zone; add one (e.g. +00:00 or Z).", returncode=EXIT_USAGE)
     return parsed
@@ -42,13 +44,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="Show what would be deleted; delete nothing.")
         parser.add_argument("--before", metavar="TIMESTAMP", help="Timezone-aware cutoff in the past (default: now).")
-        parser.add_argument("--dag-id", action="append", default=[], metavar="DAG_ID", help="Only this DAG (repeatable).")
-        parser.add_argument("--batch-size", type=int, metavar="N",
-                            help="Rows per batch; 0 = one statement (default: [state_store] state_cleanup_batch_size).")
+        parser.add_argument(
+            "--dag-id", action="append", default=[], metavar="DAG_ID", help="Only this DAG (repeatable)."
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            metavar="N",
+            help="Rows per batch; 0 = one statement (default: [state_store] state_cleanup_batch_size).",
+        )
         parser.add_argument("--sleep", type=float, default=0.0, metavar="SECONDS", help="Pause between batches.")
         parser.add_argument("--max-batches", type=int, metavar="N", help="Stop after N batches.")
-        parser.add_argument("--lock-timeout", type=float, default=5.0, metavar="SECONDS",
-                            help="PostgreSQL lock_timeout of each batch (default 5).")
+        parser.add_argument(
+            "--lock-timeout",
+            type=float,
+            default=5.0,
+            metavar="SECONDS",
+            help="PostgreSQL lock_timeout of each batch (default 5).",
+        )
         parser.add_argument("--top", type=int, default=10, help="Dry run: DAGs listed (default 10).")
         parser.add_argument("--json", action="store_true", help="Print a JSON summary instead of text.")
 
@@ -58,12 +71,16 @@ class Command(BaseCommand):
         now = timezone.now()
         cutoff = _cutoff(options["before"]) if options["before"] else now
         if cutoff > now:
-            raise CommandError(f"--before {cutoff.isoformat()} is in the future; GC only deletes what has expired.",
-                               returncode=EXIT_USAGE)
+            raise CommandError(
+                f"--before {cutoff.isoformat()} is in the future; GC only deletes what has expired.",
+                returncode=EXIT_USAGE,
+            )
         for name in ("batch_size", "max_batches"):
             if options[name] is not None and options[name] < (1 if name == "max_batches" else 0):
-                raise CommandError(f"--{name.replace('_', '-')} must be {'1' if name == 'max_batches' else '0'} or more.",
-                                   returncode=EXIT_USAGE)
+                raise CommandError(
+                    f"--{name.replace('_', '-')} must be {'1' if name == 'max_batches' else '0'} or more.",
+                    returncode=EXIT_USAGE,
+                )
         if options["sleep"] < 0 or options["lock_timeout"] <= 0:
             raise CommandError("--sleep must be 0 or more and --lock-timeout more than 0.", returncode=EXIT_USAGE)
         config = AirflowConfig()
@@ -73,14 +90,21 @@ class Command(BaseCommand):
             worker_backend = config.worker_backend
         except AirflowConfigError as exc:
             raise CommandError(str(exc), returncode=EXIT_USAGE) from exc
-        plan = gc.GcPlan(cutoff=cutoff, dag_ids=tuple(dict.fromkeys(options["dag_id"])), batch_size=batch_size,
-                         sleep=options["sleep"], max_batches=options["max_batches"],
-                         lock_timeout=options["lock_timeout"])
+        plan = gc.GcPlan(
+            cutoff=cutoff,
+            dag_ids=tuple(dict.fromkeys(options["dag_id"])),
+            batch_size=batch_size,
+            sleep=options["sleep"],
+            max_batches=options["max_batches"],
+            lock_timeout=options["lock_timeout"],
+        )
         if options["dry_run"]:
             return self.dry_run(plan, status, options["top"])
         if worker_backend and self.verbosity >= 1 and not self.as_json:
-            self.stderr.write(f"Note: [workers] state_store_backend = {worker_backend}: values are references; "
-                              "deleting rows does not delete the external objects (as in Airflow).")
+            self.stderr.write(
+                f"Note: [workers] state_store_backend = {worker_backend}: values are references; "
+                "deleting rows does not delete the external objects (as in Airflow)."
+            )
         result = self.run(plan, config)
         self.report(result)
         if result.outcome == GcRun.Outcome.LOCKED:
@@ -91,8 +115,10 @@ class Command(BaseCommand):
     # -- real run -------------------------------------------------------------------------------
     def run(self, plan, config):
         self.interrupter = gc.Interrupter()
-        previous = {sig: signal.signal(sig, lambda signum, frame: self.interrupter.request(signum))
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {
+            sig: signal.signal(sig, lambda signum, frame: self.interrupter.request(signum))
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
         self.tty = self.stdout.isatty() and not self.as_json and self.verbosity >= 1
         # On a terminal, a progress bar: its total is counted once, through the expires_at index.
         self.expected = gc.expired_rows(plan.cutoff, plan.dag_ids).count() if self.tty else None
@@ -112,8 +138,11 @@ class Command(BaseCommand):
         if self.tty:
             share = min(p.total_rows / self.expected, 1.0) if self.expected else 1.0
             bar = "#" * round(share * 30)
-            self.stdout.write(f"\r[{bar:<30}] {share:4.0%} {p.total_rows:,}/{self.expected:,} rows, "
-                              f"batch {p.batch}, {rate:,.0f} rows/s ", ending="")
+            self.stdout.write(
+                f"\r[{bar:<30}] {share:4.0%} {p.total_rows:,}/{self.expected:,} rows, "
+                f"batch {p.batch}, {rate:,.0f} rows/s ",
+                ending="",
+            )
             self.stdout.flush()
         elif self.verbosity >= 2 and not self.as_json:
             self.stdout.write(line)
@@ -128,8 +157,10 @@ class Command(BaseCommand):
         if result.outcome == GcRun.Outcome.SKIPPED or result.outcome == GcRun.Outcome.LOCKED:
             line = result.message
         else:
-            line = (f"Deleted {result.rows_deleted} expired task state row(s) in {result.batches} batch(es), "
-                    f"cutoff {result.plan.cutoff.isoformat()}, {result.duration:.2f}s ({result.outcome}).")
+            line = (
+                f"Deleted {result.rows_deleted} expired task state row(s) in {result.batches} batch(es), "
+                f"cutoff {result.plan.cutoff.isoformat()}, {result.duration:.2f}s ({result.outcome})."
+            )
             if result.message:
                 line += " " + result.message
         (self.stderr if failed else self.stdout).write(line)
@@ -138,18 +169,37 @@ class Command(BaseCommand):
     def dry_run(self, plan, status, top):
         if not status.is_metastore:
             message = f"Nothing would be deleted: [state_store] backend is {status.reason}."
-            self.stdout.write(json.dumps({"dry_run": True, "outcome": "skipped", "message": message})
-                              if self.as_json else message)
+            self.stdout.write(
+                json.dumps({"dry_run": True, "outcome": "skipped", "message": message}) if self.as_json else message
+            )
             return
         summary = gc.dry_run(plan, top=top)
         if self.as_json:
-            self.stdout.write(json.dumps({
-                "dry_run": True, "outcome": "dry_run", "rows": summary.rows, "cutoff": plan.cutoff.isoformat(),
-                "dags": summary.dags, "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
-                "oldest_expiry": _when(summary.oldest), "newest_expiry": _when(summary.newest),
-                "sample": [{"dag_id": r.dag_id, "run_id": r.run_id, "task_id": r.task_id, "map_index": r.map_index,
-                            "key": r.key, "expires_at": _when(r.expires_at)} for r in summary.sample],
-            }))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "dry_run": True,
+                        "outcome": "dry_run",
+                        "rows": summary.rows,
+                        "cutoff": plan.cutoff.isoformat(),
+                        "dags": summary.dags,
+                        "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
+                        "oldest_expiry": _when(summary.oldest),
+                        "newest_expiry": _when(summary.newest),
+                        "sample": [
+                            {
+                                "dag_id": r.dag_id,
+                                "run_id": r.run_id,
+                                "task_id": r.task_id,
+                                "map_index": r.map_index,
+                                "key": r.key,
+                                "expires_at": _when(r.expires_at),
+                            }
+                            for r in summary.sample
+                        ],
+                    }
+                )
+            )
             return
         write = self.stdout.write
         write(f"Dry run: {summary.rows} task state row(s) expired before {plan.cutoff.isoformat()} would be deleted.")
@@ -162,6 +212,8 @@ class Command(BaseCommand):
             write(f"  {dag_id:<{width}}  {rows:>10}")
         write(f"Sample ({len(summary.sample)} of {summary.rows}, oldest first):")
         for r in summary.sample:
-            write(f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
-                  f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}")
+            write(
+                f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
+                f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
+            )
         write("Asset state and keys without expiry (NEVER_EXPIRE) are never deleted.")
