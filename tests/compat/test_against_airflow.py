@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -283,3 +284,30 @@ def test_schema_fixtures_match_airflow(airflow, tmp_path):
     for name in ("postgresql.sql", "sqlite.sql"):
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name
     assert Path(tmp_path / "postgresql.sql").stat().st_size > 10_000
+
+
+def test_airflow_database_url_alone_is_enough(airflow, golden, tmp_path):
+    """No AIRFLOW_HOME, no airflow.cfg: only AIRFLOW_DATABASE_URL, pointing at a database Airflow migrated."""
+    db = airflow.copy(golden["db"], "url_only")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "STATESTORE_VAR_DIR": str(tmp_path / "var"),
+        "AIRFLOW_DATABASE_URL": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{db}",
+    }
+
+    def manage(*args):
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+
+    check = manage("check")
+    assert check.returncode == 0 and "no issues" in check.stdout, check.stderr
+    totals = manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from statestore_admin.state.selectors import store_totals as s; t = s(); print(t.task_keys, t.asset_keys)",
+    )
+    expected = f"{len(query(db, TASK_ROWS))} {len(query(db, ASSET_ROWS))}"
+    assert totals.stdout.strip() == expected, totals.stderr
