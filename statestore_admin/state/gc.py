@@ -265,7 +265,12 @@ def _run_batches(
     while True:
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
             if connection.vendor == "postgresql":
-                cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(plan.lock_timeout * 1000)}ms"])
+                # Both for this transaction only. Without a synchronous commit a crash can undo the last
+                # batches' deletes: the rows are still expired and the next run deletes them again.
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true), set_config('synchronous_commit', 'off', true)",
+                    [f"{int(plan.lock_timeout * 1000)}ms"],
+                )
             with interrupter.statement():
                 cursor.execute(sql, params)
             deleted = cursor.rowcount
