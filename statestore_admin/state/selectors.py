@@ -104,12 +104,12 @@ class Overview:
 
 
 def overview(now: datetime) -> Overview:
-    keys = TaskStateStore.objects.all()
-    counts = keys.aggregate(
-        expired=Count("id", filter=status_filter(EXPIRED, now)),
-        expiring=Count("id", filter=status_filter(EXPIRING, now)),
-        never=Count("id", filter=status_filter(NEVER, now)),
-    )
+    # One count per status, each a range of idx_task_state_store_expires_at (an index-only scan on
+    # PostgreSQL): several times faster than one aggregate pass over a large table.
+    counts = {
+        status: TaskStateStore.objects.filter(status_filter(status, now)).count()
+        for status in (EXPIRED, EXPIRING, NEVER)
+    }
     config = AirflowConfig()
     try:
         values = config.state_store_values()
