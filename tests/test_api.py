@@ -495,3 +495,14 @@ def test_nul_characters_are_refused_before_the_database(api, client, operator, s
         == 400
     )
     assert TaskStateStore.objects.count() == 5
+
+
+def test_administrators_revoke_tokens_in_the_admin(client, user_factory, operator):
+    admin_user = user_factory("root", is_staff=True, is_superuser=True)
+    record, token = ApiToken.issue(operator, "laptop")
+    client.force_login(admin_user)
+    listing = client.get("/admin/api/apitoken/").content.decode()
+    assert record.prefix in listing and token not in listing
+    response = client.post("/admin/api/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
+    assert response.status_code == 302
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/statestore/v1/stats").status_code == 401

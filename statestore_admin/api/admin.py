@@ -1,0 +1,25 @@
+from django.contrib import admin, messages
+
+from .models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Every user's tokens, for administrators: list and revoke. Tokens are created by their users only."""
+
+    list_display = ("prefix", "user", "name", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at", "user")
+    search_fields = ("prefix", "name", "user__username")
+    readonly_fields = ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+    exclude = ("digest",)
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request, queryset):
+        tokens = list(queryset.active())
+        for token in tokens:
+            token.revoke()
+        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
