@@ -99,3 +99,25 @@ def test_airflow_database_url_alone_is_enough(tmp_path, airflow_postgres_databas
         env=dict(env),
     )
     assert counts.stdout.strip() == "2 0", counts.stderr
+
+
+def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
+    """What `make run` does before starting the server, twice, with a key deleted in between."""
+    import sqlite3
+
+    env = {"HOME": str(tmp_path), "STATESTORE_DEMO": "1", "STATESTORE_VAR_DIR": str(tmp_path / "var")}
+    assert run_manage("migrate", "--noinput", env=dict(env)).returncode == 0
+    first = run_manage("demo_setup", env=dict(env))
+    assert first.returncode == 0, first.stderr
+    assert "Demo data:" in first.stdout and "login: demo / " in first.stdout
+    password = first.stdout.split("login: demo / ")[1].split()[0]
+    db = sqlite3.connect(tmp_path / "var" / "airflow.sqlite3")
+    total = db.execute("SELECT count(*) FROM task_state_store").fetchone()[0]
+    assert total >= 40
+    db.execute("DELETE FROM task_state_store WHERE key = 'job_id'")
+    db.commit()
+    second = run_manage("demo_setup", env=dict(env))
+    assert second.returncode == 0 and "Keeping the existing demo database" in second.stdout
+    assert f"login: demo / {password}" in second.stdout
+    assert db.execute("SELECT count(*) FROM task_state_store").fetchone()[0] == total - 3  # one job_id per run
+    db.close()

@@ -4,6 +4,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
 
 DEMO_USERNAME = "demo"
 
@@ -25,8 +29,14 @@ class Command(BaseCommand):
                 "demo_setup only prepares the embedded demo; unset DATABASE_URL, AIRFLOW_DATABASE_URL and "
                 "Airflow's [database] sql_alchemy_conn to use it."
             )
-        call_command("create_airflow_schema", if_missing=True, stdout=self.stdout)
-        call_command("demo_data", stdout=self.stdout)
+        if set(STATE_TABLES) <= existing_airflow_tables(connections[airflow_alias()]):
+            self.stdout.write(
+                "Keeping the existing demo database with your changes (`python manage.py demo_data` refreshes "
+                "the demo keys; deleting var/airflow.sqlite3 starts afresh)."
+            )
+        else:
+            call_command("create_airflow_schema", stdout=self.stdout)
+            call_command("demo_data", stdout=self.stdout)
         password_file = settings.VAR_DIR / "demo_password"
         if not password_file.exists():
             password_file.write_text(secrets.token_urlsafe(12))
