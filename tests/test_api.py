@@ -224,6 +224,12 @@ def test_nan_and_infinity_are_422_not_500(api, scene, raw):
     assert "non-finite numbers" in response.json()["detail"][0]["msg"]
 
 
+def test_invalid_utf8_is_refused(api, scene):
+    response = api.put(f"{TASKS}/t/state-store/a", b'{"value": "\xff\xfe"}', content_type="application/json")
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
+    assert TaskStateStore.objects.get(task_id="t", key="a").value == '{"key": "a"}'
+
+
 def test_malformed_json_and_missing_body(api, scene):
     broken = api.put(f"{TASKS}/t/state-store/a", '{"value": ', content_type="application/json")
     assert broken.status_code == 422 and broken.json()["detail"][0]["type"] == "json_invalid"

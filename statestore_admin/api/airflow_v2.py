@@ -33,12 +33,12 @@ class LenientJSONParser(JSONParser):
     """Accepts NaN and Infinity tokens so that the domain can refuse them with a message (Airflow: a 500)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        text = stream.read().decode((parser_context or {}).get("encoding") or "utf-8", errors="replace")
-        if not text.strip():
-            return None
-        try:
+        try:  # invalid UTF-8 is refused, never stored with replacement characters
+            text = stream.read().decode((parser_context or {}).get("encoding") or "utf-8")
+            if not text.strip():
+                return None
             return json.loads(text, parse_constant=float)
-        except ValueError as exc:
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError
             raise RequestInvalid(
                 error(
                     "json_invalid",
