@@ -21,11 +21,18 @@ from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply
 SAMPLE = 50  # keys listed by a confirmation; the count covers them all
 
 
+def _safe(request, url: str) -> str:
+    """``url`` when it stays on this site, else ""."""
+    return url if url and url_has_allowed_host_and_scheme(url, {request.get_host()}, request.is_secure()) else ""
+
+
 def _next_url(request, fallback: str) -> str:
-    candidate = request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
-    if candidate and url_has_allowed_host_and_scheme(candidate, {request.get_host()}, request.is_secure()):
-        return candidate
-    return fallback
+    named = request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
+    return _safe(request, named) or fallback
+
+
+def _error_messages(exc: ValidationError) -> list[str]:
+    return [message for messages_ in exc.message_dict.values() for message in messages_]
 
 
 def _done(request, message: str, fallback: str):
@@ -47,9 +54,7 @@ def _done(request, message: str, fallback: str):
 
 
 def _dialog(request, template: str, context: dict, status: int = 200):
-    next_url = request.POST.get("next") or request.GET.get("next") or ""
-    if next_url and not url_has_allowed_host_and_scheme(next_url, {request.get_host()}, request.is_secure()):
-        next_url = ""
+    next_url = _safe(request, request.POST.get("next") or request.GET.get("next") or "")
     context = {**context, "next": next_url, "dialog": template}
     return render(request, template if request.htmx else "actions/page.html", context, status=status)
 
@@ -188,7 +193,7 @@ def task_keys_action(request, action):
         sample = list(previews.order_by("task_id", "map_index", "key")[:SAMPLE])
         refs = previews.filter(is_ref=True).count() if action == "delete" else 0
     except ValidationError as exc:
-        errors = [m for ms in exc.message_dict.values() for m in ms]
+        errors = _error_messages(exc)
         selection, count, sample, refs = None, 0, [], 0
     context = {
         "label": label,
@@ -258,7 +263,7 @@ def asset_keys_delete(request, asset_id):
         if keys == []:
             raise ValidationError({"keys": "Select at least one key."})
     except ValidationError as exc:
-        errors = [m for ms in exc.message_dict.values() for m in ms]
+        errors = _error_messages(exc)
     rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
     context = {
         "asset": asset,

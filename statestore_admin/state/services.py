@@ -187,13 +187,14 @@ def set_asset_value(
     key = clean_key(key)
     value = parse_value_text(value_text)
     asset = _asset(asset_id)
-    writer = API_WRITER_FIELDS
     now = timezone.now()
     with _atomic():
         if create:
             try:
                 with transaction.atomic(using=airflow_alias()):
-                    return AssetStateStore.objects.create(asset=asset, key=key, value=value, updated_at=now, **writer)
+                    return AssetStateStore.objects.create(
+                        asset=asset, key=key, value=value, updated_at=now, **API_WRITER_FIELDS
+                    )
             except IntegrityError:
                 raise ValidationError(
                     {"key": f"The key {key!r} already exists on this asset; edit it instead."}
@@ -202,7 +203,9 @@ def set_asset_value(
         if row is None:
             raise Http404(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
         _check_unchanged(row, seen_updated_at)
-        AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(value=value, updated_at=now, **writer)
+        AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
+            value=value, updated_at=now, **API_WRITER_FIELDS
+        )
     return selectors.get_asset_key(asset_id, key)
 
 
@@ -322,16 +325,19 @@ def put_asset_key(user, asset_id: int, key: str, value) -> AssetStateStore:
     text = encode_value(value)
     exists = AssetStateStore.objects.filter(asset_id=asset_id, key=key).exists()
     permissions.require(user, permissions.ASSET, "change" if exists else "add")
-    writer = API_WRITER_FIELDS
     now = timezone.now()
     with _atomic():
         updated = AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
-            value=text, updated_at=now, **writer
+            value=text, updated_at=now, **API_WRITER_FIELDS
         )
         if not updated:
             try:
                 with transaction.atomic(using=airflow_alias()):
-                    AssetStateStore.objects.create(asset_id=asset_id, key=key, value=text, updated_at=now, **writer)
+                    AssetStateStore.objects.create(
+                        asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS
+                    )
             except IntegrityError:  # created meanwhile: overwrite it
-                AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(value=text, updated_at=now, **writer)
+                AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
+                    value=text, updated_at=now, **API_WRITER_FIELDS
+                )
     return selectors.get_asset_key(asset_id, key)
