@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
@@ -240,3 +241,12 @@ def test_worker_side_backend_is_mentioned(reference, monkeypatch):
     _, err = clean()
     assert "does not delete the external objects" in err
     assert keys() == SURVIVORS
+
+
+def test_unmigrated_dashboard_database_says_run_migrate_and_deletes_nothing(reference):
+    with connections["default"].cursor() as cursor:
+        cursor.execute(f"DROP TABLE {GcRun._meta.db_table}")  # rolled back with the test's transaction
+    with pytest.raises(CommandError, match=r"run `python manage.py migrate` first\. Nothing was deleted\.") as excinfo:
+        clean()
+    assert excinfo.value.returncode == 1
+    assert len(keys()) == 9

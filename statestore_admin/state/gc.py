@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -46,6 +46,10 @@ class GcInterrupted(KeyboardInterrupt):
 
 class GcLockBusy(Exception):
     """Another run holds the advisory lock."""
+
+
+class GcNotMigrated(Exception):
+    """The dashboard database has no table for GC run records (``migrate`` has not been run)."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +296,29 @@ def _run_batches(
             raise GcInterrupted()
 
 
+def _start_record(result: GcResult) -> GcRun:
+    """The run's record, written before anything is deleted: no record, no deletion."""
+    alias = router.db_for_write(GcRun)
+    try:
+        with transaction.atomic(using=alias):  # a savepoint when called inside a transaction
+            return GcRun.objects.create(
+                started_at=result.started_at,
+                cutoff=result.plan.cutoff,
+                dag_ids=list(result.plan.dag_ids),
+                batch_size=result.plan.batch_size,
+                host=socket.gethostname()[:255],
+                pid=os.getpid(),
+            )
+    except DatabaseError:
+        connection = connections[alias]
+        if GcRun._meta.db_table not in connection.introspection.table_names():
+            raise GcNotMigrated(
+                f"The dashboard database ({connection.alias}) has no {GcRun._meta.db_table} table for GC run "
+                "records: run `python manage.py migrate` first. Nothing was deleted."
+            ) from None
+        raise
+
+
 def run_gc(
     plan: GcPlan,
     interrupter: Interrupter | None = None,
@@ -307,14 +334,7 @@ def run_gc(
     interrupter = interrupter or Interrupter()
     status = backend_status(config)
     result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)
-    result.record = GcRun.objects.create(
-        started_at=result.started_at,
-        cutoff=plan.cutoff,
-        dag_ids=list(plan.dag_ids),
-        batch_size=plan.batch_size,
-        host=socket.gethostname()[:255],
-        pid=os.getpid(),
-    )
+    result.record = _start_record(result)
     try:
         if not status.is_metastore:
             result.outcome = GcRun.Outcome.SKIPPED

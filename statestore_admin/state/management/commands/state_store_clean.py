@@ -124,6 +124,8 @@ class Command(BaseCommand):
         self.expected = gc.expired_rows(plan.cutoff, plan.dag_ids).count() if self.tty else None
         try:
             return gc.run_gc(plan, self.interrupter, on_batch=self.progress, config=config)
+        except gc.GcNotMigrated as exc:
+            raise CommandError(str(exc), returncode=EXIT_ERROR) from exc
         except Exception as exc:
             raise CommandError(f"State store GC failed: {exc}", returncode=EXIT_ERROR) from exc
         finally:
