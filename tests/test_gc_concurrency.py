@@ -251,3 +251,20 @@ def test_progress_bar_on_a_terminal(expired_and_live):
     assert "\r[############" in screen and " 40% 100/250 rows, batch 1" in screen
     assert "100% 250/250 rows, batch 3" in screen
     assert "Deleted 250 expired task state row(s) in 3 batch(es)" in screen
+
+
+@pytest.mark.usefixtures("postgres_only")
+@pytest.mark.parametrize("batch_size", [0, 50])
+def test_rows_held_by_a_long_transaction_are_skipped_not_waited_on(expired_and_live, batch_size):
+    """`airflow db clean` deletes expired rows in one long transaction: GC neither fails nor waits on the
+    rows it holds (a lock timeout of 0.5 s would fail it), and the two never count a row twice."""
+    expired_and_live(300, live=10)
+    with psycopg.connect(libpq_url()) as db_clean:
+        held = db_clean.execute(
+            "DELETE FROM task_state_store WHERE expires_at < now() AND key < 'k00100'"
+        ).rowcount  # not committed yet: 100 rows locked
+        result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=batch_size, lock_timeout=0.5))
+        db_clean.commit()
+    assert (result.outcome, held, result.rows_deleted) == ("completed", 100, 200)
+    assert ("were skipped" in result.message) == (batch_size == 0)  # batch size 0 fell back to SKIP LOCKED
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 10

@@ -208,24 +208,30 @@ def _where(dag_ids: tuple[str, ...]) -> str:
     return f"expires_at < %s AND dag_id IN ({placeholders})"
 
 
-def _statement(vendor: str, plan: GcPlan) -> tuple[str, list]:
+def _statement(vendor: str, plan: GcPlan, skip_locked: bool = False) -> tuple[str, list]:
+    """The DELETE of one batch. ``skip_locked``: batch size 0's fallback, one statement that skips held rows."""
     where = _where(plan.dag_ids)
     params = [connections[airflow_alias()].ops.adapt_datetimefield_value(plan.cutoff), *plan.dag_ids]
-    if plan.batch_size == 0:
+    if plan.batch_size == 0 and not skip_locked:
         return f"DELETE FROM task_state_store WHERE {where}", params
     if vendor == "postgresql":
         # The rows are locked by the subquery, so their physical addresses (ctid) cannot change before the
         # DELETE; deleting by ctid is a TID scan instead of one primary-key lookup per row (2x faster).
+        limit = f"ORDER BY expires_at LIMIT {int(plan.batch_size)} " if plan.batch_size else ""
         sql = (
             "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store "
-            f"WHERE {where} ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED))"
+            f"WHERE {where} {limit}FOR UPDATE SKIP LOCKED))"
         )
-    else:
-        sql = (
-            f"DELETE FROM task_state_store WHERE id IN (SELECT id FROM task_state_store WHERE {where} "
-            "ORDER BY expires_at LIMIT %s)"
-        )
-    return sql, [*params, plan.batch_size]
+        return sql, params
+    sql = (
+        f"DELETE FROM task_state_store WHERE id IN (SELECT id FROM task_state_store WHERE {where} "
+        f"ORDER BY expires_at LIMIT {int(plan.batch_size)})"
+    )
+    return sql, params
+
+
+def _lock_not_available(exc: DatabaseError) -> bool:
+    return getattr(exc.__cause__, "sqlstate", None) == "55P03"  # lock_timeout expired
 
 
 @contextmanager
@@ -257,6 +263,21 @@ def _advisory_lock(connection) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
 
 
+def _delete_batch(connection, sql: str, params: list, plan: GcPlan, interrupter: Interrupter) -> int:
+    """Run one batch in its own transaction; return the rows it deleted."""
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # Both for this transaction only. Without a synchronous commit a crash can undo the last
+            # batches' deletes: the rows are still expired and the next run deletes them again.
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true), set_config('synchronous_commit', 'off', true)",
+                [f"{int(plan.lock_timeout * 1000)}ms"],
+            )
+        with interrupter.statement():
+            cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def _run_batches(
     plan: GcPlan,
     result: GcResult,
@@ -267,17 +288,20 @@ def _run_batches(
     sql, params = _statement(connection.vendor, plan)
     clock = time.monotonic()
     while True:
-        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                # Both for this transaction only. Without a synchronous commit a crash can undo the last
-                # batches' deletes: the rows are still expired and the next run deletes them again.
-                cursor.execute(
-                    "SELECT set_config('lock_timeout', %s, true), set_config('synchronous_commit', 'off', true)",
-                    [f"{int(plan.lock_timeout * 1000)}ms"],
-                )
-            with interrupter.statement():
-                cursor.execute(sql, params)
-            deleted = cursor.rowcount
+        try:
+            deleted = _delete_batch(connection, sql, params, plan, interrupter)
+        except DatabaseError as exc:
+            if plan.batch_size or connection.vendor != "postgresql" or not _lock_not_available(exc):
+                raise
+            # Batch size 0 is one plain DELETE (as fast as it gets), which waits on rows another transaction
+            # holds: `airflow db clean`, Airflow's own GC, a writer. Past lock_timeout it has rolled back;
+            # one statement that skips the held rows deletes the rest.
+            fallback, params = _statement(connection.vendor, plan, skip_locked=True)
+            deleted = _delete_batch(connection, fallback, params, plan, interrupter)
+            result.message = (
+                f"Rows another transaction held for more than {plan.lock_timeout:g}s were skipped; "
+                "the next run deletes those that are still there."
+            )
         result.batches += 1
         result.rows_deleted += deleted
         result.delete_seconds = time.monotonic() - clock
