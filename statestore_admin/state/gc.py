@@ -9,7 +9,8 @@
 
 Operational behaviour beyond Airflow's (PostgreSQL): batches pick rows through the ``expires_at``
 index with ``FOR UPDATE SKIP LOCKED``, so rows a writer or another GC holds are left for the next
-run instead of waited on; every transaction has a ``lock_timeout``; a session advisory lock keeps two
+run instead of waited on; every transaction has a ``lock_timeout`` (batch size 0, a plain DELETE that
+waits, falls back past it to one statement that skips held rows); a session advisory lock keeps two
 runs (from any hosts) from overlapping. A row re-written with a later expiry while GC runs is
 re-checked by PostgreSQL under its lock and survives.
 """
