@@ -228,6 +228,35 @@ def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live):
     assert TaskStateStore.objects.count() == 20
 
 
+@pytest.mark.usefixtures("postgres_only")
+def test_batch_size_zero_waits_for_rows_held_briefly_and_rechecks_them(expired_and_live):
+    """Batch size 0 is one plain DELETE: on rows another transaction holds (shorter than lock_timeout) it
+    waits, then re-checks them. Rows Airflow's GC deleted are not counted again; a key a writer re-wrote
+    with a later expiry survives."""
+    expired_and_live(50, live=0)
+    locked, done = threading.Event(), threading.Event()
+
+    def airflow_side():
+        with psycopg.connect(libpq_url()) as conn:
+            conn.execute("DELETE FROM task_state_store WHERE key < 'k00007'")  # Airflow's GC, 7 rows
+            conn.execute(
+                "UPDATE task_state_store SET value = '2', updated_at = now(), expires_at = now() + interval '1 day' "
+                "WHERE key = 'k00010'"
+            )  # a writer re-writes one key
+            locked.set()
+            done.wait(0.5)  # GC is blocked on these rows meanwhile
+            conn.commit()
+
+    thread = threading.Thread(target=airflow_side)
+    thread.start()
+    assert locked.wait(10)
+    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=0, lock_timeout=10))
+    done.set()
+    thread.join(10)
+    assert (result.outcome, result.rows_deleted, result.message) == ("completed", 42, "")
+    assert list(TaskStateStore.objects.values_list("key", "value")) == [("k00010", "2")]
+
+
 def test_progress_bar_on_a_terminal(expired_and_live):
     import pty
 
