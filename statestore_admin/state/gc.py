@@ -292,13 +292,13 @@ def _run_batches(
         try:
             deleted = _delete_batch(connection, sql, params, plan, interrupter)
         except DatabaseError as exc:
-            if plan.batch_size or connection.vendor != "postgresql" or not _lock_not_available(exc):
+            if plan.batch_size or not _lock_not_available(exc):  # only PostgreSQL reports 55P03
                 raise
             # Batch size 0 is one plain DELETE (as fast as it gets), which waits on rows another transaction
             # holds: `airflow db clean`, Airflow's own GC, a writer. Past lock_timeout it has rolled back;
             # one statement that skips the held rows deletes the rest.
-            fallback, params = _statement(connection.vendor, plan, skip_locked=True)
-            deleted = _delete_batch(connection, fallback, params, plan, interrupter)
+            fallback_sql, fallback_params = _statement(connection.vendor, plan, skip_locked=True)
+            deleted = _delete_batch(connection, fallback_sql, fallback_params, plan, interrupter)
             result.message = (
                 f"Rows another transaction held for more than {plan.lock_timeout:g}s were skipped; "
                 "the next run deletes those that are still there."
