@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "statestore_admin.api",
+    "statestore_admin.tokens",
 ]
 
 MIDDLEWARE = [
@@ -134,7 +135,7 @@ STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", defaul
 # REST API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "statestore_admin.api.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"
+        "statestore_admin.tokens.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"
         "rest_framework.authentication.SessionAuthentication",  # the browser; enforces CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

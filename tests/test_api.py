@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 from .conftest import ALL_PERMS, BOTH_DATABASES
 
@@ -507,8 +507,8 @@ def test_administrators_revoke_tokens_in_the_admin(client, user_factory, operato
     admin_user = user_factory("root", is_staff=True, is_superuser=True)
     record, token = ApiToken.issue(operator, "laptop")
     client.force_login(admin_user)
-    listing = client.get("/admin/api/apitoken/").content.decode()
+    listing = client.get("/admin/tokens/apitoken/").content.decode()
     assert record.prefix in listing and token not in listing
-    response = client.post("/admin/api/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
+    response = client.post("/admin/tokens/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
     assert response.status_code == 302
     assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/statestore/v1/stats").status_code == 401

@@ -11,7 +11,7 @@ from airflow_client.client.models.task_state_store_body import TaskStateStoreBod
 from airflow_client.client.models.task_state_store_patch_body import TaskStateStorePatchBody
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 from .conftest import BOTH_DATABASES
 

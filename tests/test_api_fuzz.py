@@ -7,7 +7,7 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck
 from schemathesis import GenerationMode
 
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 from .conftest import BOTH_DATABASES
 

@@ -1,6 +1,8 @@
 from django.urls import path, register_converter
 
-from . import actions, tokens, views
+from statestore_admin.tokens import views as tokens
+
+from . import actions, views
 
 
 class TaskActionConverter:

@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 
 class Command(BaseCommand):

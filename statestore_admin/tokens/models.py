@@ -31,6 +31,7 @@ class ApiToken(models.Model):
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
+        db_table = "api_apitoken"  # the table of the API app, where tokens lived before they had an app of their own
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 
 class Command(BaseCommand):

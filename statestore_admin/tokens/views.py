@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.api.models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 
 @require_http_methods(["GET", "POST"])
