@@ -45,3 +45,22 @@ class RejectNulCharactersMiddleware:
                 status=422,
             )
         return HttpResponseBadRequest(f"{MESSAGE} in {' '.join(where)}.", content_type="text/plain; charset=utf-8")
+
+
+class DomainErrorMiddleware:
+    """The pages' answer to the domain's NotFound: the 404 page (a toast line for htmx). The API maps the
+    domain's exceptions itself (``api.errors``)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from statestore_admin.dashboard.errors import not_found
+        from statestore_admin.state.errors import NotFound
+
+        if isinstance(exception, NotFound):
+            return not_found(request, exception)
+        return None

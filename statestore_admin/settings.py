@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "statestore_admin.middleware.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "statestore_admin.urls"
@@ -131,6 +132,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Dotted paths of custom [state_store] backends that subclass MetastoreBackend, for hosts where they
 # cannot be imported: state_store_clean treats them as the metastore backend.
 STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", default=[])
+# Also append every audit event to Airflow's own audit log (the `log` table), in the same transaction
+# as the change: Airflow's Audit Log page and /api/v2/eventLogs then show the dashboard's changes.
+AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
 
 # REST API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -261,7 +261,7 @@ def test_add_a_key(op_client, run, monkeypatch):
     [
         ({"key": "k" * 513}, 422, "at most 512 characters; this one has 513"),
         ({"key": "a", "map_index": "0"}, 422, "already exists on this task instance"),
-        ({"key": "x", "map_index": "7"}, 404, "Task instance not found"),
+        ({"key": "x", "map_index": "7"}, 422, "Task instance not found"),
         ({"key": "x", "map_index": "-2"}, 422, "map_index is -1"),
         ({"key": "x", "value": "null"}, 422, "null is not a storable value"),
         ({"key": "x", "expiry": "at", "expires_at": "2030-01-01 00:00"}, 422, "naive"),

@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 
 
-class AirflowConfig(AppConfig):
+class AirflowAppConfig(AppConfig):
     """Unmanaged mirrors of Airflow's tables, Airflow's configuration, and the checks on both."""
 
     name = "statestore_admin.airflow"

@@ -7,7 +7,7 @@ Airflow alias; it is skipped by commands for other databases (``migrate`` of the
 from django.core import checks
 from django.db import DatabaseError, connections
 
-from .config import AirflowConfig
+from .config import airflow_config
 from .models import AssetStateStore, TaskStateStore
 from .router import airflow_alias
 
@@ -70,7 +70,7 @@ def check_airflow_database(app_configs=None, databases=None, **kwargs):
 def check_airflow_config(app_configs=None, **kwargs):
     return [
         checks.Error(message, hint="Fix the option where it is set (see the message).", id="statestore.E004")
-        for message in AirflowConfig().errors()
+        for message in airflow_config().errors()
     ]
 
 

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,6 +229,7 @@ class AirflowConfig:
     def __init__(self, environ: Mapping[str, str] | None = None):
         self.environ = os.environ if environ is None else environ
         self._parser: configparser.ConfigParser | None = None
+        self._values: dict[tuple[str, str], ConfigValue | AirflowConfigError] = {}
 
     @property
     def config_path(self) -> Path:
@@ -282,6 +284,19 @@ class AirflowConfig:
         return option.default, "default"
 
     def get(self, section: str, key: str) -> ConfigValue:
+        """The option's value and where it came from (read once per instance: ``_CMD`` commands run once)."""
+        found = self._values.get((section, key))
+        if found is None:
+            try:
+                found = self._read(section, key)
+            except AirflowConfigError as exc:
+                found = exc
+            self._values[(section, key)] = found
+        if isinstance(found, AirflowConfigError):
+            raise found
+        return found
+
+    def _read(self, section: str, key: str) -> ConfigValue:
         option = OPTIONS[(section, key)]
         raw, source = self._lookup(option)
         if raw is None:
@@ -334,3 +349,24 @@ class AirflowConfig:
     @property
     def sql_alchemy_conn(self) -> ConfigValue:
         return self.get("database", "sql_alchemy_conn")
+
+
+_cache: tuple[tuple, AirflowConfig] | None = None
+_cache_lock = threading.Lock()
+
+
+def airflow_config() -> AirflowConfig:
+    """The process's Airflow configuration, read once and kept until an ``AIRFLOW*`` environment variable
+    or the configuration file (its modification time) changes. Every reader in the project uses this."""
+    global _cache
+    config = AirflowConfig()
+    path = config.config_path
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = None
+    key = (tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AIRFLOW"))), str(path), mtime)
+    with _cache_lock:
+        if _cache is None or _cache[0] != key:
+            _cache = (key, config)
+        return _cache[1]

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
-from .config import AirflowConfig
+from .config import airflow_config
 from .models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from .router import airflow_alias
 
@@ -169,7 +169,7 @@ def _expires_at(expiry, now: datetime, retention_days: int) -> datetime | None:
 def load_demo_data() -> dict[str, int]:
     """Create or refresh the demo deployment. Returns what it wrote, by kind."""
     now = timezone.now()
-    retention_days = AirflowConfig().default_retention_days
+    retention_days = airflow_config().default_retention_days
     counts = {"dag_runs": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
     runs_by_offset: dict[tuple[str, int], DagRun] = {}
     for dag_id, spec in DAGS.items():

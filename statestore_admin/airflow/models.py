@@ -173,3 +173,25 @@ class AssetStateStore(JsonValueMixin, models.Model):
 
     def __str__(self) -> str:
         return f"asset {self.asset_id}: {self.key}"
+
+
+class Log(models.Model):
+    """Airflow's audit log (Browse → Audit Log, ``/api/v2/eventLogs``): the dashboard only appends to it,
+    and only with ``AUDIT_TO_AIRFLOW_LOG=1``."""
+
+    id = models.AutoField(primary_key=True)
+    dttm = models.DateTimeField(null=True)
+    dag_id = models.CharField(max_length=250, null=True)
+    task_id = models.CharField(max_length=250, null=True)
+    map_index = models.IntegerField(null=True)
+    event = models.CharField(max_length=60)
+    logical_date = models.DateTimeField(null=True)
+    run_id = models.CharField(max_length=250, null=True)
+    owner = models.CharField(max_length=500, null=True)
+    owner_display_name = models.CharField(max_length=500, null=True)
+    extra = models.TextField(null=True)
+    try_number = models.IntegerField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = "log"

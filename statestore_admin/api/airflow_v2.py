@@ -1,4 +1,4 @@
-"""Airflow 3.3's ``/api/v2`` state-store endpoints (SPEC §6), on the shared domain services.
+"""Airflow 3.3's ``/api/v2`` state-store endpoints (docs/airflow.md), on the shared domain services.
 
 Same paths, parameters, bodies, status codes, defaults and error bodies as Airflow 3.3.2, so that
 Airflow's Python client and scripts written for Airflow work unchanged. Where Airflow errs (NaN → 500,
@@ -20,6 +20,8 @@ from rest_framework.views import APIView
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state.actors import API, Actor
+from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, parse_datetime_aware
 
 from .errors import RequestInvalid, error
@@ -208,6 +210,10 @@ def asset_entry(row: AssetStateStore) -> dict:
     return {"key": row.key, "value": decoded(row.value), "updated_at": iso(row.updated_at), "last_updated_by": writer}
 
 
+def actor(request) -> Actor:
+    return Actor.from_request(request, via=API)
+
+
 def no_content() -> HttpResponse:
     return HttpResponse(status=204)
 
@@ -283,8 +289,8 @@ class AirflowView(APIView):
 class TaskView(AirflowView):
     store = permissions.TASK
 
-    def scope(self, request, dag_id, dag_run_id, task_id) -> services.TaskScope:
-        return services.TaskScope(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
+    def scope(self, request, dag_id, dag_run_id, task_id) -> TaskScope:
+        return TaskScope(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
 
 
 class TaskStateStoreCollection(TaskView):
@@ -311,7 +317,9 @@ class TaskStateStoreCollection(TaskView):
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
-        services.clear_task_keys(request.user, scope, all_map_indices=query_bool(request, "all_map_indices"))
+        services.clear_task_instance(
+            actor=actor(request), scope=scope, all_map_indices=query_bool(request, "all_map_indices")
+        )
         return no_content()
 
 
@@ -338,7 +346,9 @@ class TaskStateStoreItem(TaskView):
     def put(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         data = body_fields(request, {"value", "expires_at"}, {"value"})
-        services.put_task_key(request.user, scope, key, data["value"], parse_expires_at(data))
+        services.set_task_key(
+            actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
+        )
         return no_content()
 
     @extend_schema(
@@ -351,7 +361,9 @@ class TaskStateStoreItem(TaskView):
     def patch(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         data = body_fields(request, {"value"}, {"value"})
-        services.patch_task_key(request.user, scope, key, data["value"])
+        services.patch_task_key(
+            actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
+        )
         return HttpResponse(b"null", content_type="application/json")  # Airflow answers 200 with a JSON null
 
     @extend_schema(
@@ -361,7 +373,9 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
-        services.delete_task_key(request.user, self.scope(request, dag_id, dag_run_id, task_id), key)
+        scope = self.scope(request, dag_id, dag_run_id, task_id)
+        selection = services.TaskSelection(scope=scope, keys=(key,))  # needs the task instance, as in Airflow
+        services.delete_task_keys(actor=actor(request), selection=selection)
         return no_content()
 
 
@@ -385,7 +399,7 @@ class AssetStateStoreCollection(AssetView):
 
     @extend_schema(operation_id="clear_asset_state_store", responses={204: None, **ERRORS}, tags=["Asset State Store"])
     def delete(self, request, asset_id):
-        services.delete_asset_keys(request.user, asset_id, None)
+        services.clear_asset(actor=actor(request), asset_id=asset_id)
         return no_content()
 
 
@@ -408,7 +422,7 @@ class AssetStateStoreItem(AssetView):
     )
     def put(self, request, asset_id, key):
         data = body_fields(request, {"value"}, {"value"})
-        services.put_asset_key(request.user, asset_id, key, data["value"])
+        services.set_asset_key(actor=actor(request), asset_id=asset_id, key=key, value=data["value"])
         return no_content()
 
     @extend_schema(
@@ -418,5 +432,5 @@ class AssetStateStoreItem(AssetView):
         tags=["Asset State Store"],
     )
     def delete(self, request, asset_id, key):
-        services.delete_asset_keys(request.user, asset_id, [key])
+        services.delete_asset_keys(actor=actor(request), asset_id=asset_id, keys=[key])
         return no_content()

@@ -11,6 +11,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from statestore_admin.state.errors import Conflict, NotFound
+
 AIRFLOW_VALUE_ERRORS = {
     "null": "value cannot be null",
     "non_finite": "value contains non-finite numbers; NaN and Inf are not JSON representable",
@@ -68,6 +70,10 @@ def handler(exc, context):
         return response
     if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
         return Response({"detail": "Forbidden"}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, NotFound):
+        return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, Conflict):
+        return Response({"detail": str(exc), "conflicts": exc.details}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, Http404):
         return Response({"detail": str(exc) or "Not Found"}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, exceptions.MethodNotAllowed):

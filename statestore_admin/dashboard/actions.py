@@ -14,7 +14,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.state import permissions, selectors, services
-from statestore_admin.state.values import parse_datetime_aware
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.errors import Conflict, Invalid, NotFound
+from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.values import decode_json_text, parse_datetime_aware, pretty
 
 from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors
 
@@ -31,8 +34,10 @@ def _next_url(request, fallback: str) -> str:
     return _safe(request, named) or fallback
 
 
-def _error_messages(exc: ValidationError) -> list[str]:
-    return [message for messages_ in exc.message_dict.values() for message in messages_]
+def _error_messages(exc: Exception) -> list[str]:
+    if isinstance(exc, ValidationError):
+        return [message for messages_ in exc.message_dict.values() for message in messages_]
+    return [str(exc)]
 
 
 def _done(request, message: str, fallback: str):
@@ -61,12 +66,14 @@ def _dialog(request, template: str, context: dict, status: int = 200):
 
 def _form_action(request, form, template: str, context: dict, act):
     """A form in a dialog. On a valid POST, ``act()`` calls one service and returns (message, fallback URL);
-    the service's ValidationError is shown next to the fields (422) and nothing is changed."""
+    the service's Invalid, Conflict or NotFound is shown with the form (422) and nothing is changed."""
     if request.method == "POST" and form.is_valid():
         try:
             message, fallback = act()
         except ValidationError as exc:
             apply_errors(form, exc)
+        except (Conflict, NotFound) as exc:
+            form.add_error("value" if isinstance(exc, Conflict) and "value" in form.fields else None, str(exc))
         else:
             return _done(request, message, fallback)
     return _dialog(request, template, {**context, "form": form}, status=422 if request.method == "POST" else 200)
@@ -77,9 +84,7 @@ def _confirmed_at(request):
     try:
         return parse_datetime_aware(text, "confirmed_at")
     except ValidationError:
-        raise ValidationError(
-            {NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}
-        ) from None
+        raise Invalid({NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}) from None
 
 
 # Task keys ----------------------------------------------------------------------------------------
@@ -87,11 +92,14 @@ def _confirmed_at(request):
 def task_key_edit(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
     key = selectors.get_task_key(key_id)
-    form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
+    form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
-        services.update_task_value(
-            request.user, key.id, form.cleaned_data["value"], form.cleaned_data.get("seen_updated_at")
+        services.patch_task_key(
+            actor=Actor.from_request(request),
+            ref=services.TaskKeyRef(id=key.id),
+            value=decode_json_text(form.cleaned_data["value"]),
+            seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
         return f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/"
 
@@ -111,7 +119,10 @@ def task_key_expiry(request, key_id):
 
     def save():
         row = services.set_task_expiry(
-            request.user, key.id, form.chosen_expiry(), form.cleaned_data.get("seen_updated_at")
+            actor=Actor.from_request(request),
+            ref=services.TaskKeyRef(id=key.id),
+            expiry=form.chosen_expiry(),
+            seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
         when = row.expires_at.isoformat() if row.expires_at else "never"
         return f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/"
@@ -126,14 +137,13 @@ def task_key_add(request, run_pk, task_id):
     form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
 
     def add():
-        row = services.add_task_key(
-            request.user,
-            run,
-            task_id,
-            form.cleaned_data["map_index"],
-            form.cleaned_data["key"],
-            form.cleaned_data["value"],
-            form.chosen_expiry(),
+        row = services.set_task_key(
+            actor=Actor.from_request(request),
+            scope=TaskScope(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"]),
+            key=form.cleaned_data["key"],
+            value=decode_json_text(form.cleaned_data["value"]),
+            expiry=form.chosen_expiry(),
+            mode=services.CREATE,
         )
         return f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}"
 
@@ -156,24 +166,33 @@ TASK_ACTIONS = {
 }
 
 
-def _task_selection(params) -> services.TaskSelection:
+def _task_selection(params) -> tuple[services.TaskSelection, object]:
+    """The selection a confirmation shows and posts: a task instance (``run``, ``task_id``, ``map_index``
+    or ``all``) or key ids; and the DAG run for a task instance."""
     if params.get("run"):
         run = selectors.get_run(_int_or_400(params.get("run"), "run"))
         map_index = params.get("map_index", "-1")
-        return services.TaskSelection(
-            run=run,
-            task_id=params.get("task_id", ""),
-            map_index=None if map_index == "all" else _int_or_400(map_index, "map_index"),
+        every = map_index == "all"
+        scope = TaskScope(
+            run.dag_id, run.run_id, params.get("task_id", ""), -1 if every else _int_or_400(map_index, "map_index")
         )
+        return services.TaskSelection.of_instance(scope, all_map_indices=every), run
     ids = tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))
-    return services.TaskSelection(ids=ids)
+    return services.TaskSelection(ids=ids), None
+
+
+def _int_or(value, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
 
 
 def _int_or_400(value, field):
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ValidationError({field: f"{value!r} is not a number."}) from None
+        raise Invalid({field: f"{value!r} is not a number."}) from None
 
 
 @require_http_methods(["GET", "POST"])
@@ -181,21 +200,33 @@ def task_keys_action(request, action):
     label, done, service, effect = TASK_ACTIONS[action]
     permissions.require(request.user, permissions.TASK, "delete" if action == "delete" else "change")
     params = request.POST if request.method == "POST" else request.GET
-    errors = []
+    errors, run = [], None
+    if params.get("run"):  # an unknown run is a 404, like any page of it
+        selectors.get_run(_int_or(params.get("run"), 0))
     try:
-        selection = _task_selection(params)
+        selection, run = _task_selection(params)
         if request.method == "POST":
-            outcome = service(request.user, selection, _confirmed_at(request))
+            actor, confirmed_at = Actor.from_request(request), _confirmed_at(request)
+            if action == "delete" and selection.scope is not None:  # "Clear all keys" of a task instance
+                outcome = services.clear_task_instance(
+                    actor=actor,
+                    scope=selection.scope,
+                    all_map_indices=selection.all_map_indices,
+                    confirmed_at=confirmed_at,
+                )
+            else:
+                outcome = service(actor=actor, selection=selection, confirmed_at=confirmed_at)
             return _done(request, outcome.describe(done), "/")
         rows = selection.queryset()
         count = rows.count()
         previews = selectors.with_previews(rows)
         sample = list(previews.order_by("task_id", "map_index", "key")[:SAMPLE])
         refs = previews.filter(is_ref=True).count() if action == "delete" else 0
-    except ValidationError as exc:
+    except (ValidationError, NotFound) as exc:
         errors = _error_messages(exc)
         selection, count, sample, refs = None, 0, [], 0
     context = {
+        "run": run,
         "label": label,
         "effect": effect,
         "action": action,
@@ -216,15 +247,15 @@ def task_keys_action(request, action):
 def asset_key_edit(request, asset_id):
     permissions.require(request.user, permissions.ASSET, "change")
     key = selectors.get_asset_key(asset_id, request.GET.get("key", request.POST.get("key", "")))
-    form = ValueForm(request.POST or None, initial={"value": _pretty(key.value), "seen_updated_at": key.updated_at})
+    form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
-        services.set_asset_value(
-            request.user,
-            asset_id,
-            key.key,
-            form.cleaned_data["value"],
-            create=False,
+        services.set_asset_key(
+            actor=Actor.from_request(request),
+            asset_id=asset_id,
+            key=key.key,
+            value=decode_json_text(form.cleaned_data["value"]),
+            mode=services.UPDATE,
             seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
         return f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/"
@@ -239,8 +270,12 @@ def asset_key_add(request, asset_id):
     form = AddAssetKeyForm(request.POST or None)
 
     def add():
-        row = services.set_asset_value(
-            request.user, asset_id, form.cleaned_data["key"], form.cleaned_data["value"], create=True
+        row = services.set_asset_key(
+            actor=Actor.from_request(request),
+            asset_id=asset_id,
+            key=form.cleaned_data["key"],
+            value=decode_json_text(form.cleaned_data["value"]),
+            mode=services.CREATE,
         )
         return f"Added {row.key!r}.", f"/assets/{asset_id}/"
 
@@ -257,11 +292,17 @@ def asset_keys_delete(request, asset_id):
     errors = []
     try:
         if request.method == "POST":
-            outcome = services.delete_asset_keys(request.user, asset_id, keys, _confirmed_at(request))
+            actor, confirmed_at = Actor.from_request(request), _confirmed_at(request)
+            if keys is None:
+                outcome = services.clear_asset(actor=actor, asset_id=asset_id, confirmed_at=confirmed_at)
+            else:
+                outcome = services.delete_asset_keys(
+                    actor=actor, asset_id=asset_id, keys=keys, confirmed_at=confirmed_at
+                )
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
             return _done(request, outcome.describe(verb), f"/assets/{asset_id}/")
         if keys == []:
-            raise ValidationError({"keys": "Select at least one key."})
+            raise Invalid({"keys": "Select at least one key."})
     except ValidationError as exc:
         errors = _error_messages(exc)
     rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
@@ -275,10 +316,3 @@ def asset_keys_delete(request, asset_id):
     }
     context["more"] = context["count"] - len(context["sample"])
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)
-
-
-def _pretty(text: str) -> str:
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text

@@ -3,7 +3,7 @@
 from django import forms
 from django.core.exceptions import ValidationError
 
-from statestore_admin.airflow.config import AirflowConfig
+from statestore_admin.airflow.config import airflow_config
 from statestore_admin.state.values import AT, DEFAULT, NEVER, expiry_from_form
 
 
@@ -15,7 +15,7 @@ def apply_errors(form: forms.Form, error: ValidationError) -> None:
 
 def expiry_choices() -> list[tuple[str, str]]:
     try:
-        days = AirflowConfig().default_retention_days
+        days = airflow_config().default_retention_days
         default = (
             f"Default ({days} days, [state_store] default_retention_days)"
             if days

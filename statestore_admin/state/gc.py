@@ -31,7 +31,7 @@ from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig
+from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, airflow_config
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
@@ -67,7 +67,7 @@ def backend_status(config: AirflowConfig | None = None) -> BackendStatus:
     ``STATESTORE_METASTORE_BACKENDS`` setting, or when both it and Airflow's ``MetastoreBackend`` can be
     imported here and it is a subclass. Anything else is a custom backend: nothing is deleted.
     """
-    backend = (config or AirflowConfig()).backend
+    backend = (config or airflow_config()).backend
     if backend == METASTORE_BACKEND:
         return BackendStatus(backend, True, "the default metastore backend")
     if backend in settings.STATESTORE_METASTORE_BACKENDS:

@@ -1,6 +1,10 @@
-"""The dashboard's own records (default database)."""
+"""The dashboard's own records (default database): GC runs and the audit trail."""
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class GcRun(models.Model):
@@ -37,3 +41,116 @@ class GcRun(models.Model):
     @property
     def duration_seconds(self) -> float | None:
         return (self.finished_at - self.started_at).total_seconds() if self.finished_at else None
+
+
+class AuditEvent(models.Model):
+    """One change to the state store, by whom and through which face; its keys are ``AuditKey`` rows.
+
+    Written *pending* before the change reaches Airflow's database and confirmed (*done*) after Airflow's
+    transaction committed, so that no change exists without its event. A pending event older than
+    ``PENDING_GRACE`` means the process stopped between the two steps: its outcome is unknown.
+    """
+
+    PENDING_GRACE = timedelta(minutes=1)
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "in progress"
+        DONE = "done", "done"
+        FAILED = "failed", "failed (nothing changed)"
+
+    class Action(models.TextChoices):
+        ADD = "add", "add key"
+        SET = "set", "set value"
+        PATCH = "patch", "edit value"
+        EXPIRY = "expiry", "set expiry"
+        EXPIRE = "expire", "expire"
+        DELETE = "delete", "delete"
+        CLEAR = "clear", "clear"
+        RESTORE = "restore", "restore"
+        GC = "gc", "garbage collection"
+
+    class Via(models.TextChoices):
+        UI = "ui", "dashboard"
+        API = "api", "API"
+        ADMIN = "admin", "Django admin"
+        COMMAND = "command", "command"
+        GC = "gc", "GC"
+
+    at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    # Who
+    actor = models.CharField(max_length=255, help_text="User name, or OS user@host for commands.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token_id = models.BigIntegerField(null=True, blank=True)
+    token_name = models.CharField(max_length=100, blank=True)
+    os_user = models.CharField(max_length=150, blank=True)
+    host = models.CharField(max_length=255, blank=True, help_text="Client address, or the command's host.")
+    via = models.CharField(max_length=8, choices=Via.choices)
+    # What
+    action = models.CharField(max_length=8, choices=Action.choices)
+    store = models.CharField(max_length=8, blank=True, help_text="task or asset; empty for GC.")
+    dag_id = models.CharField(max_length=250, null=True, blank=True)
+    run_id = models.CharField(max_length=250, null=True, blank=True)
+    task_id = models.CharField(max_length=250, null=True, blank=True)
+    map_index = models.IntegerField(null=True, blank=True)
+    asset_id = models.IntegerField(null=True, blank=True)
+    asset_name = models.CharField(max_length=1500, blank=True)
+    asset_uri = models.CharField(max_length=1500, blank=True)
+    key_count = models.PositiveIntegerField(default=0)
+    details = models.JSONField(default=dict, blank=True)
+    restored_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="restorations"
+    )
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["at"], name="audit_at_idx"),
+            models.Index(fields=["actor", "id"], name="audit_actor_idx"),
+            models.Index(fields=["dag_id", "run_id", "task_id"], name="audit_scope_idx"),
+            models.Index(fields=["asset_id"], name="audit_asset_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.actor} {self.action} {self.key_count} key(s) via {self.via}"
+
+    @property
+    def outcome(self) -> str:
+        """done, failed, pending, or unknown (pending for longer than the grace period)."""
+        if self.status == self.Status.PENDING and timezone.now() - self.at > self.PENDING_GRACE:
+            return "unknown"
+        return self.status
+
+
+class AuditKey(models.Model):
+    """One key of an event: its scope, and its value and expiry before and after (NULL value = no row)."""
+
+    event = models.ForeignKey(AuditEvent, on_delete=models.CASCADE, related_name="keys")
+    dag_id = models.CharField(max_length=250, null=True)
+    run_id = models.CharField(max_length=250, null=True)
+    task_id = models.CharField(max_length=250, null=True)
+    map_index = models.IntegerField(null=True)
+    asset_id = models.IntegerField(null=True)
+    key = models.CharField(max_length=512)
+    before_value = models.TextField(null=True)
+    before_expires_at = models.DateTimeField(null=True)
+    after_value = models.TextField(null=True)
+    after_expires_at = models.DateTimeField(null=True)
+    truncated = models.BooleanField(
+        default=False, help_text="A value was longer than max_value_storage_bytes and is kept truncated."
+    )
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["dag_id", "run_id", "task_id", "map_index", "key"], name="auditkey_task_idx"),
+            models.Index(fields=["asset_id", "key"], name="auditkey_asset_idx"),
+            models.Index(fields=["key"], name="auditkey_key_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} (event {self.event_id})"

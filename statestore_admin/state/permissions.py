@@ -4,9 +4,10 @@ Assign them to users or groups in the Django admin (``/admin/``): for example
 ``airflow | task state store | Can view task state store``.
 """
 
-from django.core.exceptions import PermissionDenied
-
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+
+from .actors import Actor
+from .errors import Forbidden
 
 TASK = "task"
 ASSET = "asset"
@@ -25,9 +26,14 @@ def can(user, store: str, action: str) -> bool:
     return bool(user and user.is_authenticated and user.has_perm(codename(store, action)))
 
 
-def require(user, store: str, action: str) -> None:
-    if not can(user, store, action):
-        raise PermissionDenied(f"You do not have permission to {action} {store} state.")
+def require(who, store: str, action: str) -> None:
+    """``who`` is an ``Actor`` (a command acting as the system may do everything) or a user."""
+    if isinstance(who, Actor):
+        if who.is_system:
+            return
+        who = who.user
+    if not can(who, store, action):
+        raise Forbidden(f"You do not have permission to {action} {store} state.")
 
 
 def capabilities(user) -> dict[str, dict[str, bool]]:

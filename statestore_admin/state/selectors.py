@@ -10,16 +10,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import BooleanField, Case, Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Length, Substr
-from django.http import Http404
 
-from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ConfigValue
+from statestore_admin.airflow.config import METASTORE_BACKEND, ConfigValue, airflow_config
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from .models import GcRun
+from .errors import Invalid, NotFound
+from .models import AuditEvent, AuditKey, GcRun
 from .pagination import Page, decode_cursor, encode_cursor, paginate
 
 EXPIRING_WINDOW = timedelta(hours=24)
@@ -110,7 +111,7 @@ def overview(now: datetime) -> Overview:
         status: TaskStateStore.objects.filter(status_filter(status, now)).count()
         for status in (EXPIRED, EXPIRING, NEVER)
     }
-    config = AirflowConfig()
+    config = airflow_config()
     try:
         values = config.state_store_values()
         error = None
@@ -244,13 +245,13 @@ def get_run(run_pk: int) -> DagRun:
     try:
         return DagRun.objects.get(pk=run_pk)
     except DagRun.DoesNotExist:
-        raise Http404(f"No DAG run with id {run_pk}.") from None
+        raise NotFound(f"No DAG run with id {run_pk}.") from None
 
 
 def find_run(dag_id: str, run_id: str) -> DagRun:
     run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
     if run is None:
-        raise Http404(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
+        raise NotFound(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
     return run
 
 
@@ -289,6 +290,44 @@ def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[
     return [TaskGroup(task_id, list(blocks.values())) for task_id, blocks in groups.items()], page
 
 
+@dataclass(frozen=True)
+class TaskScope:
+    """A task instance as Airflow's API addresses it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+
+    @classmethod
+    def of(cls, row) -> TaskScope:
+        return cls(row.dag_id, row.run_id, row.task_id, row.map_index)
+
+    def as_audit_scope(self) -> dict:
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+
+
+def scope_keys(scope: TaskScope) -> QuerySet:
+    return TaskStateStore.objects.filter(
+        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
+    )
+
+
+def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
+    """The DAG run of an existing task instance; NotFound in Airflow's words otherwise."""
+    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
+    if not any_map_index:
+        instances = instances.filter(map_index=scope.map_index)
+    run = DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).first()
+    if run is None or not instances.exists():
+        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
+        raise NotFound(
+            f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
+            f"task_id={scope.task_id!r}, {addressed_by}"
+        )
+    return run
+
+
 def get_task_instance(run: DagRun, task_id: str, map_index: int) -> TaskInstance | None:
     return TaskInstance.objects.filter(
         dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=map_index
@@ -312,7 +351,7 @@ def get_task_key(key_id: int) -> TaskStateStore:
     try:
         return TaskStateStore.objects.select_related("dag_run").get(pk=key_id)
     except TaskStateStore.DoesNotExist:
-        raise Http404(f"No task state key with id {key_id}: it may have been deleted.") from None
+        raise NotFound(f"No task state key with id {key_id}: it may have been deleted.") from None
 
 
 # Assets -------------------------------------------------------------------------------------------
@@ -341,7 +380,7 @@ def get_asset(asset_id: int) -> Asset:
     try:
         return Asset.objects.annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:
-        raise Http404(f"No asset with id {asset_id}.") from None
+        raise NotFound(f"Asset with id {asset_id} not found") from None
 
 
 def asset_keys_for(asset: Asset, keys: list[str] | None = None) -> QuerySet:
@@ -358,7 +397,7 @@ def get_asset_key(asset_id: int, key: str) -> AssetStateStore:
     try:
         return AssetStateStore.objects.select_related("asset").get(asset_id=asset_id, key=key)
     except AssetStateStore.DoesNotExist:
-        raise Http404(f"Asset {asset_id} has no key {key!r}: it may have been deleted.") from None
+        raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.") from None
 
 
 def writer_run(key: AssetStateStore) -> DagRun | None:
@@ -442,13 +481,13 @@ def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str
         dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key=key
     ).first()
     if row is None:
-        raise Http404(f"Task state store key {key!r} not found")
+        raise NotFound(f"Task state store key {key!r} not found")
     return row
 
 
 def require_asset(asset_id: int) -> None:
     if not Asset.objects.filter(pk=asset_id).exists():
-        raise Http404(f"Asset with id {asset_id} not found")
+        raise NotFound(f"Asset with id {asset_id} not found")
 
 
 def asset_keys_page(asset_id: int, offset: int, limit: int):
@@ -461,5 +500,103 @@ def asset_key_in(asset_id: int, key: str) -> AssetStateStore:
     require_asset(asset_id)
     row = AssetStateStore.objects.filter(asset_id=asset_id, key=key).first()
     if row is None:
-        raise Http404(f"Asset state store key {key!r} not found")
+        raise NotFound(f"Asset state store key {key!r} not found")
     return row
+
+
+# Audit trail --------------------------------------------------------------------------------------
+AUDIT_FILTERS = ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id", "key", "since", "until")
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Filters of the audit trail, the same for the Audit page and the API (``from_params``)."""
+
+    actor: str = ""
+    action: str = ""
+    via: str = ""
+    dag_id: str = ""
+    run_id: str = ""
+    task_id: str = ""
+    asset_id: int | None = None
+    key: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @classmethod
+    def from_params(cls, params) -> AuditQuery:
+        """From a query string; an unknown action or via, a non-integer asset id or a date without a time
+        zone is ``Invalid`` naming the parameter."""
+        from .values import parse_datetime_aware
+
+        values = {name: (params.get(name) or "").strip() for name in AUDIT_FILTERS}
+        errors = {}
+        if values["action"] and values["action"] not in AuditEvent.Action.values:
+            errors["action"] = f"One of {', '.join(AuditEvent.Action.values)}."
+        if values["via"] and values["via"] not in AuditEvent.Via.values:
+            errors["via"] = f"One of {', '.join(AuditEvent.Via.values)}."
+        asset_id = None
+        if values["asset_id"]:
+            try:
+                asset_id = int(values["asset_id"])
+            except ValueError:
+                errors["asset_id"] = "An asset id is a whole number."
+        times = {}
+        for name in ("since", "until"):
+            if values[name]:
+                try:
+                    times[name] = parse_datetime_aware(values[name], name)
+                except ValidationError as exc:
+                    errors[name] = exc.message_dict[name][0]
+        if errors:
+            raise Invalid(errors)
+        return cls(
+            **{n: values[n] for n in ("actor", "action", "via", "dag_id", "run_id", "task_id", "key")},
+            asset_id=asset_id,
+            since=times.get("since"),
+            until=times.get("until"),
+        )
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, name) not in ("", None) for name in AUDIT_FILTERS)
+
+
+def audit_events(query: AuditQuery, cursor: str | None = None, size: int = 50) -> Page:
+    """Events newest first, keyset-paginated by id; each filter is an index range or a key lookup."""
+    rows = AuditEvent.objects.all()
+    for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
+        value = getattr(query, name)
+        if value not in ("", None):
+            rows = rows.filter(**{name: value})
+    if query.key:
+        rows = rows.filter(Exists(AuditKey.objects.filter(event=OuterRef("pk"), key=query.key)))
+    if query.since:
+        rows = rows.filter(at__gte=query.since)
+    if query.until:
+        rows = rows.filter(at__lt=query.until)
+    return paginate(rows, ["-id"], cursor, size)
+
+
+def get_audit_event(event_id: int) -> AuditEvent:
+    try:
+        return AuditEvent.objects.select_related("restored_from").get(pk=event_id)
+    except (AuditEvent.DoesNotExist, ValueError, TypeError):
+        raise NotFound(f"Audit event {event_id} not found") from None
+
+
+def audit_keys(event: AuditEvent, cursor: str | None = None, size: int = 100) -> Page:
+    return paginate(event.keys.all(), ["id"], cursor, size)
+
+
+def task_key_history(key: TaskStateStore, limit: int = 50) -> list[AuditKey]:
+    """Every audited change of this key (by its scope and name: it outlives the row), newest first."""
+    rows = AuditKey.objects.filter(
+        dag_id=key.dag_id, run_id=key.run_id, task_id=key.task_id, map_index=key.map_index, key=key.key
+    )
+    return list(rows.select_related("event").order_by("-id")[:limit])
+
+
+def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey]:
+    rows = AuditKey.objects.filter(asset_id=asset_id, key=key)
+    return list(rows.select_related("event").order_by("-id")[:limit])

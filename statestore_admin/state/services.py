@@ -1,31 +1,39 @@
-"""Writes to the state store. The pages, the API and the commands all go through these functions.
+"""Writes to the state store: one function per operation, used by the pages, the API, Django admin and the
+commands alike. Every function takes keyword arguments only, starting with the ``Actor``; checks the
+actor's permission; validates its input (``values``); and raises the domain's exceptions (``errors``)
+before changing anything. Every change is recorded in the audit trail (``audit.change``), in the order
+that docs/audit.md describes.
 
-Every function checks the user's permission first, validates its input (``values``) and raises
-``ValidationError`` (field → message), ``PermissionDenied`` or ``Http404`` before changing anything.
+Airflow's rules (docs/airflow.md): ``expires_at`` is computed by the writer at write time; writing a
+value needs its task instance to exist (Airflow's API answers 404 otherwise, through every face here);
+an asset write records its writer as the API. Removing state (delete, expire) by key id never needs the
+task instance; addressing a task instance (clear, or a key by scope) does, as in Airflow.
 
-Writes follow Airflow's own rules (SPEC §3): ``expires_at`` is computed at write time, a task key
-needs its task instance to exist, an asset write records its writer. Actions that a user confirmed
-after seeing a list of keys (delete, expire, clear) only touch rows not written since the confirmation
-(``updated_at <= confirmed_at``): a key a task wrote in between is kept and reported, never lost.
+Confirmed actions (delete, expire, clear after a list was shown) touch only rows not written since the
+confirmation (``updated_at <= confirmed_at``): a key written in between is kept and reported, never lost.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
-from django.http import Http404
 from django.utils import timezone
 
-from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from . import permissions, selectors
-from .values import Expiry, clean_key, encode_value, parse_value_text
+from . import audit, permissions, selectors
+from .actors import Actor
+from .errors import Conflict, Invalid, NotFound
+from .models import AuditEvent
+from .selectors import TaskScope
+from .values import Expiry, clean_key, encode_value
 
+Action = AuditEvent.Action
+CREATE, UPSERT, UPDATE = "create", "upsert", "update"  # write modes: new key only, either, existing only
 API_WRITER = "api"
 # What Airflow's API records as the writer of an asset key: kind "api", no task.
 API_WRITER_FIELDS = {
@@ -39,10 +47,12 @@ API_WRITER_FIELDS = {
 
 @dataclass(frozen=True)
 class Outcome:
-    """What an action did: ``changed`` rows, and ``kept`` rows skipped because they changed meanwhile."""
+    """What an action did: ``changed`` rows, ``kept`` rows skipped because they changed meanwhile, and
+    the audit event that records it (None when nothing changed)."""
 
     changed: int
     kept: int = 0
+    event: AuditEvent | None = None
 
     def describe(self, verb: str) -> str:
         text = f"{verb} {self.changed} key{'s' if self.changed != 1 else ''}"
@@ -54,96 +64,74 @@ class Outcome:
         return text + "."
 
 
-def _atomic():
-    return transaction.atomic(using=airflow_alias())
+# Addressing keys --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskKeyRef:
+    """One task key: by its row id (the dashboard's links), or by task instance and key (Airflow's API)."""
 
+    id: int | None = None
+    scope: TaskScope | None = None
+    key: str | None = None
 
-def _check_unchanged(row, seen_updated_at: datetime | None) -> None:
-    if seen_updated_at is not None and row.updated_at != seen_updated_at:
-        raise ValidationError(
-            {
-                "value": f"This key was written at {row.updated_at.isoformat()}, after you opened it. "
-                "Reload to see the current value before changing it."
-            }
-        )
+    def rows(self) -> QuerySet:
+        if self.id is not None:
+            return TaskStateStore.objects.filter(pk=self.id)
+        return selectors.scope_keys(self.scope).filter(key=self.key)
 
-
-# Task keys ------------------------------------------------------------------------------------------
-def update_task_value(user, key_id: int, value_text: str, seen_updated_at: datetime | None = None) -> TaskStateStore:
-    """Replace a task key's value and keep its expiry (Airflow's PATCH)."""
-    permissions.require(user, permissions.TASK, "change")
-    value = parse_value_text(value_text)
-    with _atomic():
-        row = _lock_task_key(key_id)
-        _check_unchanged(row, seen_updated_at)
-        row.value, row.updated_at = value, timezone.now()
-        row.save(update_fields=["value", "updated_at"])
-    return row
-
-
-def set_task_expiry(user, key_id: int, expiry: Expiry, seen_updated_at: datetime | None = None) -> TaskStateStore:
-    """Set when a task key expires: the default retention from now, never, or a given instant."""
-    permissions.require(user, permissions.TASK, "change")
-    with _atomic():
-        row = _lock_task_key(key_id)
-        _check_unchanged(row, seen_updated_at)
-        row.expires_at = expiry.resolve(timezone.now())
-        row.save(update_fields=["expires_at"])
-    return row
-
-
-def _lock_task_key(key_id: int) -> TaskStateStore:
-    try:
-        return TaskStateStore.objects.select_for_update().get(pk=key_id)
-    except TaskStateStore.DoesNotExist:
-        raise Http404(f"No task state key with id {key_id}: it may have been deleted.") from None
-
-
-def add_task_key(
-    user, run: DagRun, task_id: str, map_index: int, key: str, value_text: str, expiry: Expiry
-) -> TaskStateStore:
-    """Create a key on an existing task instance; an existing key is an error, never overwritten."""
-    permissions.require(user, permissions.TASK, "add")
-    key = clean_key(key)
-    value = parse_value_text(value_text)
-    if map_index < -1:
-        raise ValidationError({"map_index": "map_index is -1 (not mapped) or more."})
-    require_task_instance(TaskScope(run.dag_id, run.run_id, task_id, map_index))
-    now = timezone.now()
-    try:
-        with _atomic():
-            return TaskStateStore.objects.create(
-                dag_run=run,
-                dag_id=run.dag_id,
-                run_id=run.run_id,
-                task_id=task_id,
-                map_index=map_index,
-                key=key,
-                value=value,
-                updated_at=now,
-                expires_at=expiry.resolve(now),
-            )
-    except IntegrityError:
-        raise ValidationError(
-            {"key": f"The key {key!r} already exists on this task instance; edit it instead."}
-        ) from None
+    def not_found(self) -> NotFound:
+        if self.id is not None:
+            return NotFound(f"No task state key with id {self.id}: it may have been deleted.")
+        return NotFound(f"Task state store key {self.key!r} not found")
 
 
 @dataclass(frozen=True)
 class TaskSelection:
-    """Task keys chosen by a user: explicit ids, or every key of a task instance (``map_index=None``: all)."""
+    """Task keys to act on: explicit ids, or every key of a task instance (``map_index=None``: of every
+    map index of the task), optionally only the named keys. A task instance selection needs the task
+    instance to exist, as in Airflow."""
 
     ids: tuple[int, ...] = ()
-    run: DagRun | None = None
-    task_id: str | None = None
-    map_index: int | None = None
+    scope: TaskScope | None = None
+    all_map_indices: bool = False
+    keys: tuple[str, ...] | None = None
+
+    @classmethod
+    def of_instance(cls, scope: TaskScope, all_map_indices: bool = False) -> TaskSelection:
+        return cls(scope=scope, all_map_indices=all_map_indices)
 
     def queryset(self) -> QuerySet:
-        if self.run is not None:
-            return selectors.instance_keys(self.run, self.task_id, self.map_index)
+        if self.scope is not None:
+            selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
+            rows = TaskStateStore.objects.filter(
+                dag_id=self.scope.dag_id, run_id=self.scope.run_id, task_id=self.scope.task_id
+            )
+            if not self.all_map_indices:
+                rows = rows.filter(map_index=self.scope.map_index)
+            return rows if self.keys is None else rows.filter(key__in=self.keys)
         if not self.ids:
-            raise ValidationError({"ids": "Select at least one key."})
+            raise Invalid({"ids": "Select at least one key."})
         return TaskStateStore.objects.filter(pk__in=self.ids)
+
+    def audit_scope(self) -> dict:
+        if self.scope is None:
+            return {}
+        scope = {"dag_id": self.scope.dag_id, "run_id": self.scope.run_id, "task_id": self.scope.task_id}
+        return scope if self.all_map_indices else {**scope, "map_index": self.scope.map_index}
+
+
+def _locked_chunks(rows: QuerySet, ordering: str) -> QuerySet:
+    """The rows, locked, ``audit.CHUNK`` at a time in ``ordering`` (keyset, no open cursor); call inside
+    Airflow's transaction. Yields lists of rows."""
+    last = None
+    while True:
+        chunk_rows = rows.select_for_update().order_by(ordering)
+        if last is not None:
+            chunk_rows = chunk_rows.filter(**{f"{ordering}__gt": last})
+        chunk = list(chunk_rows[: audit.CHUNK])
+        if not chunk:
+            return
+        yield chunk
+        last = getattr(chunk[-1], ordering)
 
 
 def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet, int]:
@@ -152,192 +140,435 @@ def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet,
     return rows.filter(updated_at__lte=confirmed_at), rows.filter(updated_at__gt=confirmed_at).count()
 
 
-def delete_task_keys(user, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
-    """Delete the selected keys (the database rows; a worker-side object is not reachable from here)."""
-    permissions.require(user, permissions.TASK, "delete")
-    with _atomic():
-        rows, kept = _confirmed(selection.queryset(), confirmed_at)
-        deleted, _ = rows.delete()
-    return Outcome(deleted, kept)
-
-
-def expire_task_keys(user, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
-    """Set ``expires_at = now`` so that the next GC removes the keys; until then tasks can still read them."""
-    permissions.require(user, permissions.TASK, "change")
-    with _atomic():
-        rows, kept = _confirmed(selection.queryset(), confirmed_at)
-        changed = rows.update(expires_at=timezone.now())
-    return Outcome(changed, kept)
-
-
-# Asset keys -----------------------------------------------------------------------------------------
-def _asset(asset_id: int) -> Asset:
-    selectors.require_asset(asset_id)
-    return Asset(pk=asset_id)
-
-
-def set_asset_value(
-    user, asset_id: int, key: str, value_text: str, *, create: bool, seen_updated_at: datetime | None = None
-) -> AssetStateStore:
-    """Write an asset key, recorded as written by the API (as Airflow's PUT does).
-
-    ``create=True`` adds a new key (an existing one is an error); ``create=False`` edits an existing one.
-    """
-    permissions.require(user, permissions.ASSET, "add" if create else "change")
-    key = clean_key(key)
-    value = parse_value_text(value_text)
-    asset = _asset(asset_id)
-    now = timezone.now()
-    with _atomic():
-        if create:
-            try:
-                with transaction.atomic(using=airflow_alias()):
-                    return AssetStateStore.objects.create(
-                        asset=asset, key=key, value=value, updated_at=now, **API_WRITER_FIELDS
-                    )
-            except IntegrityError:
-                raise ValidationError(
-                    {"key": f"The key {key!r} already exists on this asset; edit it instead."}
-                ) from None
-        row = AssetStateStore.objects.select_for_update().filter(asset_id=asset_id, key=key).first()
-        if row is None:
-            raise Http404(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
-        _check_unchanged(row, seen_updated_at)
-        AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
-            value=value, updated_at=now, **API_WRITER_FIELDS
+def _check_unchanged(row, seen_updated_at: datetime | None) -> None:
+    if seen_updated_at is not None and row.updated_at != seen_updated_at:
+        raise Conflict(
+            f"This key was written at {row.updated_at.isoformat()}, after you opened it. "
+            "Reload to see the current value before changing it.",
+            [{"key": row.key, "current": row.value}],
         )
-    return selectors.get_asset_key(asset_id, key)
 
 
-def delete_asset_keys(user, asset_id: int, keys: list[str] | None, confirmed_at: datetime | None = None) -> Outcome:
-    """Delete the given keys of an asset, or all of them (``keys=None``: clear the asset's state)."""
-    permissions.require(user, permissions.ASSET, "delete")
-    _asset(asset_id)
-    rows = AssetStateStore.objects.filter(asset_id=asset_id)
-    if keys is not None:
-        if not keys:
-            raise ValidationError({"keys": "Select at least one key."})
-        rows = rows.filter(key__in=keys)
-    with _atomic():
-        rows, kept = _confirmed(rows, confirmed_at)
-        deleted, _ = rows.delete()
-    return Outcome(deleted, kept)
+def _state(row) -> audit.KeyState:
+    return (row.value, getattr(row, "expires_at", None))
 
 
-# Airflow's REST semantics (the API face) -------------------------------------------------------------
-@dataclass(frozen=True)
-class TaskScope:
-    """A task instance as Airflow's API addresses it."""
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int = -1
-
-
-def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
-    """The DAG run of an existing task instance, or Airflow's 404 (writes need the task instance)."""
-    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
-    if not any_map_index:
-        instances = instances.filter(map_index=scope.map_index)
-    run = DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).first()
-    if run is None or not instances.exists():
-        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
-        raise Http404(
-            f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
-            f"task_id={scope.task_id!r}, {addressed_by}"
-        )
-    return run
-
-
-def _scope_keys(scope: TaskScope) -> QuerySet:
-    return TaskStateStore.objects.filter(
-        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
-    )
-
-
-def put_task_key(user, scope: TaskScope, key: str, value, expiry: Expiry) -> TaskStateStore:
-    """Create or overwrite a key (Airflow's PUT): needs ``add`` for a new key, ``change`` for an existing one."""
-    permissions.require(user, permissions.TASK, "view")
+# Task keys --------------------------------------------------------------------------------------------
+def set_task_key(
+    *, actor: Actor, scope: TaskScope, key: str, value, expiry: Expiry, mode: str = UPSERT
+) -> TaskStateStore:
+    """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
+    (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one."""
+    permissions.require(actor, permissions.TASK, "add" if mode == CREATE else "view")
     key = clean_key(key)
     text = encode_value(value)
-    run = require_task_instance(scope)
+    if scope.map_index < -1:
+        raise Invalid({"map_index": "map_index is -1 (not mapped) or more."})
+    run = selectors.require_task_instance(scope)
     now = timezone.now()
-    with _atomic():
-        row = _scope_keys(scope).select_for_update().filter(key=key).first()
-        permissions.require(user, permissions.TASK, "change" if row else "add")
+    expires_at = expiry.resolve(now)
+    rows = selectors.scope_keys(scope).filter(key=key)
+    action = Action.ADD if mode == CREATE else Action.SET
+    with audit.change(actor, action, permissions.TASK, scope=scope.as_audit_scope()) as recorder:
+        row = rows.select_for_update().first()
+        if row is not None and mode == CREATE:
+            raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
+        permissions.require(actor, permissions.TASK, "change" if row else "add")
         if row is None:
+            row = TaskStateStore(
+                dag_run=run, dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
+            )
+            row.key = key
+            before = None
+        else:
+            before = _state(row)
+        recorder.record([audit.task_change(row, before=before, after=(text, expires_at), limit=recorder.limit)])
+        row.value, row.updated_at, row.expires_at = text, now, expires_at
+        if before is None:
             try:
                 with transaction.atomic(using=airflow_alias()):
-                    return TaskStateStore.objects.create(
-                        dag_run=run,
-                        dag_id=scope.dag_id,
-                        run_id=scope.run_id,
-                        task_id=scope.task_id,
-                        map_index=scope.map_index,
-                        key=key,
-                        value=text,
-                        updated_at=now,
-                        expires_at=expiry.resolve(now),
-                    )
-            except IntegrityError:  # written by a task meanwhile: overwrite it, as Airflow's upsert does
-                row = _scope_keys(scope).select_for_update().get(key=key)
-        row.value, row.updated_at, row.expires_at = text, now, expiry.resolve(now)
-        row.save(update_fields=["value", "updated_at", "expires_at"])
+                    row.save(force_insert=True)
+            except IntegrityError:  # a task wrote it meanwhile
+                if mode == CREATE:
+                    raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.") from None
+                rows.update(value=text, updated_at=now, expires_at=expires_at)  # Airflow's upsert overwrites
+        else:
+            row.save(update_fields=["value", "updated_at", "expires_at"])
     return row
 
 
-def patch_task_key(user, scope: TaskScope, key: str, value) -> TaskStateStore:
-    """Replace the value of an existing key and keep its expiry (Airflow's PATCH)."""
-    permissions.require(user, permissions.TASK, "change")
+def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None) -> TaskStateStore:
+    """Replace an existing key's value and keep its expiry (Airflow's PATCH). The key's task instance
+    must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write."""
+    permissions.require(actor, permissions.TASK, "change")
     text = encode_value(value)
-    require_task_instance(scope)
-    with _atomic():
-        row = _scope_keys(scope).select_for_update().filter(key=key).first()
+    if ref.scope is not None:
+        selectors.require_task_instance(ref.scope)
+    with audit.change(actor, Action.PATCH, permissions.TASK) as recorder:
+        row = ref.rows().select_for_update().first()
         if row is None:
-            raise Http404(f"Task state store key {key!r} not found")
+            raise ref.not_found()
+        if ref.scope is None:
+            selectors.require_task_instance(TaskScope.of(row))
+        _check_unchanged(row, seen_updated_at)
+        if row.value == text:
+            return row  # nothing to change: no write, no event
+        recorder.record(
+            [audit.task_change(row, before=_state(row), after=(text, row.expires_at), limit=recorder.limit)]
+        )
         row.value, row.updated_at = text, timezone.now()
         row.save(update_fields=["value", "updated_at"])
     return row
 
 
-def delete_task_key(user, scope: TaskScope, key: str) -> Outcome:
-    """Delete one key; nothing to delete is not an error (Airflow's DELETE)."""
-    permissions.require(user, permissions.TASK, "delete")
-    require_task_instance(scope)
-    deleted, _ = _scope_keys(scope).filter(key=key).delete()
-    return Outcome(deleted)
+def set_task_expiry(
+    *, actor: Actor, ref: TaskKeyRef, expiry: Expiry, seen_updated_at: datetime | None = None
+) -> TaskStateStore:
+    """Set when one key expires: the default retention from now, never, or a given instant."""
+    permissions.require(actor, permissions.TASK, "change")
+    with audit.change(actor, Action.EXPIRY, permissions.TASK) as recorder:
+        row = ref.rows().select_for_update().first()
+        if row is None:
+            raise ref.not_found()
+        _check_unchanged(row, seen_updated_at)
+        expires_at = expiry.resolve(timezone.now())
+        recorder.record(
+            [audit.task_change(row, before=_state(row), after=(row.value, expires_at), limit=recorder.limit)]
+        )
+        row.expires_at = expires_at
+        row.save(update_fields=["expires_at"])
+    return row
 
 
-def clear_task_keys(user, scope: TaskScope, all_map_indices: bool = False) -> Outcome:
-    """Delete every key of the task instance, or of every map index of the task."""
-    permissions.require(user, permissions.TASK, "delete")
-    run = require_task_instance(scope, any_map_index=all_map_indices)
-    selection = TaskSelection(run=run, task_id=scope.task_id, map_index=None if all_map_indices else scope.map_index)
-    return delete_task_keys(user, selection)
+def expire_task_keys(*, actor: Actor, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
+    """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them."""
+    permissions.require(actor, permissions.TASK, "change")
+    rows, kept = _confirmed(selection.queryset(), confirmed_at)
+    now = timezone.now()
+    with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
+        for chunk in _locked_chunks(rows, "id"):
+            recorder.record(
+                [audit.task_change(r, before=_state(r), after=(r.value, now), limit=recorder.limit) for r in chunk]
+            )
+            TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).update(expires_at=now)
+    return Outcome(recorder.count, kept, recorder.event)
 
 
-def put_asset_key(user, asset_id: int, key: str, value) -> AssetStateStore:
-    """Create or overwrite an asset key, recorded as written by the API (Airflow's PUT)."""
-    permissions.require(user, permissions.ASSET, "view")
-    _asset(asset_id)
+def delete_task_keys(*, actor: Actor, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
+    """Delete the selected keys (the rows; a worker-side object is not reachable from here)."""
+    return _delete_task_rows(actor, selection, confirmed_at, Action.DELETE)
+
+
+def clear_task_instance(
+    *, actor: Actor, scope: TaskScope, all_map_indices: bool = False, confirmed_at: datetime | None = None
+) -> Outcome:
+    """Delete every key of the task instance, or of every map index of the task (404 if there is none)."""
+    selection = TaskSelection.of_instance(scope, all_map_indices)
+    return _delete_task_rows(actor, selection, confirmed_at, Action.CLEAR)
+
+
+def _delete_task_rows(actor, selection: TaskSelection, confirmed_at, action) -> Outcome:
+    permissions.require(actor, permissions.TASK, "delete")
+    rows, kept = _confirmed(selection.queryset(), confirmed_at)
+    details = {"all_map_indices": True} if selection.all_map_indices else {}
+    with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
+        for chunk in _locked_chunks(rows, "id"):
+            recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
+            TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).delete()
+    return Outcome(recorder.count, kept, recorder.event)
+
+
+# Asset keys -------------------------------------------------------------------------------------------
+def _asset_scope(asset: Asset) -> dict:
+    return {"asset_id": asset.pk, "asset_name": asset.name, "asset_uri": asset.uri}
+
+
+def set_asset_key(
+    *, actor: Actor, asset_id: int, key: str, value, mode: str = UPSERT, seen_updated_at: datetime | None = None
+) -> AssetStateStore:
+    """Write an asset key, recorded as written by the API (as Airflow's PUT does). ``mode``: CREATE (add;
+    an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound)."""
+    permissions.require(actor, permissions.ASSET, {CREATE: "add", UPDATE: "change"}.get(mode, "view"))
     key = clean_key(key)
     text = encode_value(value)
-    exists = AssetStateStore.objects.filter(asset_id=asset_id, key=key).exists()
-    permissions.require(user, permissions.ASSET, "change" if exists else "add")
+    asset = selectors.get_asset(asset_id)
     now = timezone.now()
-    with _atomic():
-        updated = AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
-            value=text, updated_at=now, **API_WRITER_FIELDS
-        )
-        if not updated:
+    rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
+    action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
+    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+        row = rows.select_for_update().first()
+        if row is not None and mode == CREATE:
+            raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
+        if row is None and mode == UPDATE:
+            raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
+        permissions.require(actor, permissions.ASSET, "change" if row else "add")
+        if row is not None:
+            _check_unchanged(row, seen_updated_at)
+            if mode == UPDATE and row.value == text:
+                return row  # an unchanged edit: no write, no event
+        before = _state(row) if row is not None else None
+        recorder.record([audit.asset_change(asset_id, key, before=before, after=(text, None), limit=recorder.limit)])
+        if row is None:
             try:
                 with transaction.atomic(using=airflow_alias()):
                     AssetStateStore.objects.create(
                         asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS
                     )
-            except IntegrityError:  # created meanwhile: overwrite it
-                AssetStateStore.objects.filter(asset_id=asset_id, key=key).update(
-                    value=text, updated_at=now, **API_WRITER_FIELDS
-                )
+            except IntegrityError:  # written meanwhile
+                if mode == CREATE:
+                    raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.") from None
+                rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
+        else:
+            rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
     return selectors.get_asset_key(asset_id, key)
+
+
+def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], confirmed_at: datetime | None = None) -> Outcome:
+    """Delete the named keys of an asset (absent ones are not an error, as in Airflow)."""
+    if not keys:
+        raise Invalid({"keys": "Select at least one key."})
+    return _delete_asset_rows(actor, asset_id, keys, confirmed_at, Action.DELETE)
+
+
+def clear_asset(*, actor: Actor, asset_id: int, confirmed_at: datetime | None = None) -> Outcome:
+    """Delete every key of an asset (clear its state)."""
+    return _delete_asset_rows(actor, asset_id, None, confirmed_at, Action.CLEAR)
+
+
+def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, confirmed_at, action) -> Outcome:
+    permissions.require(actor, permissions.ASSET, "delete")
+    asset = selectors.get_asset(asset_id)
+    rows = AssetStateStore.objects.filter(asset_id=asset_id)
+    if keys is not None:
+        rows = rows.filter(key__in=keys)
+    rows, kept = _confirmed(rows, confirmed_at)
+    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+        for chunk in _locked_chunks(rows, "key"):
+            recorder.record(
+                [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
+            )
+            AssetStateStore.objects.filter(asset_id=asset_id, key__in=[r.key for r in chunk]).delete()
+    return Outcome(recorder.count, kept, recorder.event)
+
+
+# Restore ----------------------------------------------------------------------------------------------
+KEEP, OVERWRITE = "keep", "overwrite"
+
+
+@dataclass
+class RestoreOutcome:
+    restored: int = 0
+    unchanged: int = 0
+    kept: list[dict] = field(default_factory=list)  # conflicts the operator chose to keep
+    missing: list[dict] = field(default_factory=list)  # DAG run or asset gone: nothing restored for them
+    events: list[AuditEvent] = field(default_factory=list)
+
+    def describe(self) -> str:
+        parts = [f"Restored {self.restored} key{'s' if self.restored != 1 else ''}"]
+        if self.unchanged:
+            parts.append(f"{self.unchanged} already as recorded")
+        if self.kept:
+            parts.append(f"{len(self.kept)} kept as they are now")
+        if self.missing:
+            parts.append(f"{len(self.missing)} not restored: {self.missing[0]['reason']}")
+        return "; ".join(parts) + "."
+
+
+@dataclass
+class Target:
+    """One key to bring back to ``state`` (None: the key must not exist), in a task or an asset scope."""
+
+    store: str
+    key: str
+    state: audit.KeyState | None
+    expected: audit.KeyState | None = None  # what the key holds now if nobody wrote it since
+    dag_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    map_index: int | None = None
+    asset_id: int | None = None
+    ident: str = ""
+    run_pk: int | None = None
+
+    def describe(self) -> dict:
+        if self.store == permissions.TASK:
+            scope = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+        else:
+            scope = {"asset_id": self.asset_id}
+        return {"id": self.ident, "key": self.key, **scope}
+
+
+def restore_event(
+    *, actor: Actor, event_id: int, overwrite: bool = False, resolutions: dict[str, str] | None = None
+) -> RestoreOutcome:
+    """Bring the event's keys back to their state before it (value and ``expires_at``).
+
+    A key written again after the event is a conflict: nothing is restored and ``Conflict`` lists both
+    values, unless ``overwrite`` or ``resolutions`` (AuditKey id → KEEP / OVERWRITE) decide. Keys whose
+    DAG run or asset no longer exists are reported in ``missing`` and not restored.
+    """
+    event = selectors.get_audit_event(event_id)
+    if event.action == Action.GC:
+        raise Invalid({"event": "Garbage collection follows Airflow's rules and is not restorable."})
+    if event.status == AuditEvent.Status.FAILED:
+        raise Invalid({"event": "This change failed and changed nothing: there is nothing to restore."})
+    targets = []
+    for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
+        if key.truncated:
+            raise Invalid({"event": f"The recorded value of {key.key!r} is truncated; it cannot be restored."})
+        targets.append(
+            Target(
+                store=event.store,
+                key=key.key,
+                state=(key.before_value, key.before_expires_at) if key.before_value is not None else None,
+                expected=(key.after_value, key.after_expires_at) if key.after_value is not None else None,
+                dag_id=key.dag_id,
+                run_id=key.run_id,
+                task_id=key.task_id,
+                map_index=key.map_index,
+                asset_id=key.asset_id,
+                ident=str(key.pk),
+            )
+        )
+    return _restore(actor, targets, overwrite, resolutions or {}, restored_from=event)
+
+
+def restore_document(*, actor: Actor, document, overwrite: bool = False) -> RestoreOutcome:
+    """Restore the keys of an export (``exports.parse_document``): each key gets the value and expiry in
+    the file. A key that exists with another value is a conflict unless ``overwrite``."""
+    from .exports import parse_document
+
+    return _restore(actor, parse_document(document), overwrite, {}, restored_from=None)
+
+
+def _same(current: audit.KeyState | None, wanted: audit.KeyState | None, store: str) -> bool:
+    if current is None or wanted is None:
+        return current is wanted
+    return current[0] == wanted[0] and (store == permissions.ASSET or current[1] == wanted[1])
+
+
+def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, restored_from) -> RestoreOutcome:
+    result = RestoreOutcome()
+    for store in (permissions.TASK, permissions.ASSET):
+        group = [t for t in targets if t.store == store]
+        if group:
+            _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
+    return result
+
+
+def _restore_store(actor, store, targets, overwrite, resolutions, restored_from, result: RestoreOutcome) -> None:
+    for action in ("add", "change", "delete"):
+        permissions.require(actor, store, action)
+    conflicts, plan = [], []
+    with audit.change(actor, Action.RESTORE, store, restored_from=restored_from) as recorder:
+        for target in targets:
+            row, missing = _locate(target)
+            if missing:
+                result.missing.append({**target.describe(), "reason": missing})
+                continue
+            current = _state(row) if row is not None else None
+            if _same(current, target.state, store):
+                result.unchanged += 1
+                continue
+            if not _same(current, target.expected, store):
+                choice = OVERWRITE if overwrite else resolutions.get(target.ident)
+                if choice == KEEP:
+                    result.kept.append(target.describe())
+                    continue
+                if choice != OVERWRITE:
+                    conflicts.append(
+                        {
+                            **target.describe(),
+                            "current": _state_dict(current),
+                            "restore": _state_dict(target.state),
+                        }
+                    )
+                    continue
+            plan.append((target, row, current))
+        if conflicts:
+            raise Conflict(
+                f"{len(conflicts)} key{'s were' if len(conflicts) != 1 else ' was'} written again since; "
+                "nothing was restored. Choose per key, or overwrite.",
+                conflicts,
+            )
+        for start in range(0, len(plan), audit.CHUNK):
+            chunk = plan[start : start + audit.CHUNK]
+            recorder.record([_restore_change(t, current, recorder.limit) for t, _, current in chunk])
+            for target, row, _ in chunk:
+                _apply(target, row)
+    result.restored += recorder.count
+    if recorder.event is not None:
+        result.events.append(recorder.event)
+
+
+def _state_dict(state: audit.KeyState | None) -> dict | None:
+    if state is None:
+        return None
+    return {"value": state[0], "expires_at": state[1].isoformat() if state[1] else None}
+
+
+def _locate(target: Target):
+    """The key's current row (locked) or None, and why it cannot be restored ("" when it can)."""
+    if target.store == permissions.TASK:
+        run = DagRun.objects.filter(dag_id=target.dag_id, run_id=target.run_id).first()
+        if run is None:
+            return None, f"the DAG run {target.run_id!r} of {target.dag_id!r} no longer exists"
+        target.run_pk = run.pk
+        row = (
+            TaskStateStore.objects.select_for_update()
+            .filter(dag_run=run, task_id=target.task_id, map_index=target.map_index, key=target.key)
+            .first()
+        )
+        return row, ""
+    if not Asset.objects.filter(pk=target.asset_id).exists():
+        return None, f"the asset with id {target.asset_id} no longer exists"
+    row = AssetStateStore.objects.select_for_update().filter(asset_id=target.asset_id, key=target.key).first()
+    return row, ""
+
+
+def _restore_change(target: Target, current, limit):
+    if target.store == permissions.TASK:
+        return audit.key_change(
+            key=target.key,
+            before=current,
+            after=target.state,
+            dag_id=target.dag_id,
+            run_id=target.run_id,
+            task_id=target.task_id,
+            map_index=target.map_index,
+            limit=limit,
+        )
+    return audit.asset_change(target.asset_id, target.key, before=current, after=target.state, limit=limit)
+
+
+def _apply(target: Target, row) -> None:
+    now = timezone.now()
+    if target.store == permissions.TASK:
+        if target.state is None:
+            TaskStateStore.objects.filter(pk=row.pk).delete()
+        elif row is None:
+            TaskStateStore.objects.create(
+                dag_run_id=target.run_pk,
+                dag_id=target.dag_id,
+                run_id=target.run_id,
+                task_id=target.task_id,
+                map_index=target.map_index,
+                key=target.key,
+                value=target.state[0],
+                updated_at=now,
+                expires_at=target.state[1],
+            )
+        else:
+            TaskStateStore.objects.filter(pk=row.pk).update(
+                value=target.state[0], expires_at=target.state[1], updated_at=now
+            )
+        return
+    rows = AssetStateStore.objects.filter(asset_id=target.asset_id, key=target.key)
+    if target.state is None:
+        rows.delete()
+    elif row is None:
+        AssetStateStore.objects.create(
+            asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
+        )
+    else:
+        rows.update(value=target.state[0], updated_at=now, **API_WRITER_FIELDS)

@@ -1,4 +1,4 @@
-"""Validation of what users write: keys, JSON values and expiries, with Airflow's limits (SPEC §1, §4, §6)."""
+"""Validation of what users write: keys, JSON values and expiries, with Airflow's limits (docs/airflow.md)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,19 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from statestore_admin.airflow.config import AirflowConfig
+from statestore_admin.airflow.config import AirflowConfig, airflow_config
+
+from .errors import Invalid
 
 MAX_KEY_LENGTH = 512
 
 
-def _invalid(field: str, message: str, code: str) -> ValidationError:
+def _invalid(field: str, message: str, code: str) -> Invalid:
     """A field error with a code, so that each face can word it its own way (the API as Airflow does)."""
-    return ValidationError({field: ValidationError(message, code=code)})
+    return Invalid({field: Invalid(message, code=code)})
 
 
 def clean_key(key: str, field: str = "key") -> str:
@@ -42,7 +43,7 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
         raise _invalid(field, "NaN and Infinity are not valid JSON values.", "non_finite") from None
     except TypeError as exc:
         raise _invalid(field, f"Not a JSON value: {exc}", "not_json") from None
-    limit = AirflowConfig().max_value_storage_bytes if max_bytes is None else max_bytes
+    limit = airflow_config().max_value_storage_bytes if max_bytes is None else max_bytes
     size = len(text.encode())
     if limit and size > limit:
         error = _invalid(
@@ -55,13 +56,20 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
     return text
 
 
-def parse_value_text(text: str, max_bytes: int | None = None, field: str = "value") -> str:
-    """Parse JSON typed by a user and return the text to store."""
+def decode_json_text(text: str, field: str = "value"):
+    """JSON typed by a user, as a value for the services (which refuse null, NaN and Infinity)."""
     try:
-        value = json.loads(text, parse_constant=float)
+        return json.loads(text, parse_constant=float)
     except ValueError as exc:
         raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
-    return encode_value(value, max_bytes, field)
+
+
+def pretty(text: str) -> str:
+    """A stored value indented for reading and editing; text that is not JSON stays as it is."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return text
 
 
 # Expiry -------------------------------------------------------------------------------------------
@@ -82,16 +90,16 @@ class Expiry:
             return None
         if self.mode == AT:
             return self.at
-        days = (config or AirflowConfig()).default_retention_days
+        days = (config or airflow_config()).default_retention_days
         return now + timedelta(days=days) if days else None
 
 
 def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:
     parsed = parse_datetime(text.strip()) if isinstance(text, str) else None
     if parsed is None:
-        raise ValidationError({field: "Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00."})
+        raise Invalid({field: "Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00."})
     if timezone.is_naive(parsed):
-        raise ValidationError({field: "Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous."})
+        raise Invalid({field: "Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous."})
     return parsed.astimezone(UTC)
 
 
@@ -102,4 +110,4 @@ def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") ->
         return Expiry(NEVER)
     if mode == AT:
         return Expiry(AT, parse_datetime_aware(at_text or "", field))
-    raise ValidationError({"expiry": f"Unknown expiry choice {mode!r}."})
+    raise Invalid({"expiry": f"Unknown expiry choice {mode!r}."})

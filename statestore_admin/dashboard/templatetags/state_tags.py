@@ -8,6 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from statestore_admin.state.selectors import STATUSES, status_of
+from statestore_admin.state.values import pretty
 
 register = template.Library()
 FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded
@@ -63,12 +64,7 @@ def json_tree(text):
     return format_html('<div class="json-tree">{}</div>', _node(value, 0))
 
 
-@register.filter
-def pretty_json(text):
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return text
+register.filter("pretty_json", pretty)
 
 
 @register.simple_tag(takes_context=True)

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from statestore_admin.airflow.config import AirflowConfig, AirflowConfigError
+from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.state import gc
 from statestore_admin.state.models import GcRun
 
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 )
         if options["sleep"] < 0 or options["lock_timeout"] <= 0:
             raise CommandError("--sleep must be 0 or more and --lock-timeout more than 0.", returncode=EXIT_USAGE)
-        config = AirflowConfig()
+        config = airflow_config()
         try:
             batch_size = options["batch_size"] if options["batch_size"] is not None else config.state_cleanup_batch_size
             status = gc.backend_status(config)

@@ -1,0 +1,259 @@
+"""The audit trail: every change to the state store, from every face, as an ``AuditEvent`` with its keys.
+
+The change happens in Airflow's database, the event in the dashboard's: two databases, no shared
+transaction. The order makes sure no change exists without its event (docs/audit.md):
+
+1. inside Airflow's transaction, the rows to change are locked and read (their *before* state);
+2. the event and those keys are written to the dashboard's database and committed, status *pending*;
+3. the rows are changed; with ``AUDIT_TO_AIRFLOW_LOG`` a row is added to Airflow's ``log`` table;
+   Airflow's transaction commits;
+4. the event is confirmed (*done*), or marked *failed* if Airflow's transaction rolled back.
+
+A crash between 2 and 4 leaves a pending event, shown as "outcome unknown" after a minute: the change
+may or may not have been applied, but it is never missing from the trail. Large changes go through
+steps 1–3 in chunks of ``CHUNK`` rows, so memory stays bounded whatever the number of keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.db import router, transaction
+from django.utils import timezone
+
+from statestore_admin.airflow.config import airflow_config
+from statestore_admin.airflow.models import Log
+from statestore_admin.airflow.router import airflow_alias
+
+from .actors import Actor
+from .models import AuditEvent, AuditKey
+
+CHUNK = 200  # rows read, recorded and changed at a time
+SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "asset_id")
+KeyState = tuple[str, datetime | None]  # (value text, expires_at) of a row that exists
+
+# Fault injection for the crash tests: STATESTORE_FAULT_PAUSE="<step>:<marker file>" makes the process
+# create the marker file and wait at that step (after_pending or after_change), so that a test can kill it.
+FAULT_PAUSE_ENV = "STATESTORE_FAULT_PAUSE"
+
+
+def _pause_if_asked(step: str) -> None:
+    spec = os.environ.get(FAULT_PAUSE_ENV, "")
+    if spec.startswith(step + ":"):
+        Path(spec.split(":", 1)[1]).write_text(str(os.getpid()))
+        time.sleep(120)
+
+
+def _value_limit() -> int:
+    try:
+        return airflow_config().max_value_storage_bytes
+    except Exception:  # an invalid option must not stop the audit: keep values whole
+        return 0
+
+
+def _clip(text: str | None, limit: int) -> tuple[str | None, bool]:
+    if text is None or not limit or len(text) <= limit // 4 or len(text.encode()) <= limit:
+        return text, False
+    return text.encode()[:limit].decode(errors="ignore"), True
+
+
+def key_change(
+    *,
+    key: str,
+    before: KeyState | None,
+    after: KeyState | None,
+    dag_id: str | None = None,
+    run_id: str | None = None,
+    task_id: str | None = None,
+    map_index: int | None = None,
+    asset_id: int | None = None,
+    limit: int = 0,
+) -> AuditKey:
+    """An (unsaved) AuditKey. ``before``/``after`` are (value, expires_at), or None where no row exists."""
+    before_value, clipped_before = _clip(before[0] if before else None, limit)
+    after_value, clipped_after = _clip(after[0] if after else None, limit)
+    return AuditKey(
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index,
+        asset_id=asset_id,
+        key=key,
+        before_value=before_value,
+        before_expires_at=before[1] if before else None,
+        after_value=after_value,
+        after_expires_at=after[1] if after else None,
+        truncated=clipped_before or clipped_after,
+    )
+
+
+def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
+    """The change of a task key ``row`` (a TaskStateStore, or anything with its scope fields)."""
+    return key_change(
+        key=row.key,
+        before=before,
+        after=after,
+        dag_id=row.dag_id,
+        run_id=row.run_id,
+        task_id=row.task_id,
+        map_index=row.map_index,
+        limit=limit,
+    )
+
+
+def asset_change(asset_id: int, key: str, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
+    return key_change(key=key, before=before, after=after, asset_id=asset_id, limit=limit)
+
+
+class Recorder:
+    """Collects one change's keys into one event; the event is created with the first keys recorded."""
+
+    def __init__(
+        self,
+        actor: Actor,
+        action: str,
+        store: str,
+        scope: dict | None = None,
+        details: dict | None = None,
+        restored_from: AuditEvent | None = None,
+    ):
+        self.actor, self.action, self.store = actor, action, store
+        self.scope = dict(scope or {})
+        self.details = dict(details or {})
+        self.restored_from = restored_from
+        self.event: AuditEvent | None = None
+        self.count = 0
+        self.limit = _value_limit()
+        self._common: dict | None = None
+        self._alias = router.db_for_write(AuditEvent)
+
+    def record(self, keys: list[AuditKey]) -> None:
+        """Write these keys (and the event, the first time) to the dashboard's database, committed,
+        before the caller changes them in Airflow's database."""
+        if not keys:
+            return
+        self._refine_scope(keys)
+        with transaction.atomic(using=self._alias):
+            if self.event is None:
+                self.event = AuditEvent.objects.create(**self._event_fields(), **self._scope())
+            for key in keys:
+                key.event = self.event
+            AuditKey.objects.bulk_create(keys)
+        self.count += len(keys)
+        _pause_if_asked("after_pending")
+
+    def _refine_scope(self, keys: list[AuditKey]) -> None:
+        """The fields every key shares (a DAG, a run, a task instance, an asset) become the event's scope."""
+        for key in keys:
+            values = {name: getattr(key, name) for name in SCOPE_FIELDS}
+            if self._common is None:
+                self._common = values
+            else:
+                self._common = {n: v if values[n] == v else None for n, v in self._common.items()}
+
+    def _scope(self) -> dict:
+        scope = {name: value for name, value in (self._common or {}).items()}
+        scope.update({name: value for name, value in self.scope.items() if value is not None})
+        if scope.get("dag_id") is None:  # a run or task without its DAG is no scope
+            scope.update(run_id=None, task_id=None, map_index=None)
+        return scope
+
+    def _event_fields(self) -> dict:
+        actor = self.actor
+        return {
+            "actor": actor.name[:255],
+            "user": actor.user if actor.user is not None and actor.user.is_authenticated else None,
+            "token_id": actor.token_id,
+            "token_name": actor.token_name[:100],
+            "os_user": actor.os_user[:150],
+            "host": actor.host[:255],
+            "via": actor.via,
+            "action": self.action,
+            "store": self.store,
+            "details": self.details,
+            "restored_from": self.restored_from,
+        }
+
+    def mirror_to_airflow_log(self) -> None:
+        """One row in Airflow's ``log`` table, inside Airflow's transaction (so only if the change commits)."""
+        if not settings.AUDIT_TO_AIRFLOW_LOG or self.event is None:
+            return
+        scope = self._scope()
+        summary = {"audit_event_id": self.event.pk, "via": self.actor.via, "store": self.store, "keys": self.count}
+        if scope.get("asset_id") is not None:
+            summary["asset_id"] = scope["asset_id"]
+        if self.scope.get("asset_name"):
+            summary["asset_name"] = self.scope["asset_name"]
+        Log.objects.create(
+            dttm=timezone.now(),
+            dag_id=scope.get("dag_id"),
+            run_id=scope.get("run_id"),
+            task_id=scope.get("task_id"),
+            map_index=scope.get("map_index"),
+            event=f"statestore.{self.action}"[:60],
+            owner=self.actor.name[:500],
+            owner_display_name=self.actor.name[:500],
+            extra=json.dumps(summary),
+        )
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if self.event is None:
+            return
+        fields = {
+            "finished_at": timezone.now(),
+            "key_count": self.count,
+            "details": self.details,
+            "status": AuditEvent.Status.FAILED if error else AuditEvent.Status.DONE,
+            "error": f"{type(error).__name__}: {error}"[:2000] if error else "",
+            **self._scope(),
+        }
+        AuditEvent.objects.filter(pk=self.event.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(self.event, name, value)
+
+
+@contextmanager
+def change(
+    actor: Actor,
+    action: str,
+    store: str,
+    scope: dict | None = None,
+    details: dict | None = None,
+    restored_from: AuditEvent | None = None,
+) -> Iterator[Recorder]:
+    """Airflow's transaction for one audited change. The body locks and reads rows, calls
+    ``recorder.record(...)`` with their changes, then changes them; see the module docstring for the order."""
+    recorder = Recorder(actor, action, store, scope, details, restored_from)
+    try:
+        with transaction.atomic(using=airflow_alias()):
+            yield recorder
+            recorder.mirror_to_airflow_log()
+        _pause_if_asked("after_change")
+    except BaseException as exc:
+        recorder.finish(error=exc)
+        raise
+    recorder.finish()
+
+
+# GC runs -------------------------------------------------------------------------------------------
+def gc_started(actor: Actor, details: dict, dag_ids: tuple[str, ...] = ()) -> AuditEvent:
+    """A GC run's event, pending until ``gc_finished``: counts, cutoff, scope and outcome, not the rows."""
+    recorder = Recorder(actor, AuditEvent.Action.GC, "task", details=details)
+    return AuditEvent.objects.create(**recorder._event_fields(), dag_id=dag_ids[0] if len(dag_ids) == 1 else None)
+
+
+def gc_finished(event: AuditEvent, *, rows_deleted: int, outcome: str, details: dict) -> None:
+    failed = outcome == "failed"
+    AuditEvent.objects.filter(pk=event.pk).update(
+        status=AuditEvent.Status.FAILED if failed and not rows_deleted else AuditEvent.Status.DONE,
+        finished_at=timezone.now(),
+        key_count=rows_deleted,
+        details={**event.details, **details, "outcome": outcome, "rows_deleted": rows_deleted},
+    )
