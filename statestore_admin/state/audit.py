@@ -26,6 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import router, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from statestore_admin.airflow.config import airflow_config
@@ -142,7 +143,9 @@ class Recorder:
         self._refine_scope(keys)
         with transaction.atomic(using=self._alias):
             if self.event is None:
-                self.event = AuditEvent.objects.create(**self._event_fields(), **self._scope())
+                self.event = AuditEvent.objects.create(**self._event_fields(), **self._scope(), key_count=len(keys))
+            else:  # a pending event says how many keys it holds so far
+                AuditEvent.objects.filter(pk=self.event.pk).update(key_count=F("key_count") + len(keys))
             for key in keys:
                 key.event = self.event
             AuditKey.objects.bulk_create(keys)
