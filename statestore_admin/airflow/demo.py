@@ -17,14 +17,13 @@ from datetime import UTC, datetime, timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
+from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
+
 from .config import airflow_config
 from .models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from .router import airflow_alias
 
-NEVER = "never"
-DEFAULT = "default"
 LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
-REF = "__airflow_state_ref__"
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class DemoKey:
 
 
 def _ref(uri: str) -> dict:
-    return {REF: uri}
+    return {TaskStateStore.REF_KEY: uri}
 
 
 def _manifest(files: int) -> list[dict]:
@@ -157,19 +156,16 @@ def _run_id(run_type: str, logical_date: datetime) -> str:
     return f"{run_type}__{logical_date.isoformat()}"
 
 
-def _expires_at(expiry, now: datetime, retention_days: int) -> datetime | None:
-    if expiry == NEVER:
-        return None
-    if expiry == DEFAULT:
-        return now + timedelta(days=retention_days) if retention_days else None
-    return now + expiry
+def _expiry(expiry: str | timedelta, now: datetime) -> Expiry:
+    """A demo key's expiry as the domain's (NEVER, DEFAULT, or the instant ``now + offset``)."""
+    return Expiry(AT, now + expiry) if isinstance(expiry, timedelta) else Expiry(expiry)
 
 
 @transaction.atomic(using=airflow_alias())
 def load_demo_data() -> dict[str, int]:
     """Create or refresh the demo deployment. Returns what it wrote, by kind."""
     now = timezone.now()
-    retention_days = airflow_config().default_retention_days
+    config = airflow_config()
     counts = {"dag_runs": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
     runs_by_offset: dict[tuple[str, int], DagRun] = {}
     for dag_id, spec in DAGS.items():
@@ -223,7 +219,7 @@ def load_demo_data() -> dict[str, int]:
                         "run_id": run.run_id,
                         "value": json.dumps(key.value),
                         "updated_at": now,
-                        "expires_at": _expires_at(key.expiry, now, retention_days),
+                        "expires_at": _expiry(key.expiry, now).resolve(now, config),
                     },
                 )
                 counts["task_keys"] += 1

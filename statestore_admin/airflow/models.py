@@ -1,4 +1,4 @@
-"""Unmanaged mirrors of Airflow 3.3.2's tables (SPEC §2).
+"""Unmanaged mirrors of Airflow 3.3.2's tables (docs/airflow.md).
 
 Airflow owns these tables: ``managed = False`` everywhere, and ``AirflowRouter`` keeps every
 migration away from the Airflow database. ``task_state_store`` and ``asset_state_store`` are mirrored
@@ -104,9 +104,12 @@ class AssetActive(models.Model):
 
 
 class JsonValueMixin:
-    """``value`` holds ``json.dumps`` text; a worker-side backend stores a reference object."""
+    """``value`` holds ``json.dumps`` text; a worker-side backend stores a reference object instead,
+    ``{"__airflow_state_ref__": "<ref>"}`` (docs/airflow.md). ``REF_KEY`` is the one definition of that
+    marker in the code base; ``REF_PREFIX`` is how the stored text of such a value starts."""
 
     REF_KEY = "__airflow_state_ref__"
+    REF_PREFIX = "{" + json.dumps(REF_KEY) + ": "  # json.dumps({REF_KEY: ref}) with Airflow's default separators
 
     @property
     def json_value(self):

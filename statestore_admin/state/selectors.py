@@ -454,7 +454,7 @@ def search_asset_keys(query: SearchQuery, cursor: str | None = None, size: int =
 PREVIEW_CHARS = 160
 
 
-REF_PREFIX = '{"__airflow_state_ref__": '
+REF_PREFIX = TaskStateStore.REF_PREFIX  # a worker-side reference's stored text starts so
 
 
 def with_previews(rows: QuerySet) -> QuerySet:
