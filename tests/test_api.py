@@ -1,4 +1,4 @@
-"""The REST API: Airflow's /api/v2 state-store contract (SPEC §6), authentication, permissions, our own API."""
+"""The REST API: Airflow's /api/v2 state-store contract (docs/airflow.md), authentication, permissions, our API."""
 
 import io
 import json

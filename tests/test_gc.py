@@ -38,7 +38,7 @@ def keys():
 
 @pytest.fixture
 def reference(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
-    """The scenario observed on Airflow 3.3.2 (SPEC §5), written as Airflow's writers would."""
+    """The scenario observed on Airflow 3.3.2 (docs/airflow.md, GC rules), written as Airflow's writers would."""
     now = timezone.now()
     run = dag_run_factory(dag_id="reference")
     default = now + timedelta(days=30)

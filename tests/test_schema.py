@@ -1,6 +1,6 @@
 """The unmanaged models match Airflow 3.3.2's tables, created from the `airflow db migrate` fixture.
 
-Run on both databases; the PostgreSQL pass is the reference (SPEC §2 is PostgreSQL's DDL).
+Run on both databases; the PostgreSQL pass is the reference (docs/airflow.md describes PostgreSQL's DDL).
 """
 
 import pytest

@@ -1,4 +1,4 @@
-"""Garbage collection of expired task state, with Airflow 3.3.2's rules (SPEC §5).
+"""Garbage collection of expired task state, with Airflow 3.3.2's rules (docs/airflow.md).
 
 - Deletes ``task_state_store`` rows with ``expires_at < cutoff``; the cutoff is one instant taken at
   the start of the run (or an earlier one given by the operator). ``expires_at IS NULL`` is never
