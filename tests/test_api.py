@@ -461,7 +461,14 @@ def test_stats_and_gc_dry_run(api, scene, task_key_factory):
     dry = api.get("/api/statestore/v1/gc/dry-run").json()
     assert dry["rows"] == 1 and dry["backend_is_metastore"] and dry["sample"][0]["key"] == "gone"
     assert TaskStateStore.objects.filter(key="gone").exists()
-    assert api.get("/api/statestore/v1/gc/dry-run?before=2999-01-01T00:00:00Z").status_code == 422
+    for before in ("2999-01-01T00:00:00Z", "2026-01-01T00:00:00", "yesterday"):
+        refused = api.get("/api/statestore/v1/gc/dry-run", {"before": before})
+        assert refused.status_code == 422
+        [item] = refused.json()["detail"]
+        assert (item["type"], item["loc"], item["input"]) == ("value_error", ["query", "before"], before)
+        assert item["msg"].startswith("Value error, ")
+    empty_dag = api.get("/api/statestore/v1/gc/dry-run?dag_id=").json()["detail"]
+    assert [(i["type"], i["loc"]) for i in empty_dag] == [("value_error", ["query", "dag_id"])]
 
 
 def test_openapi_schema_and_local_docs(api, client, operator):

@@ -2,6 +2,7 @@
 
 import io
 import json
+import socket
 import sys
 from datetime import timedelta
 
@@ -13,7 +14,10 @@ from django.utils import timezone
 
 from statestore_admin.airflow.demo import load_scale_data
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import GcRun
+from statestore_admin.state import gc, services
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.models import AuditEvent, AuditKey, GcRun
 
 from .conftest import BOTH_DATABASES
 
@@ -163,8 +167,8 @@ def test_dag_id_selects_exactly(dag_run_factory, task_key_factory):
     ("before", "message"),
     [
         ("2999-01-01T00:00:00+00:00", "in the future"),
-        ("2026-01-01T00:00:00", "no time zone"),
-        ("yesterday", "not a date and time"),
+        ("2026-01-01T00:00:00", "a naive date and time is ambiguous"),
+        ("yesterday", "Not a date and time"),
     ],
 )
 def test_bad_cutoffs_are_refused_and_change_nothing(reference, before, message):
@@ -175,11 +179,22 @@ def test_bad_cutoffs_are_refused_and_change_nothing(reference, before, message):
     assert not GcRun.objects.exists()
 
 
-@pytest.mark.parametrize("options", [{"batch_size": -1}, {"max_batches": 0}, {"sleep": -1}])
-def test_bad_numbers_are_refused(reference, options):
-    with pytest.raises(CommandError):
+@pytest.mark.parametrize(
+    ("options", "option"),
+    [
+        ({"batch_size": -1}, "--batch-size -1"),
+        ({"max_batches": 0}, "--max-batches 0"),
+        ({"sleep": -1}, "--sleep -1"),
+        ({"lock_timeout": 0}, "--lock-timeout 0"),
+        ({"dag_id": [""]}, "--dag-id"),
+    ],
+)
+def test_bad_numbers_are_refused(reference, options, option):
+    with pytest.raises(CommandError, match=option) as excinfo:
         clean(**options)
+    assert excinfo.value.returncode == 2
     assert len(keys()) == 9
+    assert not GcRun.objects.exists() and not AuditEvent.objects.exists()
 
 
 def test_dry_run_is_bounded_and_deletes_nothing(reference):
@@ -250,3 +265,150 @@ def test_unmigrated_dashboard_database_says_run_migrate_and_deletes_nothing(refe
         clean()
     assert excinfo.value.returncode == 1
     assert len(keys()) == 9
+
+
+# The rules both faces share: cutoff, bounds, dry-run summary ----------------------------------------
+def test_parse_cutoff():
+    now = timezone.now()
+    assert gc.parse_cutoff(None, now) is now and gc.parse_cutoff("  ", now) is now
+    parsed = gc.parse_cutoff("2026-01-01T01:00:00+01:00", now)
+    assert parsed.isoformat() == "2026-01-01T00:00:00+00:00"
+    for text, message in [
+        ("yesterday", "Not a date and time"),
+        ("2026-01-01T00:00:00", "naive"),
+        ((now + timedelta(seconds=5)).isoformat(), "in the future"),
+    ]:
+        with pytest.raises(Invalid, match=message) as excinfo:
+            gc.parse_cutoff(text, now)
+        assert list(excinfo.value.message_dict) == ["before"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"batch_size": -1}, "batch_size"),
+        ({"batch_size": 1.5}, "batch_size"),
+        ({"sleep": -0.1}, "sleep"),
+        ({"max_batches": 0}, "max_batches"),
+        ({"lock_timeout": 0}, "lock_timeout"),
+        ({"dag_ids": ("a", "")}, "dag_ids"),
+        ({"dag_ids": ("a", None)}, "dag_ids"),
+        ({"cutoff": timezone.now().replace(tzinfo=None)}, "cutoff"),
+    ],
+)
+def test_plan_bounds_live_in_the_plan(fields, field):
+    with pytest.raises(Invalid) as excinfo:
+        gc.GcPlan(**{"cutoff": timezone.now(), **fields})
+    assert list(excinfo.value.message_dict) == [field]
+
+
+def test_plan_accepts_its_edges():
+    plan = gc.GcPlan(cutoff=timezone.now(), dag_ids=("a",), batch_size=0, sleep=0, max_batches=1, lock_timeout=0.01)
+    assert plan.max_batches == 1 and gc.GcPlan(cutoff=timezone.now(), max_batches=None).max_batches is None
+
+
+def test_dry_run_json_of_the_command_is_the_api_answer(reference, client, operator):
+    cutoff = (timezone.now() - timedelta(seconds=30)).isoformat()
+    command = json.loads(clean(dry_run=True, json=True, before=cutoff, dag_id=["reference"])[0])
+    client.force_login(operator)
+    api = client.get("/api/statestore/v1/gc/dry-run", {"before": cutoff, "dag_id": "reference"}).json()
+    assert command == api
+    assert (command["rows"], command["outcome"], command["dag_ids"]) == (3, "dry_run", ["reference"])
+    assert [s["key"] for s in command["sample"]] == ["expired", "expired", "minus_60s"]
+    assert set(command["sample"][0]) == {
+        "key", "value", "updated_at", "expires_at", "dag_id", "run_id", "task_id", "map_index"
+    }  # fmt: skip
+
+
+def test_dry_run_with_a_custom_backend_counts_nothing(reference, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__BACKEND", "mycompany.state.RedisBackend")
+    summary = clean_json(dry_run=True)
+    assert (summary["outcome"], summary["rows"], summary["backend_is_metastore"]) == ("skipped", 0, False)
+    assert summary["message"].startswith("Nothing would be deleted") and summary["sample"] == []
+
+
+# The audit trail -------------------------------------------------------------------------------------
+def test_a_run_is_one_audit_event_with_counts_not_rows(reference):
+    summary = clean_json(batch_size=3, dag_id=["reference"])
+    event = AuditEvent.objects.get()
+    record = GcRun.objects.get()
+    assert (event.action, event.via, event.store, event.status, event.outcome) == ("gc", "gc", "task", "done", "done")
+    assert event.key_count == 4 and event.dag_id == "reference"
+    assert event.os_user and event.host == socket.gethostname() and event.actor.endswith("@" + event.host)
+    assert event.user is None and event.finished_at >= event.at
+    details = event.details
+    assert (details["outcome"], details["rows_deleted"], details["batches"]) == ("completed", 4, 2)
+    assert (details["gc_run_id"], details["batch_size"], details["dag_ids"]) == (record.pk, 3, ["reference"])
+    assert details["cutoff"] == record.cutoff.isoformat() and details["duration_seconds"] >= 0
+    assert summary["audit_event_id"] == event.pk
+    assert not AuditKey.objects.exists()  # counts, not the rows
+
+
+def test_a_dry_run_is_not_audited(reference):
+    clean(dry_run=True)
+    clean(dry_run=True, json=True)
+    assert not AuditEvent.objects.exists() and not GcRun.objects.exists()
+
+
+def test_a_partial_run_is_audited_with_its_outcome(reference):
+    clean_json(batch_size=1, max_batches=2)
+    event = AuditEvent.objects.get()
+    assert (event.details["outcome"], event.key_count, event.details["batches"]) == ("partial", 2, 2)
+    assert "--max-batches" in event.details["message"]
+
+
+def test_a_skipped_run_is_audited(reference, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__BACKEND", "mycompany.state.RedisBackend")
+    clean()
+    event = AuditEvent.objects.get()
+    assert (event.status, event.details["outcome"], event.key_count) == ("done", "skipped", 0)
+    assert "custom backend" in event.details["message"]
+
+
+def test_an_interrupted_run_is_audited(reference):
+    interrupter = gc.Interrupter()
+    interrupter.request(15)  # SIGTERM before the first batch
+    result = gc.run_gc(
+        gc.GcPlan(cutoff=timezone.now(), batch_size=1), actor=Actor.command(via="gc"), interrupter=interrupter
+    )
+    assert result.outcome == "interrupted" and len(keys()) == 9
+    event = AuditEvent.objects.get()
+    assert (event.details["outcome"], event.key_count, event.details["gc_run_id"]) == (
+        "interrupted",
+        0,
+        result.record.pk,
+    )
+
+
+def test_a_failed_run_is_audited(reference):
+    with connections["airflow"].cursor() as cursor:
+        cursor.execute("DROP TABLE task_state_store")  # rolled back with the test's transaction
+    with pytest.raises(Exception, match="task_state_store"):
+        gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5), actor=Actor.command(via="gc"))
+    event = AuditEvent.objects.get()
+    assert (event.status, event.details["outcome"], event.key_count) == ("failed", "failed", 0)
+    assert "task_state_store" in event.details["message"]
+    assert GcRun.objects.get().outcome == "failed"
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_locked_run_is_audited(reference):
+    import psycopg
+
+    db = connections["airflow"].settings_dict
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"], autocommit=True
+    ) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [gc.ADVISORY_LOCK_KEY])
+        result = gc.run_gc(gc.GcPlan(cutoff=timezone.now()), actor=Actor.command(via="gc"))
+    assert result.outcome == "locked" and len(keys()) == 9
+    event = AuditEvent.objects.get()
+    assert (event.status, event.details["outcome"], event.key_count) == ("done", "locked", 0)
+
+
+def test_gc_events_are_not_restorable(reference):
+    clean()
+    event = AuditEvent.objects.get()
+    with pytest.raises(Invalid, match="not restorable"):
+        services.restore_event(actor=Actor.command(), event_id=event.pk)
+    assert keys() == SURVIVORS and AuditEvent.objects.count() == 1

@@ -19,11 +19,13 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state import gc
+from statestore_admin.state.actors import Actor
 
 from .conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 ROOT = Path(__file__).resolve().parent.parent
+GC_ACTOR = Actor.command(via="gc")
 
 
 pytestmark = [pytestmark, pytest.mark.usefixtures("committed_airflow_tables")]
@@ -121,7 +123,7 @@ def test_sigterm_between_batches_keeps_committed_batches_and_a_rerun_finishes(ex
 
 
 def test_interrupted_run_is_recorded(expired_and_live):
-    from statestore_admin.state.models import GcRun
+    from statestore_admin.state.models import AuditEvent, GcRun
 
     expired_and_live(500)
     process = manage("--batch-size", "50", "--sleep", "0.3", "-v", "2")
@@ -131,6 +133,9 @@ def test_interrupted_run_is_recorded(expired_and_live):
     assert process.returncode == 128 + signal.SIGINT
     record = GcRun.objects.get()
     assert record.outcome == "interrupted" and record.rows_deleted % 50 == 0 and record.rows_deleted >= 50
+    event = AuditEvent.objects.get()  # written by the scheduled process, as the OS user on this host
+    assert (event.via, event.action, event.status, event.key_count) == ("gc", "gc", "done", record.rows_deleted)
+    assert (event.details["outcome"], event.details["gc_run_id"]) == ("interrupted", record.pk) and event.os_user
 
 
 @pytest.mark.usefixtures("postgres_only")
@@ -176,7 +181,7 @@ def run_threads(*targets):
     for thread in threads:
         thread.start()
     start.wait()
-    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5))
+    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5), actor=GC_ACTOR)
     for thread in threads:
         thread.join(timeout=60)
     return result, errors
@@ -203,7 +208,7 @@ def test_a_key_rewritten_during_gc_survives(expired_and_live):
 
     result, errors = run_threads(writer)
     assert not errors and result.outcome == "completed"
-    gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5))  # rows skipped while the writer held them
+    gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5), actor=GC_ACTOR)  # rows skipped while the writer held them
     assert set(TaskStateStore.objects.values_list("key", flat=True)) == set(rewritten)
     assert len(rewritten) == 200 and expired_count() == 0
 
@@ -222,7 +227,7 @@ def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live):
 
     result, errors = run_threads(airflow_gc)
     assert not errors and result.outcome == "completed"
-    leftover = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5)).rows_deleted
+    leftover = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5), actor=GC_ACTOR).rows_deleted
     assert result.rows_deleted + leftover + sum(airflow_deleted) == 700
     assert result.rows_deleted > 0 and sum(airflow_deleted) > 0
     assert TaskStateStore.objects.count() == 20
@@ -250,7 +255,7 @@ def test_batch_size_zero_waits_for_rows_held_briefly_and_rechecks_them(expired_a
     thread = threading.Thread(target=airflow_side)
     thread.start()
     assert locked.wait(10)
-    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=0, lock_timeout=10))
+    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=0, lock_timeout=10), actor=GC_ACTOR)
     done.set()
     thread.join(10)
     assert (result.outcome, result.rows_deleted, result.message) == ("completed", 42, "")
@@ -292,7 +297,7 @@ def test_rows_held_by_a_long_transaction_are_skipped_not_waited_on(expired_and_l
         held = db_clean.execute(
             "DELETE FROM task_state_store WHERE expires_at < now() AND key < 'k00100'"
         ).rowcount  # not committed yet: 100 rows locked
-        result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=batch_size, lock_timeout=0.5))
+        result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=batch_size, lock_timeout=0.5), actor=GC_ACTOR)
         db_clean.commit()
     assert (result.outcome, held, result.rows_deleted) == ("completed", 100, 200)
     assert ("were skipped" in result.message) == (batch_size == 0)  # batch size 0 fell back to SKIP LOCKED

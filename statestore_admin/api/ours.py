@@ -1,15 +1,15 @@
 """statestore-admin's own API, beyond Airflow's: search, statistics, GC dry run (``/api/statestore/v1``)."""
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin.state import gc, permissions, selectors
+from statestore_admin.state.errors import Invalid
 
-from .airflow_v2 import StorePermission, asset_entry, iso, query_int, task_entry
+from .airflow_v2 import StorePermission, asset_entry, iso, query_int
 from .errors import RequestInvalid, error
 
 SEARCH_PARAMS = [
@@ -18,6 +18,22 @@ SEARCH_PARAMS = [
     OpenApiParameter("cursor", str, description="next_cursor of the previous page"),
     OpenApiParameter("limit", int, default=50, description="At most 200"),
 ]
+
+
+def _query_errors(exc: Invalid, params, names: dict[str, str] | None = None) -> RequestInvalid:
+    """The domain's ``Invalid`` about query parameters as FastAPI reports them: an ``enum`` error lists the
+    choices, anything else is a ``value_error``; ``loc`` names the parameter (``names``: field -> parameter)."""
+    items = []
+    for field, errors in exc.error_dict.items():
+        name = (names or {}).get(field, field)
+        value = params.get(name)
+        for e in errors:
+            if e.code == "enum":
+                choices = ", ".join(e.params["choices"])
+                items.append(error("enum", ["query", name], f"Input should be one of {choices}", value))
+            else:
+                items.append(error("value_error", ["query", name], f"Value error, {' '.join(e.messages)}", value))
+    return RequestInvalid(*items)
 
 
 def search_query(request) -> selectors.SearchQuery:
@@ -166,38 +182,12 @@ class GcDryRun(OwnView):
     )
     def get(self, request):
         """What `state_store_clean` would delete now: the same summary as its --dry-run."""
-        now = timezone.now()
-        cutoff = now
-        raw = request.query_params.get("before")
-        if raw:
-            cutoff = parse_datetime(raw) if raw else None
-            if cutoff is None or cutoff.tzinfo is None or cutoff > now:
-                raise RequestInvalid(
-                    error(
-                        "value_error",
-                        ["query", "before"],
-                        "Value error, a timezone-aware date and time in the past",
-                        raw,
-                    )
-                )
-        status = gc.backend_status()
-        plan = gc.GcPlan(cutoff=cutoff, dag_ids=tuple(request.query_params.getlist("dag_id")))
+        params = request.query_params
+        try:
+            plan = gc.GcPlan(
+                cutoff=gc.parse_cutoff(params.get("before"), timezone.now()), dag_ids=tuple(params.getlist("dag_id"))
+            )
+        except Invalid as exc:
+            raise _query_errors(exc, params, {"dag_ids": "dag_id", "cutoff": "before"}) from None
         summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100))
-        return Response(
-            {
-                "backend": status.backend,
-                "backend_is_metastore": status.is_metastore,
-                "reason": status.reason,
-                "cutoff": iso(cutoff),
-                "rows": summary.rows if status.is_metastore else 0,
-                "dags": summary.dags,
-                "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
-                "oldest_expiry": iso(summary.oldest),
-                "newest_expiry": iso(summary.newest),
-                "sample": [
-                    task_entry(r)
-                    | {"dag_id": r.dag_id, "run_id": r.run_id, "task_id": r.task_id, "map_index": r.map_index}
-                    for r in summary.sample
-                ],
-            }
-        )
+        return Response(summary.as_dict())

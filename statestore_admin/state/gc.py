@@ -13,17 +13,24 @@ run instead of waited on; every transaction has a ``lock_timeout`` (batch size 0
 waits, falls back past it to one statement that skips held rows); a session advisory lock keeps two
 runs (from any hosts) from overlapping. A row re-written with a later expiry while GC runs is
 re-checked by PostgreSQL under its lock and survives.
+
+Every real run is recorded twice in the dashboard database, both written before anything is deleted:
+a ``GcRun`` row (operations) and an ``AuditEvent`` (the audit trail, action ``gc``: counts, cutoff,
+scope and outcome, never the rows). Dry runs record nothing. The rules both faces share live here too:
+``parse_cutoff`` (the ``--before`` / ``?before=`` instant), the bounds of a ``GcPlan`` and the dry-run
+summary (``DryRunSummary.as_dict``), so that the command and the API cannot drift apart.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, connections, router, transaction
@@ -35,7 +42,11 @@ from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ai
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from .models import GcRun
+from . import audit
+from .actors import Actor
+from .errors import Invalid
+from .models import AuditEvent, GcRun
+from .values import parse_datetime_aware
 
 # pg_try_advisory_lock key: the bytes "ssadm-gc" as a big-endian int64.
 ADVISORY_LOCK_KEY = int.from_bytes(b"ssadm-gc", "big")
@@ -87,8 +98,25 @@ def backend_status(config: AirflowConfig | None = None) -> BackendStatus:
     return BackendStatus(backend, False, f"a custom backend ({backend}), not a MetastoreBackend subclass")
 
 
+def parse_cutoff(text: str | None, now: datetime) -> datetime:
+    """The cutoff an operator gives (``--before``, ``?before=``): ISO 8601 with a time zone, not after
+    ``now``. Empty or None: ``now``. ``Invalid`` on field ``before`` otherwise."""
+    if text is None or not text.strip():
+        return now
+    cutoff = parse_datetime_aware(text, "before")
+    if cutoff > now:
+        raise Invalid({"before": "This is in the future; garbage collection only deletes what has expired."})
+    return cutoff
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class GcPlan:
+    """What one run deletes and how. Its bounds are checked here, whichever face builds it (``Invalid``)."""
+
     cutoff: datetime
     dag_ids: tuple[str, ...] = ()
     batch_size: int = 0
@@ -96,15 +124,46 @@ class GcPlan:
     max_batches: int | None = None
     lock_timeout: float = 5.0
 
+    def __post_init__(self):
+        errors = {}
+        if not isinstance(self.cutoff, datetime) or timezone.is_naive(self.cutoff):
+            errors["cutoff"] = "The cutoff must be a timezone-aware date and time."
+        if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 0:
+            errors["batch_size"] = "The batch size must be a whole number, 0 or more (0: one statement)."
+        if not _is_number(self.sleep) or self.sleep < 0:
+            errors["sleep"] = "The pause between batches must be 0 seconds or more."
+        if self.max_batches is not None and (
+            not isinstance(self.max_batches, int) or isinstance(self.max_batches, bool) or self.max_batches < 1
+        ):
+            errors["max_batches"] = "The maximum number of batches must be 1 or more (or none)."
+        if not _is_number(self.lock_timeout) or self.lock_timeout <= 0:
+            errors["lock_timeout"] = "The lock timeout must be more than 0 seconds."
+        if not isinstance(self.dag_ids, tuple) or not all(isinstance(d, str) and d for d in self.dag_ids):
+            errors["dag_ids"] = "DAG ids must be non-empty strings."
+        if errors:
+            raise Invalid(errors)
+
 
 def expired_rows(cutoff: datetime, dag_ids: tuple[str, ...] = ()):
     rows = TaskStateStore.objects.filter(expires_at__lt=cutoff)
     return rows.filter(dag_id__in=dag_ids) if dag_ids else rows
 
 
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+
+
+def _decoded(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # not JSON (written outside Airflow): shown as it is
+
+
 @dataclass(frozen=True)
 class DryRunSummary:
-    cutoff: datetime
+    plan: GcPlan
+    backend: BackendStatus
     rows: int
     dags: int
     by_dag: list[tuple[str, int]]
@@ -112,9 +171,56 @@ class DryRunSummary:
     newest: datetime | None
     sample: list[TaskStateStore]
 
+    @property
+    def cutoff(self) -> datetime:
+        return self.plan.cutoff
 
-def dry_run(plan: GcPlan, top: int = 10, sample: int = 5) -> DryRunSummary:
-    """What a run would delete, in a bounded number of bounded queries whatever the table size."""
+    @property
+    def message(self) -> str:
+        if self.backend.is_metastore:
+            return ""
+        return f"Nothing would be deleted: [state_store] backend is {self.backend.reason}."
+
+    def as_dict(self) -> dict:
+        """The summary as the API (``gc/dry-run``) and ``state_store_clean --dry-run --json`` print it."""
+        return {
+            "dry_run": True,
+            "outcome": "dry_run" if self.backend.is_metastore else GcRun.Outcome.SKIPPED.value,
+            "message": self.message,
+            "backend": self.backend.backend,
+            "backend_is_metastore": self.backend.is_metastore,
+            "reason": self.backend.reason,
+            "cutoff": _iso(self.plan.cutoff),
+            "dag_ids": list(self.plan.dag_ids),
+            "rows": self.rows,
+            "dags": self.dags,
+            "by_dag": [{"dag_id": dag_id, "rows": rows} for dag_id, rows in self.by_dag],
+            "oldest_expiry": _iso(self.oldest),
+            "newest_expiry": _iso(self.newest),
+            "sample": [
+                {
+                    "key": r.key,
+                    "value": _decoded(r.value),
+                    "updated_at": _iso(r.updated_at),
+                    "expires_at": _iso(r.expires_at),
+                    "dag_id": r.dag_id,
+                    "run_id": r.run_id,
+                    "task_id": r.task_id,
+                    "map_index": r.map_index,
+                }
+                for r in self.sample
+            ],
+        }
+
+
+def dry_run(plan: GcPlan, top: int = 10, sample: int = 5, config: AirflowConfig | None = None) -> DryRunSummary:
+    """What a run would delete, in a bounded number of bounded queries whatever the table size.
+
+    With a backend other than the metastore's nothing would be deleted: the summary says so and counts nothing.
+    """
+    status = backend_status(config)
+    if not status.is_metastore:
+        return DryRunSummary(plan, status, 0, 0, [], None, None, [])
     rows = expired_rows(plan.cutoff, plan.dag_ids)
     stats = rows.aggregate(
         rows=Count("id"), dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at")
@@ -123,7 +229,7 @@ def dry_run(plan: GcPlan, top: int = 10, sample: int = 5) -> DryRunSummary:
         rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top]
     )
     examples = list(rows.order_by("expires_at", "id")[:sample])
-    return DryRunSummary(plan.cutoff, stats["rows"], stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
+    return DryRunSummary(plan, status, stats["rows"], stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
 
 
 @dataclass
@@ -178,6 +284,7 @@ class GcResult:
     finished_at: datetime | None = None
     message: str = ""
     record: GcRun | None = None
+    event: AuditEvent | None = None
 
     @property
     def duration(self) -> float:
@@ -198,6 +305,7 @@ class GcResult:
             "backend": self.backend.backend,
             "message": self.message,
             "run_id": self.record.pk if self.record else None,
+            "audit_event_id": self.event.pk if self.event else None,
         }
 
 
@@ -321,12 +429,25 @@ def _run_batches(
             raise GcInterrupted()
 
 
-def _start_record(result: GcResult) -> GcRun:
-    """The run's record, written before anything is deleted: no record, no deletion."""
+def _audit_details(result: GcResult) -> dict:
+    plan = result.plan
+    return {
+        "gc_run_id": result.record.pk if result.record else None,
+        "cutoff": plan.cutoff.isoformat(),
+        "dag_ids": list(plan.dag_ids),
+        "batch_size": plan.batch_size,
+        "max_batches": plan.max_batches,
+        "backend": result.backend.backend,
+    }
+
+
+def _start_records(result: GcResult, actor: Actor) -> None:
+    """The run's ``GcRun`` and its pending ``AuditEvent``, committed together before anything is deleted:
+    no record, no deletion."""
     alias = router.db_for_write(GcRun)
     try:
         with transaction.atomic(using=alias):  # a savepoint when called inside a transaction
-            return GcRun.objects.create(
+            result.record = GcRun.objects.create(
                 started_at=result.started_at,
                 cutoff=result.plan.cutoff,
                 dag_ids=list(result.plan.dag_ids),
@@ -334,32 +455,61 @@ def _start_record(result: GcResult) -> GcRun:
                 host=socket.gethostname()[:255],
                 pid=os.getpid(),
             )
+            result.event = audit.gc_started(actor, _audit_details(result), result.plan.dag_ids)
     except DatabaseError:
+        result.record = result.event = None
         connection = connections[alias]
-        if GcRun._meta.db_table not in connection.introspection.table_names():
+        tables = connection.introspection.table_names()
+        missing = [m._meta.db_table for m in (GcRun, AuditEvent) if m._meta.db_table not in tables]
+        if missing:
             raise GcNotMigrated(
-                f"The dashboard database ({connection.alias}) has no {GcRun._meta.db_table} table for GC run "
+                f"The dashboard database ({connection.alias}) has no {' or '.join(missing)} table for GC run "
                 "records: run `python manage.py migrate` first. Nothing was deleted."
             ) from None
         raise
 
 
+def _finish_records(result: GcResult) -> None:
+    result.finished_at = timezone.now()
+    GcRun.objects.filter(pk=result.record.pk).update(
+        finished_at=result.finished_at,
+        rows_deleted=result.rows_deleted,
+        batches=result.batches,
+        outcome=result.outcome,
+        message=result.message,
+    )
+    audit.gc_finished(
+        result.event,
+        rows_deleted=result.rows_deleted,
+        outcome=result.outcome,
+        details={
+            "batches": result.batches,
+            "duration_seconds": round(result.duration, 3),
+            "delete_seconds": round(result.delete_seconds, 3),
+            "message": result.message,
+        },
+    )
+
+
 def run_gc(
     plan: GcPlan,
+    *,
+    actor: Actor,
     interrupter: Interrupter | None = None,
     on_batch: Callable[[GcProgress], None] | None = None,
     config: AirflowConfig | None = None,
 ) -> GcResult:
-    """Delete expired task state per ``plan``; record the run in the dashboard database.
+    """Delete expired task state per ``plan``; record the run (``GcRun``) and audit it (one ``AuditEvent``
+    by ``actor``, pending at the start, finished with counts and outcome at the end).
 
     Never raises for the outcomes an operator schedules around: the result's ``outcome`` says
     completed, partial, skipped, locked, interrupted or failed (database errors are re-raised after
-    the record is written).
+    the record and the event are updated).
     """
     interrupter = interrupter or Interrupter()
     status = backend_status(config)
     result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)
-    result.record = _start_record(result)
+    _start_records(result, actor)
     try:
         if not status.is_metastore:
             result.outcome = GcRun.Outcome.SKIPPED
@@ -377,17 +527,10 @@ def run_gc(
                 f"Interrupted by signal {interrupter.signum}: the batch in flight was rolled back; "
                 f"{result.batches} committed batch(es) kept. Run again to finish."
             )
-        except Exception as exc:
+        except BaseException as exc:
             result.outcome = GcRun.Outcome.FAILED
             result.message = f"{type(exc).__name__}: {exc}".strip()
             raise
         return result
     finally:
-        result.finished_at = timezone.now()
-        GcRun.objects.filter(pk=result.record.pk).update(
-            finished_at=result.finished_at,
-            rows_deleted=result.rows_deleted,
-            batches=result.batches,
-            outcome=result.outcome,
-            message=result.message,
-        )
+        _finish_records(result)

@@ -8,29 +8,29 @@ holds the lock; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM), committed b
 import json
 import signal
 import sys
-from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.state import gc
+from statestore_admin.state.actors import GC, Actor
+from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
 
 EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
+DESTS = {"cutoff": "before", "dag_ids": "dag_id"}  # domain field -> option, where the names differ
 
 
-def _cutoff(value: str) -> datetime:
-    parsed = parse_datetime(value.strip())
-    if parsed is None:
-        raise CommandError(
-            f"--before {value!r} is not a date and time (ISO 8601, e.g. 2026-11-30T00:00:00+00:00).",
-            returncode=EXIT_USAGE,
-        )
-    if timezone.is_naive(parsed):
-        raise CommandError(f"--before {value!r} has no time zone; add one (e.g. +00:00 or Z).", returncode=EXIT_USAGE)
-    return parsed
+def _usage_error(exc: Invalid, options: dict) -> CommandError:
+    """The domain's ``Invalid`` in the command's words: the option, what was given, the message; exit 2."""
+    lines = []
+    for name, messages in exc.message_dict.items():
+        dest = DESTS.get(name, name)
+        given = options.get(dest)
+        option = "--" + dest.replace("_", "-") + (f" {given!r}" if given not in (None, []) else "")
+        lines += [f"{option}: {message}" for message in messages]
+    return CommandError(" ".join(lines), returncode=EXIT_USAGE)
 
 
 def _when(value) -> str:
@@ -68,38 +68,26 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self.verbosity = options["verbosity"]
         self.as_json = options["json"]
-        now = timezone.now()
-        cutoff = _cutoff(options["before"]) if options["before"] else now
-        if cutoff > now:
-            raise CommandError(
-                f"--before {cutoff.isoformat()} is in the future; GC only deletes what has expired.",
-                returncode=EXIT_USAGE,
-            )
-        for name in ("batch_size", "max_batches"):
-            if options[name] is not None and options[name] < (1 if name == "max_batches" else 0):
-                raise CommandError(
-                    f"--{name.replace('_', '-')} must be {'1' if name == 'max_batches' else '0'} or more.",
-                    returncode=EXIT_USAGE,
-                )
-        if options["sleep"] < 0 or options["lock_timeout"] <= 0:
-            raise CommandError("--sleep must be 0 or more and --lock-timeout more than 0.", returncode=EXIT_USAGE)
         config = airflow_config()
         try:
             batch_size = options["batch_size"] if options["batch_size"] is not None else config.state_cleanup_batch_size
-            status = gc.backend_status(config)
             worker_backend = config.worker_backend
+            gc.backend_status(config)
         except AirflowConfigError as exc:
             raise CommandError(str(exc), returncode=EXIT_USAGE) from exc
-        plan = gc.GcPlan(
-            cutoff=cutoff,
-            dag_ids=tuple(dict.fromkeys(options["dag_id"])),
-            batch_size=batch_size,
-            sleep=options["sleep"],
-            max_batches=options["max_batches"],
-            lock_timeout=options["lock_timeout"],
-        )
+        try:
+            plan = gc.GcPlan(
+                cutoff=gc.parse_cutoff(options["before"], timezone.now()),
+                dag_ids=tuple(dict.fromkeys(options["dag_id"])),
+                batch_size=batch_size,
+                sleep=options["sleep"],
+                max_batches=options["max_batches"],
+                lock_timeout=options["lock_timeout"],
+            )
+        except Invalid as exc:
+            raise _usage_error(exc, options) from exc
         if options["dry_run"]:
-            return self.dry_run(plan, status, options["top"])
+            return self.dry_run(plan, config, options["top"])
         if worker_backend and self.verbosity >= 1 and not self.as_json:
             self.stderr.write(
                 f"Note: [workers] state_store_backend = {worker_backend}: values are references; "
@@ -123,7 +111,9 @@ class Command(BaseCommand):
         # On a terminal, a progress bar: its total is counted once, through the expires_at index.
         self.expected = gc.expired_rows(plan.cutoff, plan.dag_ids).count() if self.tty else None
         try:
-            return gc.run_gc(plan, self.interrupter, on_batch=self.progress, config=config)
+            return gc.run_gc(
+                plan, actor=Actor.command(via=GC), interrupter=self.interrupter, on_batch=self.progress, config=config
+            )
         except gc.GcNotMigrated as exc:
             raise CommandError(str(exc), returncode=EXIT_ERROR) from exc
         except Exception as exc:
@@ -168,42 +158,15 @@ class Command(BaseCommand):
         (self.stderr if failed else self.stdout).write(line)
 
     # -- dry run --------------------------------------------------------------------------------
-    def dry_run(self, plan, status, top):
-        if not status.is_metastore:
-            message = f"Nothing would be deleted: [state_store] backend is {status.reason}."
-            self.stdout.write(
-                json.dumps({"dry_run": True, "outcome": "skipped", "message": message}) if self.as_json else message
-            )
-            return
-        summary = gc.dry_run(plan, top=top)
+    def dry_run(self, plan, config, top):
+        summary = gc.dry_run(plan, top=top, config=config)
         if self.as_json:
-            self.stdout.write(
-                json.dumps(
-                    {
-                        "dry_run": True,
-                        "outcome": "dry_run",
-                        "rows": summary.rows,
-                        "cutoff": plan.cutoff.isoformat(),
-                        "dags": summary.dags,
-                        "by_dag": [{"dag_id": d, "rows": n} for d, n in summary.by_dag],
-                        "oldest_expiry": _when(summary.oldest),
-                        "newest_expiry": _when(summary.newest),
-                        "sample": [
-                            {
-                                "dag_id": r.dag_id,
-                                "run_id": r.run_id,
-                                "task_id": r.task_id,
-                                "map_index": r.map_index,
-                                "key": r.key,
-                                "expires_at": _when(r.expires_at),
-                            }
-                            for r in summary.sample
-                        ],
-                    }
-                )
-            )
+            self.stdout.write(json.dumps(summary.as_dict()))
             return
         write = self.stdout.write
+        if summary.message:
+            write(summary.message)
+            return
         write(f"Dry run: {summary.rows} task state row(s) expired before {plan.cutoff.isoformat()} would be deleted.")
         if not summary.rows:
             return
