@@ -37,26 +37,10 @@ def _query_errors(exc: Invalid, params, names: dict[str, str] | None = None) -> 
 
 
 def search_query(request) -> selectors.SearchQuery:
-    params = request.query_params
-    match = params.get("match", "contains")
-    if match not in selectors.MATCHES:
-        raise RequestInvalid(
-            error("enum", ["query", "match"], f"Input should be one of {', '.join(selectors.MATCHES)}", match)
-        )
-    status = params.get("status", "")
-    if status and status not in selectors.STATUSES:
-        raise RequestInvalid(
-            error("enum", ["query", "status"], f"Input should be one of {', '.join(selectors.STATUSES)}", status)
-        )
-    return selectors.SearchQuery(
-        key=params.get("key", ""),
-        match=match,
-        dag_id=params.get("dag_id", ""),
-        run_id=params.get("run_id", ""),
-        task_id=params.get("task_id", ""),
-        status=status,
-        asset=params.get("asset", ""),
-    )
+    try:
+        return selectors.SearchQuery.from_params(request.query_params)
+    except Invalid as exc:
+        raise _query_errors(exc, request.query_params) from None
 
 
 class OwnView(APIView):

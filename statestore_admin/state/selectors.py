@@ -421,6 +421,36 @@ class SearchQuery:
     status: str = ""
     asset: str = ""
 
+    @classmethod
+    def from_params(cls, params) -> SearchQuery:
+        """From a query string, the same for the Search page and the API. An unknown ``match`` or ``status``
+        is ``Invalid`` naming the parameter (code ``enum``, ``params["choices"]``); empty means the default.
+        Ids and the asset text are stripped of surrounding spaces; the key is taken as typed."""
+        names = ("key", "match", "dag_id", "run_id", "task_id", "status", "asset")
+        values = {name: params.get(name) or "" for name in names}
+        errors = {}
+        for name, choices in (("match", MATCHES), ("status", tuple(STATUSES))):
+            if values[name] and values[name] not in choices:
+                typed = repr(values[name]).replace("%", "%%")  # the message is %-formatted with params
+                errors[name] = [
+                    Invalid(
+                        f"Unknown {name} {typed}: use one of {', '.join(choices)}.",
+                        code="enum",
+                        params={"choices": choices},
+                    )
+                ]
+        if errors:
+            raise Invalid(errors)
+        return cls(
+            key=values["key"],
+            match=values["match"] or "contains",
+            dag_id=values["dag_id"].strip(),
+            run_id=values["run_id"].strip(),
+            task_id=values["task_id"].strip(),
+            status=values["status"],
+            asset=values["asset"].strip(),
+        )
+
     def key_filter(self) -> Q:
         if not self.key:
             return Q()

@@ -1,0 +1,133 @@
+"""Search parameters: one parser (``SearchQuery.from_params``) for the Search page and the search API."""
+
+from datetime import timedelta
+
+import pytest
+from django.http import QueryDict
+from django.utils import timezone
+
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.selectors import MATCHES, STATUSES, SearchQuery
+from statestore_admin.tokens.models import ApiToken
+
+from .conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
+
+TASK_API = "/api/statestore/v1/search/task-keys"
+ASSET_API = "/api/statestore/v1/search/asset-keys"
+
+
+@pytest.fixture
+def keys(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
+    run = dag_run_factory(dag_id="etl", run_id="manual__1")
+    task_key_factory(run, task_id="submit", key="job_id", expires_at=None)
+    task_key_factory(run, task_id="submit", key="old_job", expires_at=timezone.now() - timedelta(hours=1))
+    task_key_factory(run, task_id="train", key="jobs/epoch", expires_at=timezone.now() + timedelta(days=3))
+    asset_key_factory(asset_factory(name="orders", uri="s3://warehouse/orders"), key="job_watermark")
+
+
+@pytest.fixture
+def api(client, operator):
+    _, token = ApiToken.issue(operator, "tests")
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client
+
+
+# The domain ----------------------------------------------------------------------------------------
+def test_defaults_and_cleaning():
+    assert SearchQuery.from_params(QueryDict("")) == SearchQuery()
+    query = SearchQuery.from_params(
+        QueryDict("key=%20job%20&match=&dag_id=%20etl%20&run_id=r%20&task_id=%20t&status=&asset=%20orders")
+    )
+    assert query == SearchQuery(key=" job ", match="contains", dag_id="etl", run_id="r", task_id="t", asset="orders")
+    assert SearchQuery.from_params({"match": "exact", "status": "never"}).match == "exact"
+
+
+@pytest.mark.parametrize(("params", "fields"), [({"match": "fuzzy"}, ["match"]), ({"status": "gone"}, ["status"])])
+def test_unknown_choices_are_invalid(params, fields):
+    with pytest.raises(Invalid) as excinfo:
+        SearchQuery.from_params(params)
+    assert list(excinfo.value.message_dict) == fields
+    [error] = excinfo.value.error_dict[fields[0]]
+    assert error.code == "enum" and tuple(error.params["choices"]) == (
+        MATCHES if fields == ["match"] else tuple(STATUSES)
+    )
+    assert repr(params[fields[0]]) in error.messages[0]
+
+
+def test_both_unknown_and_percent_signs_are_reported_as_typed():
+    with pytest.raises(Invalid) as excinfo:
+        SearchQuery.from_params({"match": "%s%d", "status": "100%"})
+    messages = excinfo.value.message_dict
+    assert "'%s%d'" in messages["match"][0] and "'100%'" in messages["status"][0]
+
+
+# The API -------------------------------------------------------------------------------------------
+def test_api_answers_422_in_airflows_shape(api, keys):
+    body = api.get(TASK_API, {"match": "fuzzy", "status": "gone"}).json()
+    assert body == {
+        "detail": [
+            {
+                "type": "enum",
+                "loc": ["query", "match"],
+                "msg": "Input should be one of contains, prefix, exact",
+                "input": "fuzzy",
+            },
+            {
+                "type": "enum",
+                "loc": ["query", "status"],
+                "msg": f"Input should be one of {', '.join(STATUSES)}",
+                "input": "gone",
+            },
+        ]
+    }
+    assert api.get(ASSET_API, {"match": "fuzzy"}).status_code == 422
+
+
+def test_api_and_page_find_the_same_keys(api, operator, keys):
+    api.force_login(operator)  # the page needs a session; the API takes the token
+    for params in (
+        {"key": "job", "match": "prefix"},
+        {"key": "JOB"},
+        {"dag_id": " etl ", "task_id": "submit"},
+        {"status": "expired"},
+        {"key": "job_id", "match": "exact"},
+    ):
+        found = {item["key"] for item in api.get(TASK_API, params).json()["items"]}
+        html = api.get("/search/", {**params, "store": "task"}).content.decode()
+        shown = {key for key in ("job_id", "old_job", "jobs/epoch") if f">{key}<" in html}
+        assert found == shown and found, params
+
+
+# The page ------------------------------------------------------------------------------------------
+def test_page_says_what_is_wrong_instead_of_using_defaults(client, operator, keys):
+    client.force_login(operator)
+    response = client.get("/search/", {"key": "job", "match": "fuzzy", "store": "task"})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "Unknown match &#x27;fuzzy&#x27;: use one of contains, prefix, exact." in html
+    assert ">job_id<" not in html and ">old_job<" not in html  # nothing searched with a guessed match
+    assert 'name="key" value="job"' in html  # the other filters stay in the form
+
+
+def test_page_escapes_the_typed_value(client, operator, keys):
+    client.force_login(operator)
+    html = client.get("/search/", {"status": "<script>alert(1)</script>"}).content.decode()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_htmx_refresh_gets_the_message_as_text(client, operator, keys):
+    client.force_login(operator)
+    response = client.get(
+        "/search/", {"key": "job", "status": "gone"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="keys-panel"
+    )
+    assert response.status_code == 400 and response["Content-Type"].startswith("text/plain")
+    assert response.content.decode().startswith("Unknown status 'gone': use one of ")
+
+
+def test_valid_page_search_still_works(client, operator, keys):
+    client.force_login(operator)
+    response = client.get("/search/", {"key": "job", "match": "prefix", "status": "never"})
+    html = response.content.decode()
+    assert response.status_code == 200 and ">job_id<" in html and ">old_job<" not in html
