@@ -318,8 +318,11 @@ def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagR
     instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
     if not any_map_index:
         instances = instances.filter(map_index=scope.map_index)
-    run = DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).first()
-    if run is None or not instances.exists():
+    # One query: the run, and whether the task instance exists.
+    run = (
+        DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).annotate(has_instance=Exists(instances)).first()
+    )
+    if run is None or not run.has_instance:
         addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
         raise NotFound(
             f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
@@ -630,3 +633,42 @@ def task_key_history(key: TaskStateStore, limit: int = 50) -> list[AuditKey]:
 def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey]:
     rows = AuditKey.objects.filter(asset_id=asset_id, key=key)
     return list(rows.select_related("event").order_by("-id")[:limit])
+
+
+# The dashboard's Audit page and downloads ---------------------------------------------------------
+def audit_events_for(query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50) -> Page:
+    """``audit_events`` limited to the events of ``stores`` (those a user may view; GC runs count as task
+    state), each with ``restored_by`` (the restores made of it): two queries a page."""
+    rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])])
+    for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
+        value = getattr(query, name)
+        if value not in ("", None):
+            rows = rows.filter(**{name: value})
+    if query.key:
+        rows = rows.filter(Exists(AuditKey.objects.filter(event=OuterRef("pk"), key=query.key)))
+    if query.since:
+        rows = rows.filter(at__gte=query.since)
+    if query.until:
+        rows = rows.filter(at__lt=query.until)
+    page = paginate(rows, ["-id"], cursor, size)
+    restored_by: dict[int, list[int]] = {}
+    for event_id, restore_id in AuditEvent.objects.filter(restored_from__in=[e.pk for e in page.items]).values_list(
+        "restored_from", "id"
+    ):
+        restored_by.setdefault(event_id, []).append(restore_id)
+    for event in page.items:
+        event.restored_by = sorted(restored_by.get(event.pk, []))
+    return page
+
+
+def confirmed_keys(
+    rows: QuerySet | None = None, *, asset_id: int | None = None, keys: list[str] | None = None, confirmed_at
+) -> QuerySet:
+    """What a confirmation opened at ``confirmed_at`` acts on, as the services' deletes select it: the rows
+    not written since. ``rows`` is a task selection's queryset; without it, the asset's keys (all, or the
+    ``keys`` named)."""
+    if rows is None:
+        rows = AssetStateStore.objects.filter(asset_id=asset_id)
+        if keys is not None:
+            rows = rows.filter(key__in=keys)
+    return rows.filter(updated_at__lte=confirmed_at)

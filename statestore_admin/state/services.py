@@ -15,10 +15,12 @@ confirmation (``updated_at <= confirmed_at``): a key written in between is kept 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -119,7 +121,7 @@ class TaskSelection:
         return scope if self.all_map_indices else {**scope, "map_index": self.scope.map_index}
 
 
-def _locked_chunks(rows: QuerySet, ordering: str) -> QuerySet:
+def _locked_chunks(rows: QuerySet, ordering: str) -> Iterator[list]:
     """The rows, locked, ``audit.CHUNK`` at a time in ``ordering`` (keyset, no open cursor); call inside
     Airflow's transaction. Yields lists of rows."""
     last = None
@@ -128,10 +130,37 @@ def _locked_chunks(rows: QuerySet, ordering: str) -> QuerySet:
         if last is not None:
             chunk_rows = chunk_rows.filter(**{f"{ordering}__gt": last})
         chunk = list(chunk_rows[: audit.CHUNK])
-        if not chunk:
+        if chunk:
+            yield chunk
+        if len(chunk) < audit.CHUNK:
             return
-        yield chunk
         last = getattr(chunk[-1], ordering)
+
+
+def _deleted_chunks(rows: QuerySet, identity: tuple[str, ...]) -> Iterator[list]:
+    """Delete the rows ``audit.CHUNK`` at a time inside Airflow's transaction, each chunk one
+    ``DELETE … RETURNING`` statement; yields the deleted rows (what they held, for the audit)."""
+    model = rows.model
+    alias = airflow_alias()
+    quote = connections[alias].ops.quote_name
+    columns = ", ".join(quote(f.column) for f in model._meta.concrete_fields)
+    target = ", ".join(quote(name) for name in identity)
+    while True:
+        chosen = rows.order_by(*identity).values_list(*identity)[: audit.CHUNK]
+        sql, params = chosen.query.get_compiler(using=alias).as_sql()
+        statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE ({target}) IN ({sql}) RETURNING {columns}"
+        if model._meta.pk.attname in identity:  # rows as model instances, with the database's types
+            chunk = list(model.objects.db_manager(alias).raw(statement, params))
+        else:  # a composite primary key (asset keys) cannot be a raw query's model: their names and values
+            with connections[alias].cursor() as cursor:
+                cursor.execute(
+                    statement.replace(f"RETURNING {columns}", f"RETURNING {quote('key')}, {quote('value')}"), params
+                )
+                chunk = [SimpleNamespace(key=key, value=value) for key, value in cursor.fetchall()]
+        if chunk:
+            yield chunk
+        if len(chunk) < audit.CHUNK:
+            return
 
 
 def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet, int]:
@@ -272,9 +301,9 @@ def _delete_task_rows(actor, selection: TaskSelection, confirmed_at, action) -> 
     rows, kept = _confirmed(selection.queryset(), confirmed_at)
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
-        for chunk in _locked_chunks(rows, "id"):
+        # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
+        for chunk in _deleted_chunks(rows, ("id",)):
             recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
-            TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).delete()
     return Outcome(recorder.count, kept, recorder.event)
 
 
@@ -343,11 +372,10 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, confirmed_a
         rows = rows.filter(key__in=keys)
     rows, kept = _confirmed(rows, confirmed_at)
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
-        for chunk in _locked_chunks(rows, "key"):
+        for chunk in _deleted_chunks(rows, ("asset_id", "key")):
             recorder.record(
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
-            AssetStateStore.objects.filter(asset_id=asset_id, key__in=[r.key for r in chunk]).delete()
     return Outcome(recorder.count, kept, recorder.event)
 
 
