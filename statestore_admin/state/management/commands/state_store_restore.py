@@ -1,0 +1,95 @@
+"""`manage.py state_store_restore FILE`: put back the keys of an export file (as downloaded from the
+dashboard or the API: format "statestore-admin/keys"), recorded as a restore by the OS user on this host.
+
+Exit codes: 0 restored (also: nothing to change; keys whose DAG run or asset is gone are listed and
+skipped); 1 keys were written again since the export and --overwrite was not given (nothing restored;
+they are listed), or a database error; 2 the file cannot be read or is not a valid export.
+"""
+
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+
+from statestore_admin.state import services
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.errors import Conflict, Invalid
+
+EXIT_CONFLICT, EXIT_USAGE = 1, 2  # 1 is also a database error
+
+
+def _scope(item: dict) -> str:
+    if item.get("asset_id") is not None:
+        return f"asset {item['asset_id']}"
+    return f"dag {item['dag_id']!r} run {item['run_id']!r} task {item['task_id']!r} map_index {item['map_index']}"
+
+
+class Command(BaseCommand):
+    help = "Restore task and asset keys from a statestore-admin export file (- reads standard input)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", metavar="FILE", help="The export (JSON), or - for standard input.")
+        parser.add_argument(
+            "--overwrite", action="store_true", help="Also restore keys written again since the export."
+        )
+        parser.add_argument("--json", action="store_true", help="Print the outcome as one JSON object.")
+
+    def handle(self, *args, **options):
+        self.as_json = options["json"]
+        document = self.read(options["file"])
+        try:
+            outcome = services.restore_document(
+                actor=Actor.command(), document=document, overwrite=options["overwrite"]
+            )
+        except Invalid as exc:
+            message = " ".join(m for ms in exc.message_dict.values() for m in ms)
+            raise CommandError(f"{options['file']}: {message}", returncode=EXIT_USAGE) from exc
+        except Conflict as exc:
+            self.conflicts(exc)
+            sys.exit(EXIT_CONFLICT)
+        except DatabaseError as exc:
+            raise CommandError(f"Restore failed, nothing restored: {exc}", returncode=EXIT_CONFLICT) from exc
+        self.report(outcome)
+
+    def read(self, path: str):
+        try:
+            if path == "-":
+                return json.load(sys.stdin)
+            with open(path, encoding="utf-8") as file:
+                return json.load(file)
+        except OSError as exc:
+            raise CommandError(f"Cannot read {path}: {exc.strerror or exc}.", returncode=EXIT_USAGE) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CommandError(f"{path} is not a JSON file: {exc}", returncode=EXIT_USAGE) from exc
+
+    def report(self, outcome: services.RestoreOutcome):
+        if self.as_json:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "outcome": "restored",
+                        "restored": outcome.restored,
+                        "unchanged": outcome.unchanged,
+                        "kept": outcome.kept,
+                        "missing": outcome.missing,
+                        "audit_event_ids": [event.pk for event in outcome.events],
+                    }
+                )
+            )
+            return
+        self.stdout.write(outcome.describe())
+        for item in outcome.missing:
+            self.stdout.write(f"  not restored: {_scope(item)} key {item['key']!r}: {item['reason']}")
+        if outcome.events:
+            self.stdout.write(f"Audit event(s): {', '.join(f'#{event.pk}' for event in outcome.events)}.")
+
+    def conflicts(self, exc: Conflict):
+        if self.as_json:
+            self.stdout.write(json.dumps({"outcome": "conflict", "message": str(exc), "conflicts": exc.details}))
+            return
+        self.stderr.write(f"{exc} Use --overwrite to restore them anyway.")
+        for item in exc.details:
+            now = item["current"]["value"] if item.get("current") else "(no key)"
+            wanted = item["restore"]["value"] if item.get("restore") else "(no key)"
+            self.stderr.write(f"  {_scope(item)} key {item['key']!r}: now {now[:80]!r}, in the file {wanted[:80]!r}")
