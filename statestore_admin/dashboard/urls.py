@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, views
+from . import actions, audit_views, views
 
 
 class TaskActionConverter:
@@ -37,5 +37,12 @@ urlpatterns = [
     path("keys/task/<int:key_id>/", views.task_key, name="task-key"),
     path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),
+    path("keys/task/export/", audit_views.task_keys_export, name="task-keys-export"),
     path("keys/task/<action>/", actions.task_keys_action, name="task-keys-action"),
+    path("assets/<int:asset_id>/export/", audit_views.asset_keys_export, name="asset-keys-export"),
+    path("audit/", audit_views.audit_list, name="audit"),
+    path("audit/restore-file/", audit_views.audit_restore_file, name="audit-restore-file"),
+    path("audit/run/", audit_views.run_lookup, name="run-lookup"),
+    path("audit/<int:event_id>/", audit_views.audit_event, name="audit-event"),
+    path("audit/<int:event_id>/restore/", audit_views.audit_restore, name="audit-restore"),
 ]

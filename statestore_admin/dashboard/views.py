@@ -179,11 +179,19 @@ def search(request):
 
 @requires_view(permissions.TASK)
 def task_key(request, key_id):
+    from .audit_views import key_history
+
     key = selectors.get_task_key(key_id)
-    return render(request, "keys/task.html", {"key": key, "now": timezone.now()})
+    history = key_history(selectors.task_key_history(key))
+    return render(request, "keys/task.html", {"key": key, "history": history, "now": timezone.now()})
 
 
 @requires_view(permissions.ASSET)
 def asset_key(request, asset_id):
+    from .audit_views import key_history
+
     key = selectors.get_asset_key(asset_id, request.GET.get("key", ""))
-    return render(request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key)})
+    history = key_history(selectors.asset_key_history(key.asset_id, key.key))
+    return render(
+        request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key), "history": history}
+    )

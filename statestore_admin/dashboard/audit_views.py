@@ -1,0 +1,421 @@
+"""The audit trail's pages: the Audit list, one event with its keys and their diffs, restoring an event or
+an export file, a key's history, and the downloads a delete's confirmation offers.
+
+Reads go through ``state.selectors`` and writes through ``state.services``; the templates escape every
+key and value (a diff is a list of plain text lines, never HTML).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpResponseBadRequest, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_http_methods, require_POST
+
+from statestore_admin.airflow.models import JsonValueMixin
+from statestore_admin.state import exports, permissions, selectors, services
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.state.values import parse_datetime_aware, pretty
+
+from .actions import _dialog, _error_messages, _task_selection
+from .views import render_page, requires_view
+
+MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
+COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+WRITE_ACTIONS = ("add", "change", "delete")  # what a restore needs on the store
+OUTCOMES = {"done": "done", "failed": "failed", "pending": "in progress", "unknown": "outcome unknown"}
+FILTER_LABELS = {
+    "actor": "Actor",
+    "action": "Action",
+    "via": "Via",
+    "dag_id": "DAG id",
+    "run_id": "Run id",
+    "task_id": "Task id",
+    "asset_id": "Asset id",
+    "key": "Key",
+    "since": "Since",
+    "until": "Until",
+}
+RESOLUTION = re.compile(r"resolutions\[(.+)\]")
+
+
+# Who may see and restore what ---------------------------------------------------------------------
+def viewable_stores(user) -> list[str]:
+    return [store for store in permissions.STORES if permissions.can(user, store, "view")]
+
+
+def _require_any_view(user) -> list[str]:
+    stores = viewable_stores(user)
+    if not stores:
+        raise Forbidden("You do not have permission to view task or asset state.")
+    return stores
+
+
+def _event_store(event: AuditEvent) -> str:
+    return event.store or permissions.TASK  # GC runs are task state
+
+
+def _require_event_view(user, event: AuditEvent) -> None:
+    permissions.require(user, _event_store(event), "view")
+
+
+def may_restore(user, store: str) -> bool:
+    return all(permissions.can(user, store, action) for action in WRITE_ACTIONS)
+
+
+def restorable(event: AuditEvent) -> bool:
+    return event.action != AuditEvent.Action.GC and event.status != AuditEvent.Status.FAILED
+
+
+# Diffs --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # add, del, ctx or hunk: a CSS class; ``text`` keeps its +/- marker for screen readers
+    text: str
+
+
+def diff_lines(before: str | None, after: str | None) -> tuple[list[DiffLine], int]:
+    """A line diff of the two values, each pretty-printed as JSON; and how many lines were left out."""
+    old = pretty(before).splitlines() if before is not None else []
+    new = pretty(after).splitlines() if after is not None else []
+    if before is None or after is None:
+        lines = [DiffLine("add", f"+{line}") for line in new] + [DiffLine("del", f"-{line}") for line in old]
+    else:
+        lines = []
+        for text in list(difflib.unified_diff(old, new, lineterm="", n=3))[2:]:
+            kind = {"+": "add", "-": "del", "@": "hunk"}.get(text[:1], "ctx")
+            lines.append(DiffLine(kind, text))
+    return lines[:MAX_DIFF_LINES], max(0, len(lines) - MAX_DIFF_LINES)
+
+
+def _worker_ref(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return None
+    ref_key = JsonValueMixin.REF_KEY
+    return decoded[ref_key] if isinstance(decoded, dict) and set(decoded) == {ref_key} else None
+
+
+@dataclass
+class Side:
+    """One side of a change: the value (None: no row) and its expiry, pretty and marked if a reference."""
+
+    value: str | None
+    expires_at: object = None
+    exists: bool = field(init=False)
+    pretty: str = field(init=False)
+    ref: str | None = field(init=False)
+
+    def __post_init__(self):
+        self.exists = self.value is not None
+        self.pretty = pretty(self.value) if self.value is not None else ""
+        self.ref = _worker_ref(self.value)
+
+
+@dataclass
+class KeyChange:
+    """An ``AuditKey`` ready to show: what kind of change, both sides, the diff."""
+
+    key: AuditKey
+    kind: str  # added, deleted, changed, expiry (only the expiry changed), unchanged
+    before: Side
+    after: Side
+    diff: list[DiffLine]
+    hidden: int
+
+    @property
+    def expiry_changed(self) -> bool:
+        return self.before.exists and self.after.exists and self.before.expires_at != self.after.expires_at
+
+    @property
+    def is_task(self) -> bool:
+        return self.key.asset_id is None
+
+    @property
+    def compact(self) -> bool:
+        """Small enough to show both sides open."""
+        return len(self.before.pretty) + len(self.after.pretty) <= COMPACT_CHARS
+
+
+def key_change(key: AuditKey) -> KeyChange:
+    before = Side(key.before_value, key.before_expires_at)
+    after = Side(key.after_value, key.after_expires_at)
+    if not before.exists and after.exists:
+        kind = "added"
+    elif before.exists and not after.exists:
+        kind = "deleted"
+    elif key.before_value != key.after_value:
+        kind = "changed"
+    elif key.before_expires_at != key.after_expires_at:
+        kind = "expiry"
+    else:
+        kind = "unchanged"
+    diff, hidden = diff_lines(key.before_value, key.after_value)
+    return KeyChange(key, kind, before, after, diff, hidden)
+
+
+def key_history(keys: list[AuditKey]) -> list[KeyChange]:
+    """A key's history (``selectors.task_key_history`` / ``asset_key_history``) ready for the key pages."""
+    return [key_change(key) for key in keys]
+
+
+# The Audit page -----------------------------------------------------------------------------------
+def _filter_fields(params, errors: dict) -> list[dict]:
+    choices = {"action": AuditEvent.Action.choices, "via": AuditEvent.Via.choices}
+    placeholders = {"since": "2026-11-30T00:00:00+00:00", "until": "2026-12-01T00:00:00Z"}
+    return [
+        {
+            "name": name,
+            "label": label,
+            "value": params.get(name, ""),
+            "choices": choices.get(name),
+            "placeholder": placeholders.get(name, ""),
+            "error": bool(errors.get(name)),
+        }
+        for name, label in FILTER_LABELS.items()
+    ]
+
+
+def audit_list(request):
+    """The audit trail, newest first, of the stores the user may view; filters and cursor in the URL."""
+    stores = _require_any_view(request.user)
+    errors: dict[str, list[str]] = {}
+    try:
+        query = selectors.AuditQuery.from_params(request.GET)
+    except Invalid as exc:
+        errors, query = exc.message_dict, None
+    page = selectors.audit_events_for(query, stores, request.GET.get("cursor")) if query else None
+    context = {
+        "page": page,
+        "fields": _filter_fields(request.GET, errors),
+        "errors": [(FILTER_LABELS.get(name, name), message) for name, ms in errors.items() for message in ms],
+        "filtered": bool(errors) or query.active,
+        "outcomes": OUTCOMES,
+        "can_upload": any(may_restore(request.user, store) for store in permissions.STORES),
+        "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
+        "now": timezone.now(),
+    }
+    response = render_page(request, "audit/list.html", context, "audit/_panel.html")
+    if errors:
+        response.status_code = 400
+    return response
+
+
+def audit_event(request, event_id):
+    """One event: who, what, where, its outcome, and each key with both sides and a diff."""
+    event = selectors.get_audit_event(event_id)
+    _require_event_view(request.user, event)
+    store = _event_store(event)
+    page = selectors.audit_keys(event, request.GET.get("cursor"))
+    run = asset = None
+    if store == permissions.TASK and event.dag_id and event.run_id:
+        try:
+            run = selectors.find_run(event.dag_id, event.run_id)
+        except NotFound:
+            pass
+    if store == permissions.ASSET and event.asset_id is not None:
+        try:
+            asset = selectors.get_asset(event.asset_id)
+        except NotFound:
+            pass
+    context = {
+        "event": event,
+        "store": store,
+        "outcome": OUTCOMES.get(event.outcome, event.outcome),
+        "page": page,
+        "changes": [key_change(key) for key in page.items],
+        "details": json.dumps(event.details, indent=2, ensure_ascii=False, sort_keys=True) if event.details else "",
+        "run": run,
+        "asset": asset,
+        "can_restore": restorable(event) and may_restore(request.user, store),
+        "now": timezone.now(),
+    }
+    return render_page(request, "audit/event.html", context, "audit/_event_panel.html")
+
+
+@requires_view(permissions.TASK)
+def run_lookup(request):
+    """A DAG run named by (dag_id, run_id), as the audit trail records it: its page, or 404."""
+    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""))
+    return redirect("run-detail", run.pk)
+
+
+# Restore ------------------------------------------------------------------------------------------
+@dataclass
+class ConflictRow:
+    id: str
+    key: str
+    scope: dict
+    current: Side
+    restore: Side
+    diff: list[DiffLine]
+    hidden: int
+    choice: str = ""
+
+    @property
+    def is_task(self) -> bool:
+        return self.scope.get("asset_id") is None
+
+
+def _conflict_rows(details: list[dict], chosen: dict[str, str] | None = None) -> list[ConflictRow]:
+    rows = []
+    for item in details:
+        current, wanted = item.get("current") or {}, item.get("restore") or {}
+        diff, hidden = diff_lines(current.get("value"), wanted.get("value"))
+        scope = {k: item[k] for k in ("dag_id", "run_id", "task_id", "map_index", "asset_id") if k in item}
+        rows.append(
+            ConflictRow(
+                id=str(item.get("id", "")),
+                key=item.get("key", ""),
+                scope=scope,
+                current=Side(current.get("value"), _instant(current.get("expires_at"))),
+                restore=Side(wanted.get("value"), _instant(wanted.get("expires_at"))),
+                diff=diff,
+                hidden=hidden,
+                choice=(chosen or {}).get(str(item.get("id", "")), ""),
+            )
+        )
+    return rows
+
+
+def _instant(text: str | None):
+    return parse_datetime(text) if isinstance(text, str) else None
+
+
+def _resolutions(post) -> dict[str, str]:
+    chosen = {}
+    for name, value in post.items():
+        match = RESOLUTION.fullmatch(name)
+        if match and value in (services.KEEP, services.OVERWRITE):
+            chosen[match.group(1)] = value
+    return chosen
+
+
+def _restored(request, outcome: services.RestoreOutcome, fallback: str):
+    """Success: htmx gets the outcome in the dialog (with a toast), a plain form the restore's event."""
+    message = outcome.describe()
+    if request.htmx:
+        response = render(request, "audit/_restore_done.html", {"outcome": outcome, "message": message})
+        response["HX-Trigger"] = json.dumps({"toast": {"level": "success", "message": message}, "stateChanged": True})
+        return response
+    messages.success(request, message)
+    return redirect(reverse("audit-event", args=[outcome.events[0].pk]) if outcome.events else fallback)
+
+
+@require_http_methods(["GET", "POST"])
+def audit_restore(request, event_id):
+    """GET: the confirmation; POST: ``services.restore_event``. A conflict lists each key written since,
+    current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
+    event = selectors.get_audit_event(event_id)
+    _require_event_view(request.user, event)
+    for action in WRITE_ACTIONS:
+        permissions.require(request.user, _event_store(event), action)
+    errors = []
+    if request.method == "POST":
+        chosen = _resolutions(request.POST)
+        try:
+            outcome = services.restore_event(
+                actor=Actor.from_request(request),
+                event_id=event.pk,
+                overwrite=request.POST.get("overwrite") == "1",
+                resolutions=chosen,
+            )
+        except Conflict as exc:
+            context = {"event": event, "message": str(exc), "conflicts": _conflict_rows(exc.details, chosen)}
+            return _dialog(request, "audit/_restore_conflict.html", context, status=422)
+        except ValidationError as exc:
+            errors = _error_messages(exc)
+        else:
+            return _restored(request, outcome, reverse("audit-event", args=[event.pk]))
+    context = {"event": event, "errors": errors, "restorable": restorable(event)}
+    return _dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
+
+
+def _read_document(upload):
+    if upload is None:
+        raise Invalid({"file": "Choose an export file (.json)."})
+    if upload.size > MAX_UPLOAD_BYTES:
+        raise Invalid({"file": f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB."})
+    try:
+        return json.loads(upload.read().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Invalid({"file": "The file is not UTF-8 text."}) from None
+    except RecursionError:
+        raise Invalid({"file": "The file's JSON is nested too deeply."}) from None
+    except ValueError as exc:
+        raise Invalid({"file": f"The file is not valid JSON: {exc}"}) from None
+
+
+@require_POST
+def audit_restore_file(request):
+    """Restore the keys of an export file (``services.restore_document``); on any error nothing changes."""
+    if not any(may_restore(request.user, store) for store in permissions.STORES):
+        raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
+    overwrite = request.POST.get("overwrite") in ("1", "on")
+    errors, conflicts, message = [], [], ""
+    try:
+        document = _read_document(request.FILES.get("file"))
+        outcome = services.restore_document(actor=Actor.from_request(request), document=document, overwrite=overwrite)
+    except Conflict as exc:
+        message, conflicts = str(exc), _conflict_rows(exc.details)
+    except ValidationError as exc:
+        errors = _error_messages(exc)
+    else:
+        return _restored(request, outcome, reverse("audit"))
+    context = {"errors": errors, "conflicts": conflicts, "message": message, "overwrite": overwrite}
+    return _dialog(request, "audit/_upload_result.html", context, status=422)
+
+
+# Downloads of what a confirmation is about to delete ----------------------------------------------
+def _bad_request(exc: ValidationError):
+    return HttpResponseBadRequest("; ".join(_error_messages(exc)), content_type="text/plain; charset=utf-8")
+
+
+def _download(pieces, name: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(pieces, content_type="application/json")
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    response["Content-Disposition"] = f'attachment; filename="statestore-{name}-{stamp}.json"'
+    return response
+
+
+@requires_view(permissions.TASK)
+def task_keys_export(request):
+    """The task keys of a confirmation (``run``, ``task_id``, ``map_index`` or ``ids``) not written after
+    its ``confirmed_at``: exactly what confirming deletes, as an export document."""
+    try:
+        selection, _run = _task_selection(request.GET)
+        confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
+        rows = selectors.confirmed_keys(selection.queryset(), confirmed_at=confirmed_at)
+    except ValidationError as exc:
+        return _bad_request(exc)
+    return _download(exports.iter_document(task_rows=rows), "task-keys")
+
+
+@requires_view(permissions.ASSET)
+def asset_keys_export(request, asset_id):
+    """An asset's keys of a confirmation (``keys``, or ``all=1``) not written after its ``confirmed_at``."""
+    asset = selectors.get_asset(asset_id)
+    keys = None if request.GET.get("all") == "1" else request.GET.getlist("keys")
+    try:
+        if keys == []:
+            raise Invalid({"keys": "Select at least one key."})
+        confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
+    except ValidationError as exc:
+        return _bad_request(exc)
+    rows = selectors.confirmed_keys(asset_id=asset.pk, keys=keys, confirmed_at=confirmed_at)
+    return _download(exports.iter_document(asset_rows=rows), f"asset-{asset.pk}-keys")
