@@ -95,12 +95,20 @@ class Expiry:
 
 
 def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:
-    parsed = parse_datetime(text.strip()) if isinstance(text, str) else None
+    """An ISO 8601 date and time with a time zone, in UTC. Anything else (month 13, Feb 30, hour 25,
+    an offset of +25:00, no time zone, a year that leaves the calendar in UTC) is ``Invalid``."""
+    try:
+        parsed = parse_datetime(text.strip()) if isinstance(text, str) else None
+    except ValueError:  # well-formed but impossible: month 13, Feb 30, hour 25, offset +25:00
+        parsed = None
     if parsed is None:
         raise Invalid({field: "Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00."})
     if timezone.is_naive(parsed):
         raise Invalid({field: "Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous."})
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise Invalid({field: "That date and time is out of range."}) from None
 
 
 def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") -> Expiry:
