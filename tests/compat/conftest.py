@@ -178,12 +178,13 @@ class Dashboard:
         assert token.startswith("ssa_")
         return token
 
-    def server(self) -> tuple[subprocess.Popen, str]:
+    def server(self, **extra: str) -> tuple[subprocess.Popen, str]:
+        """``runserver`` with the dashboard's environment, plus ``extra`` variables (its own settings)."""
         port = free_port()
         process = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
             cwd=ROOT,
-            env=self.env(),
+            env=self.env(**extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

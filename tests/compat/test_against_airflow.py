@@ -264,6 +264,59 @@ def test_airflow_reads_what_the_dashboard_writes(airflow, golden, servers):
     }
 
 
+# f. AUDIT_TO_AIRFLOW_LOG: Airflow's own audit log lists the dashboard's changes ------------------------
+def test_airflow_event_log_lists_the_dashboards_changes(airflow, golden, servers):
+    db = airflow.copy(golden["db"], "eventlog")
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+    process, url = dashboard.server(AUDIT_TO_AIRFLOW_LOG="1")
+    servers.append(process)
+    run_id = golden["run_id"]
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {token}"
+    key = quote("audited/key: spaces", safe="")
+    ti = f"{url}/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances"
+    secret = "a value that must not reach the log"
+    assert api.put(f"{ti}/write/state-store/{key}", json={"value": {"v": secret}}).status_code == 204
+    assert api.put(f"{ti}/fold/state-store/{key}?map_index=1", json={"value": secret}).status_code == 204
+    assert api.delete(f"{ti}/write/state-store/{key}").status_code == 204
+
+    process, airflow_url = airflow.api_server(db)  # the simple auth manager, all admins: no token needed
+    servers.append(process)
+    response = requests.get(
+        f"{airflow_url}/api/v2/eventLogs", params={"event_pattern": "statestore.", "order_by": "event_log_id"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    listed = [
+        (e["event"], e["dag_id"], e["run_id"], e["task_id"], e["map_index"], e["owner"]) for e in body["event_logs"]
+    ]
+    assert listed == [
+        ("statestore.set", DAG_ID, run_id, "write", -1, "compat"),
+        ("statestore.set", DAG_ID, run_id, "fold", 1, "compat"),
+        ("statestore.delete", DAG_ID, run_id, "write", -1, "compat"),
+    ]
+    assert body["total_entries"] == 3
+    for entry in body["event_logs"]:
+        assert entry["when"] and secret not in entry["extra"]
+        assert {k: v for k, v in json.loads(entry["extra"]).items() if k != "audit_event_id"} == {
+            "via": "api",
+            "store": "task",
+            "keys": 1,
+        }
+        one = requests.get(f"{airflow_url}/api/v2/eventLogs/{entry['event_log_id']}")
+        assert one.status_code == 200 and one.json() == entry
+    # Airflow's filters find them too, as its Audit Log page asks for them
+    by_task = requests.get(
+        f"{airflow_url}/api/v2/eventLogs",
+        params={"dag_id": DAG_ID, "run_id": run_id, "task_id": "write", "owner": "compat"},
+    ).json()
+    assert [e["event"] for e in by_task["event_logs"] if e["event"].startswith("statestore.")] == [
+        "statestore.set",
+        "statestore.delete",
+    ]
+
+
 # e. The committed schema fixtures are what `airflow db migrate` makes ---------------------------------
 def test_schema_fixtures_match_airflow(airflow, tmp_path):
     done = subprocess.run(
