@@ -192,6 +192,4 @@ def asset_key(request, asset_id):
 
     key = selectors.get_asset_key(asset_id, request.GET.get("key", ""))
     history = key_history(selectors.asset_key_history(key.asset_id, key.key))
-    return render(
-        request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key), "history": history}
-    )
+    return render(request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key), "history": history})
