@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from . import airflow_v2, ours
+from . import airflow_v2, audit, ours
 
 TASK = "api/v2/dags/<str:dag_id>/dagRuns/<str:dag_run_id>/taskInstances/<str:task_id>/state-store"
 ASSET = "api/v2/assets/<int:asset_id>/state-store"
@@ -22,6 +22,10 @@ urlpatterns = [
     path("api/statestore/v1/search/asset-keys", api(ours.SearchAssetKeys), name="api-search-asset-keys"),
     path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
     path("api/statestore/v1/gc/dry-run", api(ours.GcDryRun), name="api-gc-dry-run"),
+    path("api/statestore/v1/audit-events", api(audit.AuditEvents), name="api-audit-events"),
+    path("api/statestore/v1/audit-events/<int:id>", api(audit.AuditEventDetail), name="api-audit-event"),
+    path("api/statestore/v1/audit-events/<int:id>/restore", api(audit.RestoreEvent), name="api-audit-event-restore"),
+    path("api/statestore/v1/restore", api(audit.RestoreDocument), name="api-restore"),
     path("api/schema/", api(SpectacularAPIView), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
