@@ -332,7 +332,7 @@ def test_a_run_is_one_audit_event_with_counts_not_rows(reference):
     summary = clean_json(batch_size=3, dag_id=["reference"])
     event = AuditEvent.objects.get()
     record = GcRun.objects.get()
-    assert (event.action, event.via, event.store, event.status, event.outcome) == ("gc", "gc", "task", "done", "done")
+    assert (event.action, event.via, event.store, event.status, event.outcome) == ("gc", "gc", "", "done", "done")
     assert event.key_count == 4 and event.dag_id == "reference"
     assert event.os_user and event.host == socket.gethostname() and event.actor.endswith("@" + event.host)
     assert event.user is None and event.finished_at >= event.at

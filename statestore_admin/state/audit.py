@@ -288,7 +288,7 @@ def change(
 # GC runs -------------------------------------------------------------------------------------------
 def gc_started(actor: Actor, details: dict, dag_ids: tuple[str, ...] = ()) -> AuditEvent:
     """A GC run's event, pending until ``gc_finished``: counts, cutoff, scope and outcome, not the rows."""
-    recorder = Recorder(actor, AuditEvent.Action.GC, "task", details=details)
+    recorder = Recorder(actor, AuditEvent.Action.GC, "", details=details)
     return AuditEvent.objects.create(**recorder._event_fields(), dag_id=dag_ids[0] if len(dag_ids) == 1 else None)
 
 

@@ -476,49 +476,62 @@ def _same(current: audit.KeyState | None, wanted: audit.KeyState | None, store: 
 
 
 def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, restored_from) -> RestoreOutcome:
+    groups = {store: [t for t in targets if t.store == store] for store in (permissions.TASK, permissions.ASSET)}
+    groups = {store: group for store, group in groups.items() if group}
+    for store in groups:
+        for action in ("add", "change", "delete"):
+            permissions.require(actor, store, action)
+    # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
+    with transaction.atomic(using=airflow_alias()):
+        conflicts = [c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions)[1]]
+    _raise_conflicts(conflicts)
     result = RestoreOutcome()
-    for store in (permissions.TASK, permissions.ASSET):
-        group = [t for t in targets if t.store == store]
-        if group:
-            _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
+    for store, group in groups.items():
+        _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
     return result
 
 
-def _restore_store(actor, store, targets, overwrite, resolutions, restored_from, result: RestoreOutcome) -> None:
-    for action in ("add", "change", "delete"):
-        permissions.require(actor, store, action)
+def _raise_conflicts(conflicts: list[dict]) -> None:
+    if conflicts:
+        raise Conflict(
+            f"{len(conflicts)} key{'s were' if len(conflicts) != 1 else ' was'} written again since; "
+            "nothing was restored. Choose per key, or overwrite.",
+            conflicts,
+        )
+
+
+def _plan(store, targets, overwrite, resolutions, result: RestoreOutcome | None = None):
+    """What a restore would do, with the rows locked (inside Airflow's transaction): the (target, row, current
+    state) to write, and the conflicts; missing, unchanged and kept keys are counted in ``result``."""
+    result = result or RestoreOutcome()
     conflicts, plan = [], []
+    for target in targets:
+        row, missing = _locate(target)
+        if missing:
+            result.missing.append({**target.describe(), "reason": missing})
+            continue
+        current = _state(row) if row is not None else None
+        if _same(current, target.state, store):
+            result.unchanged += 1
+            continue
+        if not _same(current, target.expected, store):
+            choice = OVERWRITE if overwrite else resolutions.get(target.ident)
+            if choice == KEEP:
+                result.kept.append(target.describe())
+                continue
+            if choice != OVERWRITE:
+                conflicts.append(
+                    {**target.describe(), "current": _state_dict(current), "restore": _state_dict(target.state)}
+                )
+                continue
+        plan.append((target, row, current))
+    return plan, conflicts
+
+
+def _restore_store(actor, store, targets, overwrite, resolutions, restored_from, result: RestoreOutcome) -> None:
     with audit.change(actor, Action.RESTORE, store, restored_from=restored_from) as recorder:
-        for target in targets:
-            row, missing = _locate(target)
-            if missing:
-                result.missing.append({**target.describe(), "reason": missing})
-                continue
-            current = _state(row) if row is not None else None
-            if _same(current, target.state, store):
-                result.unchanged += 1
-                continue
-            if not _same(current, target.expected, store):
-                choice = OVERWRITE if overwrite else resolutions.get(target.ident)
-                if choice == KEEP:
-                    result.kept.append(target.describe())
-                    continue
-                if choice != OVERWRITE:
-                    conflicts.append(
-                        {
-                            **target.describe(),
-                            "current": _state_dict(current),
-                            "restore": _state_dict(target.state),
-                        }
-                    )
-                    continue
-            plan.append((target, row, current))
-        if conflicts:
-            raise Conflict(
-                f"{len(conflicts)} key{'s were' if len(conflicts) != 1 else ' was'} written again since; "
-                "nothing was restored. Choose per key, or overwrite.",
-                conflicts,
-            )
+        plan, conflicts = _plan(store, targets, overwrite, resolutions, result)
+        _raise_conflicts(conflicts)  # written between the check and now
         for start in range(0, len(plan), audit.CHUNK):
             chunk = plan[start : start + audit.CHUNK]
             recorder.record([_restore_change(t, current, recorder.limit) for t, _, current in chunk])

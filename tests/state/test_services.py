@@ -327,3 +327,25 @@ def test_a_large_clear_is_recorded_in_chunks_with_every_key(dag_run_factory, tas
     assert not TaskStateStore.objects.filter(dag_id="big").exists()
     services.restore_event(actor=ui, event_id=outcome.event.pk)
     assert TaskStateStore.objects.filter(dag_id="big").count() == outcome.changed
+
+
+def test_an_upload_with_a_conflict_in_one_store_restores_nothing_in_either(run, asset, ui):
+    from statestore_admin.state import exports
+
+    document = json.loads(
+        "".join(
+            exports.iter_document(
+                TaskStateStore.objects.filter(key="job"), AssetStateStore.objects.filter(asset=asset, key="cursor")
+            )
+        )
+    )
+    TaskStateStore.objects.filter(key="job").delete()
+    AssetStateStore.objects.filter(key="cursor").update(value='"changed"')
+    before = state()
+    with pytest.raises(Conflict) as conflict:
+        services.restore_document(actor=ui, document=document)
+    assert [c["key"] for c in conflict.value.details] == ["cursor"]
+    assert state() == before and AuditEvent.objects.count() == 0
+    outcome = services.restore_document(actor=ui, document=document, overwrite=True)
+    assert outcome.restored == 2 and TaskStateStore.objects.filter(key="job").exists()
+    assert [e.store for e in outcome.events] == ["task", "asset"]
