@@ -452,3 +452,23 @@ def test_schema_declares_the_endpoints(api):
     assert set(paths["/api/statestore/v1/audit-events/{id}/restore"]) == {"post"}
     body = paths["/api/statestore/v1/restore"]["post"]["requestBody"]["content"]
     assert set(body) == {"application/json", "multipart/form-data"}
+
+
+def test_listing_runs_the_same_queries_for_3_or_30_events(api, operator, dag_run_factory, task_instance_factory):
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    run = dag_run_factory(dag_id="many", run_id="r")
+    task_instance_factory(run, task_id="t")
+    actor = Actor(via="ui", user=operator)
+    scope = TaskScope("many", "r", "t")
+    api.get(EVENTS)  # the token's last_used_at is written on the first use of the minute
+
+    def queries_for(events: int) -> int:
+        for i in range(events - AuditEvent.objects.count()):
+            services.set_task_key(actor=actor, scope=scope, key=f"k{i}", value=i, expiry=services.Expiry("never"))
+        with CaptureQueriesContext(connections["default"]) as captured:
+            assert len(api.get(EVENTS, {"limit": 50}).json()["items"]) == events
+        return len(captured)
+
+    assert queries_for(3) == queries_for(30)

@@ -1,11 +1,13 @@
 """Django admin's view of Airflow's task state: browse and search, read-only; two actions, "Expire now" and
 "Delete", which go through the same services as the dashboard (permissions and audit apply, via "admin").
 
-The model lives in Airflow's database: the router sends its queries there. No filters and no full count
-(``show_full_result_count``): on a large table each would be a scan.
+The model lives in Airflow's database: the router sends its queries there. No filters and no full count: the
+paginator counts at most ``COUNT_CAP`` rows (``SELECT COUNT(*) FROM (… LIMIT n)``) and says "more than" beyond.
 """
 
 from django.contrib import admin, messages
+from django.core.paginator import Paginator
+from django.utils.functional import cached_property
 
 from statestore_admin.state import permissions, services
 from statestore_admin.state.actors import ADMIN, Actor
@@ -14,6 +16,16 @@ from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from .models import TaskStateStore
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
+COUNT_CAP = 10_000
+
+
+class CappedCountPaginator(Paginator):
+    """Counts at most ``COUNT_CAP`` rows, so that a list of a 10M-row table never counts them all; pages past
+    the cap are still reachable by search."""
+
+    @cached_property
+    def count(self) -> int:
+        return self.object_list[:COUNT_CAP].count()
 
 
 @admin.register(TaskStateStore)
@@ -21,6 +33,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
     list_display = ("dag_id", "run_id", "task_id", "map_index", "key", "updated_at", "expires_at")
     search_fields = ("key", "dag_id", "run_id", "task_id")
     show_full_result_count = False
+    paginator = CappedCountPaginator
     list_per_page = 100
     actions = ["expire_now", "delete_keys"]
     fields = readonly_fields = (

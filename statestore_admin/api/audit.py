@@ -7,7 +7,6 @@ Only events of stores the caller may ``view`` are shown; a restore needs ``add``
 
 import json
 
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions as drf_permissions
@@ -19,7 +18,7 @@ from rest_framework.views import APIView
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
-from statestore_admin.state.pagination import MAX_PAGE_SIZE
+from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
 
 from .airflow_v2 import LenientJSONParser, decoded, iso, query_bool, query_int
 from .errors import RequestInvalid, error
@@ -138,14 +137,15 @@ def outcome_entry(outcome: services.RestoreOutcome) -> dict:
 
 
 def audit_query(request) -> selectors.AuditQuery:
-    params = request.query_params
-    for name in ("since", "until"):  # a well-formed but impossible date (February 30) is a 422 too
-        raw = (params.get(name) or "").strip()
-        try:
-            parse_datetime(raw)
-        except ValueError as exc:
-            raise RequestInvalid(error("value_error", ["query", name], f"Value error, {exc}", raw)) from None
-    return selectors.AuditQuery.from_params(params)
+    return selectors.AuditQuery.from_params(request.query_params)
+
+
+def listed_keys(keys: list[AuditKey]) -> tuple[list[AuditKey], str | None]:
+    """An event's first keys for a list entry (``selectors.first_keys_of`` gives one more when there are
+    others), and the ``keys_cursor`` of the rest."""
+    if len(keys) <= LIST_KEYS:
+        return keys, None
+    return keys[:LIST_KEYS], encode_cursor([keys[LIST_KEYS - 1].pk])
 
 
 def query_limit(request) -> int:
@@ -303,8 +303,9 @@ class AuditEvents(AuditView):
         """Audit events, newest first, keyset-paginated (no total count); each with its first 100 keys."""
         query, limit = audit_query(request), query_limit(request)
         stores = viewable_stores(request.user)
-        page = selectors.audit_events_for(query, stores, request.query_params.get("cursor"), limit)
-        items = [event_entry(event, *event_keys(event, None, LIST_KEYS)) for event in page.items]
+        page = selectors.audit_events(query, stores, request.query_params.get("cursor"), limit)
+        first_keys = selectors.first_keys_of(page.items, LIST_KEYS)
+        items = [event_entry(event, *listed_keys(first_keys[event.pk])) for event in page.items]
         return Response({"items": items, "next_cursor": page.next_cursor})
 
 

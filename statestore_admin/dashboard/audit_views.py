@@ -199,7 +199,7 @@ def audit_list(request):
         query = selectors.AuditQuery.from_params(request.GET)
     except Invalid as exc:
         errors, query = exc.message_dict, None
-    page = selectors.audit_events_for(query, stores, request.GET.get("cursor")) if query else None
+    page = selectors.audit_events(query, stores, request.GET.get("cursor")) if query else None
     context = {
         "page": page,
         "fields": _filter_fields(request.GET, errors),

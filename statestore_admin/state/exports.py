@@ -25,6 +25,8 @@ from .errors import Invalid
 from .values import clean_key, encode_value, parse_datetime_aware
 
 FORMAT, VERSION = "statestore-admin/keys", 1
+ID_LENGTH = 250  # dag_id, run_id and task_id columns
+MAX_INT = 2**31 - 1  # integer columns (map_index, asset id)
 STREAM_CHUNK = 500
 
 
@@ -119,11 +121,12 @@ def _target(Target, index: int, entry):
             text = encode_value(entry.get("value"))
         if store == permissions.TASK:
             for name in ("dag_id", "run_id", "task_id"):
-                if not isinstance(entry.get(name), str) or not entry[name]:
-                    raise Invalid({name: f'"{name}" must be a non-empty string.'})
+                given = entry.get(name)
+                if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
+                    raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
             map_index = entry.get("map_index", -1)
-            if not isinstance(map_index, int) or isinstance(map_index, bool) or map_index < -1:
-                raise Invalid({"map_index": '"map_index" must be an integer of -1 or more.'})
+            if not isinstance(map_index, int) or isinstance(map_index, bool) or not -1 <= map_index <= MAX_INT:
+                raise Invalid({"map_index": f'"map_index" must be an integer from -1 to {MAX_INT}.'})
             raw_expiry = entry.get("expires_at")
             expires_at = parse_datetime_aware(raw_expiry, "expires_at") if raw_expiry is not None else None
             return Target(
@@ -137,7 +140,7 @@ def _target(Target, index: int, entry):
                 ident=str(index),
             )
         asset_id = entry.get("asset_id")
-        if not isinstance(asset_id, int) or isinstance(asset_id, bool):
+        if not isinstance(asset_id, int) or isinstance(asset_id, bool) or not 1 <= asset_id <= MAX_INT:
             raise Invalid({"asset_id": '"asset_id" must be an integer.'})
         return Target(store=store, key=key, state=(text, None), asset_id=asset_id, ident=str(index))
     except (Invalid, ValueError) as exc:

@@ -12,8 +12,22 @@ from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import BooleanField, Case, Count, Exists, Max, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models.functions import Length, Substr
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+    Window,
+)
+from django.db.models.functions import Length, RowNumber, Substr
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, ConfigValue, airflow_config
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
@@ -595,22 +609,6 @@ class AuditQuery:
         return any(getattr(self, name) not in ("", None) for name in AUDIT_FILTERS)
 
 
-def audit_events(query: AuditQuery, cursor: str | None = None, size: int = 50) -> Page:
-    """Events newest first, keyset-paginated by id; each filter is an index range or a key lookup."""
-    rows = AuditEvent.objects.all()
-    for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
-        value = getattr(query, name)
-        if value not in ("", None):
-            rows = rows.filter(**{name: value})
-    if query.key:
-        rows = rows.filter(Exists(AuditKey.objects.filter(event=OuterRef("pk"), key=query.key)))
-    if query.since:
-        rows = rows.filter(at__gte=query.since)
-    if query.until:
-        rows = rows.filter(at__lt=query.until)
-    return paginate(rows, ["-id"], cursor, size)
-
-
 def get_audit_event(event_id: int) -> AuditEvent:
     try:
         return AuditEvent.objects.select_related("restored_from").get(pk=event_id)
@@ -636,9 +634,10 @@ def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey
 
 
 # The dashboard's Audit page and downloads ---------------------------------------------------------
-def audit_events_for(query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50) -> Page:
-    """``audit_events`` limited to the events of ``stores`` (those a user may view; GC runs count as task
-    state), each with ``restored_by`` (the restores made of it): two queries a page."""
+def audit_events(query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50) -> Page:
+    """Events of ``stores`` (those a user may view; GC runs, which have no store, count as task state),
+    newest first, keyset-paginated by id; each with ``restored_by`` (the restores made of it): two queries a
+    page, each filter an index range or a key lookup."""
     rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])])
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
         value = getattr(query, name)
@@ -659,6 +658,17 @@ def audit_events_for(query: AuditQuery, stores: list[str], cursor: str | None = 
     for event in page.items:
         event.restored_by = sorted(restored_by.get(event.pk, []))
     return page
+
+
+def first_keys_of(events: list[AuditEvent], per_event: int) -> dict[int, list[AuditKey]]:
+    """The first ``per_event`` keys of each event (one more tells that there are others), in one query."""
+    numbered = AuditKey.objects.filter(event__in=[e.pk for e in events]).annotate(
+        n=Window(RowNumber(), partition_by=[F("event_id")], order_by=F("id").asc())
+    )
+    found: dict[int, list[AuditKey]] = {e.pk: [] for e in events}
+    for key in numbered.filter(n__lte=per_event + 1).order_by("event_id", "id"):
+        found[key.event_id].append(key)
+    return found
 
 
 def confirmed_keys(

@@ -164,9 +164,10 @@ def _deleted_chunks(rows: QuerySet, identity: tuple[str, ...]) -> Iterator[list]
 
 
 def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet, int]:
+    """The rows a confirmation opened at ``confirmed_at`` acts on, and how many were written since (kept)."""
     if confirmed_at is None:
         return rows, 0
-    return rows.filter(updated_at__lte=confirmed_at), rows.filter(updated_at__gt=confirmed_at).count()
+    return selectors.confirmed_keys(rows, confirmed_at=confirmed_at), rows.filter(updated_at__gt=confirmed_at).count()
 
 
 def _check_unchanged(row, seen_updated_at: datetime | None) -> None:

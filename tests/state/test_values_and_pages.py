@@ -175,3 +175,24 @@ def test_audit_query_parses_and_refuses_bad_filters():
     with pytest.raises(Invalid) as error:
         selectors.AuditQuery.from_params({"action": "drop", "via": "x", "asset_id": "a", "until": "2026-01-01"})
     assert set(error.value.message_dict) == {"action", "via", "asset_id", "until"}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"dag_id": "d\x00", "run_id": "r", "task_id": "t", "key": "k", "value": 1},
+        {"dag_id": "d", "run_id": "r" * 251, "task_id": "t", "key": "k", "value": 1},
+        {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": 2**31, "key": "k", "value": 1},
+        {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": True, "key": "k", "value": 1},
+        {"dag_id": "d", "run_id": "r", "task_id": "t", "key": "k\x00", "value": 1},
+        {"dag_id": "d", "run_id": "r", "task_id": "t", "key": "k", "value": None},
+        {"dag_id": "d", "run_id": "r", "task_id": "t", "key": "k", "value": 1, "expires_at": "2026-01-01T00:00:00"},
+        {"store": "asset", "asset_id": 2**40, "key": "k", "value": 1},
+    ],
+)
+def test_export_documents_are_validated_entry_by_entry(entry):
+    from statestore_admin.state.exports import FORMAT, parse_document
+
+    entry = {"store": "task", **entry}
+    with pytest.raises(Invalid, match=r"keys\[0\]"):
+        parse_document({"format": FORMAT, "version": 1, "keys": [entry]})
