@@ -212,51 +212,77 @@ class Recorder:
         )
 
     def finish(self, error: BaseException | None = None) -> None:
+        """Confirm (or fail) the event, writing only what changed since it was created: most confirmations
+        touch no indexed column, a cheap in-place update."""
         if self.event is None:
             return
         fields = {
             "finished_at": timezone.now(),
-            "key_count": self.count,
-            "details": self.details,
             "status": AuditEvent.Status.FAILED if error else AuditEvent.Status.DONE,
-            "error": f"{type(error).__name__}: {error}"[:2000] if error else "",
-            **self._scope(),
         }
-        AuditEvent.objects.filter(pk=self.event.pk).update(**fields)
+        if error:
+            fields["error"] = f"{type(error).__name__}: {error}"[:2000]
+        if self.count != self.event.key_count:
+            fields["key_count"] = self.count
+        fields.update({name: value for name, value in self._scope().items() if getattr(self.event, name) != value})
+        _update_event(self._alias, self.event.pk, fields)
         for name, value in fields.items():
             setattr(self.event, name, value)
 
 
-def _insert_event_with_keys(alias: str, fields: dict, keys: list[AuditKey]) -> AuditEvent:
-    """The pending event and its first keys in one statement (one round trip, committed on its own) on
-    PostgreSQL, where every change pays for it: ``WITH e AS (INSERT event RETURNING id) INSERT keys``."""
+def _update_event(alias: str, pk: int, fields: dict) -> None:
+    """``UPDATE`` of an event's fields as one plain statement: the confirmation every change pays for."""
     connection = connections[alias]
     quote = connection.ops.quote_name
-    event = AuditEvent(**fields, key_count=len(keys))
-    event_fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
-    key_fields = [f for f in AuditKey._meta.concrete_fields if not f.primary_key and f.name != "event"]
+    model_fields = [AuditEvent._meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in model_fields)
+    params = [f.get_db_prep_save(fields[f.name], connection) for f in model_fields]
+    _execute(connection, f"UPDATE {quote(AuditEvent._meta.db_table)} SET {assignments} WHERE id = %s", [*params, pk])
 
-    def placeholder(field) -> str:
-        return f"%s::{field.db_type(connection)}"
 
-    def value(field, obj):
-        return field.get_db_prep_save(field.pre_save(obj, add=True), connection)
-
-    rows = ", ".join("(" + ", ".join(placeholder(f) for f in key_fields) + ")" for _ in keys)
-    sql = (
-        f"WITH e AS (INSERT INTO {quote(AuditEvent._meta.db_table)} "
-        f"({', '.join(quote(f.column) for f in event_fields)}) "
-        f"VALUES ({', '.join(placeholder(f) for f in event_fields)}) RETURNING id) "
-        f"INSERT INTO {quote(AuditKey._meta.db_table)} ({quote('event_id')}, "
-        f"{', '.join(quote(f.column) for f in key_fields)}) "
-        f"SELECT e.id, v.* FROM e, (VALUES {rows}) AS v RETURNING {quote('event_id')}"
-    )
-    params = [value(f, event) for f in event_fields]
-    for key in keys:
-        params += [value(f, key) for f in key_fields]
+def _execute(connection, sql: str, params: list):
+    """One of the audit's own statements, through a plain cursor (no ORM: every change pays for these)."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        event.pk = cursor.fetchone()[0]
+        return cursor.fetchall() if cursor.description else None
+
+
+_INSERT_EVENT_FIELDS = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+_INSERT_KEY_FIELDS = [f for f in AuditKey._meta.concrete_fields if not f.primary_key and f.name != "event"]
+_insert_statements: dict[tuple[str, int], str] = {}
+
+
+def _insert_statement(connection, keys: int) -> str:
+    """``WITH e AS (INSERT event RETURNING id) INSERT keys``, built once per number of keys."""
+    statement = _insert_statements.get((connection.alias, keys))
+    if statement is None:
+        quote = connection.ops.quote_name
+
+        def placeholders(fields) -> str:
+            return "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+
+        statement = (
+            f"WITH e AS (INSERT INTO {quote(AuditEvent._meta.db_table)} "
+            f"({', '.join(quote(f.column) for f in _INSERT_EVENT_FIELDS)}) "
+            f"VALUES {placeholders(_INSERT_EVENT_FIELDS)} RETURNING id) "
+            f"INSERT INTO {quote(AuditKey._meta.db_table)} ({quote('event_id')}, "
+            f"{', '.join(quote(f.column) for f in _INSERT_KEY_FIELDS)}) "
+            f"SELECT e.id, v.* FROM e, (VALUES {', '.join([placeholders(_INSERT_KEY_FIELDS)] * keys)}) AS v "
+            f"RETURNING {quote('event_id')}"
+        )
+        _insert_statements[(connection.alias, keys)] = statement
+    return statement
+
+
+def _insert_event_with_keys(alias: str, fields: dict, keys: list[AuditKey]) -> AuditEvent:
+    """The pending event and its first keys in one statement (one round trip, committed on its own) on
+    PostgreSQL, where every change pays for it."""
+    connection = connections[alias]
+    event = AuditEvent(**fields, key_count=len(keys))
+    params = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in _INSERT_EVENT_FIELDS]
+    for key in keys:
+        params += [f.get_db_prep_save(f.pre_save(key, add=True), connection) for f in _INSERT_KEY_FIELDS]
+    event.pk = _execute(connection, _insert_statement(connection, len(keys)), params)[0][0]
     for key in keys:
         key.event = event
     return event

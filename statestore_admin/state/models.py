@@ -82,8 +82,8 @@ class AuditEvent(models.Model):
     error = models.TextField(blank=True)
     # Who
     actor = models.CharField(max_length=255, help_text="User name, or OS user@host for commands.")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    user = models.ForeignKey(  # not indexed: the trail is searched by actor name, users are rarely deleted
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     token_id = models.BigIntegerField(null=True, blank=True)
     token_name = models.CharField(max_length=100, blank=True)

@@ -327,14 +327,21 @@ def scope_keys(scope: TaskScope) -> QuerySet:
     )
 
 
+def task_instances(scope: TaskScope, any_map_index: bool = False) -> QuerySet:
+    """The task instance of ``scope`` (or every map index of its task)."""
+    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
+    return instances if any_map_index else instances.filter(map_index=scope.map_index)
+
+
 def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
     """The DAG run of an existing task instance; NotFound in Airflow's words otherwise."""
-    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
-    if not any_map_index:
-        instances = instances.filter(map_index=scope.map_index)
+    instances = task_instances(scope, any_map_index)
     # One query: the run, and whether the task instance exists.
     run = (
-        DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id).annotate(has_instance=Exists(instances)).first()
+        DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id)
+        .only("id", "dag_id", "run_id")
+        .annotate(has_instance=Exists(instances))
+        .first()
     )
     if run is None or not run.has_instance:
         addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"

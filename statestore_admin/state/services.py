@@ -21,7 +21,7 @@ from datetime import datetime
 from types import SimpleNamespace
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
@@ -101,18 +101,29 @@ class TaskSelection:
     def of_instance(cls, scope: TaskScope, all_map_indices: bool = False) -> TaskSelection:
         return cls(scope=scope, all_map_indices=all_map_indices)
 
-    def queryset(self) -> QuerySet:
+    def queryset(self, check_instance: bool = True) -> QuerySet:
+        """The selected rows. A task instance selection checks that the task instance exists first
+        (NotFound); with ``check_instance=False`` the rows carry that condition instead, and an empty
+        result is to be checked with ``require_instance`` (one query fewer when there are rows)."""
         if self.scope is not None:
-            selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
             rows = TaskStateStore.objects.filter(
                 dag_id=self.scope.dag_id, run_id=self.scope.run_id, task_id=self.scope.task_id
             )
             if not self.all_map_indices:
                 rows = rows.filter(map_index=self.scope.map_index)
-            return rows if self.keys is None else rows.filter(key__in=self.keys)
+            if self.keys is not None:
+                rows = rows.filter(key__in=self.keys)
+            if not check_instance:
+                return rows.filter(Exists(selectors.task_instances(self.scope, self.all_map_indices)))
+            self.require_instance()
+            return rows
         if not self.ids:
             raise Invalid({"ids": "Select at least one key."})
         return TaskStateStore.objects.filter(pk__in=self.ids)
+
+    def require_instance(self) -> None:
+        if self.scope is not None:
+            selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
 
     def audit_scope(self) -> dict:
         if self.scope is None:
@@ -137,18 +148,24 @@ def _locked_chunks(rows: QuerySet, ordering: str) -> Iterator[list]:
         last = getattr(chunk[-1], ordering)
 
 
-def _deleted_chunks(rows: QuerySet, identity: tuple[str, ...]) -> Iterator[list]:
+def _deleted_chunks(
+    model, rows: QuerySet | None, identity: tuple[str, ...], few: tuple[str, list] | None = None
+) -> Iterator[list]:
     """Delete the rows ``audit.CHUNK`` at a time inside Airflow's transaction, each chunk one
-    ``DELETE … RETURNING`` statement; yields the deleted rows (what they held, for the audit)."""
-    model = rows.model
+    ``DELETE … RETURNING`` statement; yields the deleted rows (what they held, for the audit). ``few``: the
+    condition (SQL, params) of rows known to be at most a chunk, deleted by one plain statement."""
     alias = airflow_alias()
     quote = connections[alias].ops.quote_name
     columns = ", ".join(quote(f.column) for f in model._meta.concrete_fields)
     target = ", ".join(quote(name) for name in identity)
     while True:
-        chosen = rows.order_by(*identity).values_list(*identity)[: audit.CHUNK]
-        sql, params = chosen.query.get_compiler(using=alias).as_sql()
-        statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE ({target}) IN ({sql}) RETURNING {columns}"
+        if few:
+            sql, params = few
+            statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE {sql} RETURNING {columns}"
+        else:
+            chosen = rows.order_by(*identity).values_list(*identity)[: audit.CHUNK]
+            sql, params = chosen.query.get_compiler(using=alias).as_sql()
+            statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE ({target}) IN ({sql}) RETURNING {columns}"
         if model._meta.pk.attname in identity:  # rows as model instances, with the database's types
             chunk = list(model.objects.db_manager(alias).raw(statement, params))
         else:  # a composite primary key (asset keys) cannot be a raw query's model: their names and values
@@ -159,8 +176,25 @@ def _deleted_chunks(rows: QuerySet, identity: tuple[str, ...]) -> Iterator[list]
                 chunk = [SimpleNamespace(key=key, value=value) for key, value in cursor.fetchall()]
         if chunk:
             yield chunk
-        if len(chunk) < audit.CHUNK:
+        if few or len(chunk) < audit.CHUNK:
             return
+
+
+def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
+    """For named keys of one task instance (the API's DELETE of a key: at most one row each), the condition
+    of the rows and of the task instance's existence as plain SQL: the ORM's query building costs more than
+    the statement itself on this path that every API delete takes."""
+    scope, keys = selection.scope, selection.keys
+    if scope is None or keys is None or selection.all_map_indices or not 0 < len(keys) <= audit.CHUNK:
+        return None
+    where = "dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s"
+    ident = [scope.dag_id, scope.run_id, scope.task_id, scope.map_index]
+    names = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"{where} AND {connections[airflow_alias()].ops.quote_name('key')} IN ({names}) "
+        f"AND EXISTS (SELECT 1 FROM task_instance WHERE {where})"
+    )
+    return sql, [*ident, *keys, *ident]
 
 
 def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet, int]:
@@ -214,14 +248,19 @@ def set_task_key(
             before = _state(row)
         recorder.record([audit.task_change(row, before=before, after=(text, expires_at), limit=recorder.limit)])
         row.value, row.updated_at, row.expires_at = text, now, expires_at
-        if before is None:
+        if before is None and mode == UPSERT:  # Airflow's upsert: a row a task wrote meanwhile is overwritten
+            TaskStateStore.objects.bulk_create(
+                [row],
+                update_conflicts=True,
+                unique_fields=["dag_run", "task_id", "map_index", "key"],
+                update_fields=["value", "updated_at", "expires_at"],
+            )
+        elif before is None:
             try:
                 with transaction.atomic(using=airflow_alias()):
                     row.save(force_insert=True)
             except IntegrityError:  # a task wrote it meanwhile
-                if mode == CREATE:
-                    raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.") from None
-                rows.update(value=text, updated_at=now, expires_at=expires_at)  # Airflow's upsert overwrites
+                raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.") from None
         else:
             row.save(update_fields=["value", "updated_at", "expires_at"])
     return row
@@ -299,12 +338,17 @@ def clear_task_instance(
 
 def _delete_task_rows(actor, selection: TaskSelection, confirmed_at, action) -> Outcome:
     permissions.require(actor, permissions.TASK, "delete")
-    rows, kept = _confirmed(selection.queryset(), confirmed_at)
+    # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
+    # looked up, to answer Airflow's 404 for a missing task instance.
+    few = _named_keys_condition(selection) if confirmed_at is None else None
+    rows, kept = (None, 0) if few else _confirmed(selection.queryset(check_instance=False), confirmed_at)
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
-        for chunk in _deleted_chunks(rows, ("id",)):
+        for chunk in _deleted_chunks(TaskStateStore, rows, ("id",), few):
             recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
+    if not recorder.count:
+        selection.require_instance()
     return Outcome(recorder.count, kept, recorder.event)
 
 
@@ -373,7 +417,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, confirmed_a
         rows = rows.filter(key__in=keys)
     rows, kept = _confirmed(rows, confirmed_at)
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
-        for chunk in _deleted_chunks(rows, ("asset_id", "key")):
+        for chunk in _deleted_chunks(AssetStateStore, rows, ("asset_id", "key")):
             recorder.record(
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
