@@ -121,13 +121,20 @@ class JsonValueMixin:
 
     @property
     def worker_ref(self) -> str | None:
-        try:
-            decoded = json.loads(self.value)
-        except ValueError:
-            return None
-        if isinstance(decoded, dict) and set(decoded) == {self.REF_KEY}:
-            return decoded[self.REF_KEY]
+        return worker_ref_of(self.value)
+
+
+def worker_ref_of(text: str | None) -> str | None:
+    """The reference a stored value holds, when it is a worker-side reference (and nothing else)."""
+    if text is None:
         return None
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(decoded, dict) and set(decoded) == {JsonValueMixin.REF_KEY}:
+        return decoded[JsonValueMixin.REF_KEY]
+    return None
 
 
 class TaskStateStore(JsonValueMixin, models.Model):

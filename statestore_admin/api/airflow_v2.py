@@ -116,6 +116,11 @@ def body_fields(request, allowed: set[str], required: set[str]) -> dict:
     data = request.data
     if data is None or (not data and not int(request.META.get("CONTENT_LENGTH") or 0)):  # no body at all
         raise RequestInvalid(error("missing", ["body"], "Field required", None))
+    return object_fields(data, allowed, required)
+
+
+def object_fields(data, allowed: set[str], required: set[str]) -> dict:
+    """``data`` as a strict JSON object: not an object, unknown fields and missing required ones are 422."""
     if not isinstance(data, dict):
         raise RequestInvalid(
             error(

@@ -20,24 +20,19 @@ from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
 
-from .airflow_v2 import LenientJSONParser, decoded, iso, query_bool, query_int
+from .airflow_v2 import LenientJSONParser, decoded, iso, object_fields, query_bool, query_int
 from .errors import RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
 LIST_KEYS = 100  # keys shown per event in the list (keys_truncated beyond)
 DETAIL_KEYS = 1000  # keys per answer of one event; keys_next_cursor for the rest
-RESTORE_ACTIONS = ("add", "change", "delete")
 NUL_MESSAGE = "Value error, NUL characters (\\x00) are not allowed"
-
-
-def viewable_stores(user) -> list[str]:
-    return [store for store in permissions.STORES if permissions.can(user, store, "view")]
 
 
 def viewable_event(request, event_id: int) -> AuditEvent:
     """The event, if the caller may view its store (403 otherwise, as the Audit page answers)."""
     event = selectors.get_audit_event(event_id)
-    permissions.require(request.user, event.store or permissions.TASK, "view")  # a GC run removes task keys
+    permissions.require(request.user, event.visible_store, "view")
     return event
 
 
@@ -47,11 +42,8 @@ class AuditPermission(drf_permissions.BasePermission):
 
     def has_permission(self, request, view):
         if request.method in drf_permissions.SAFE_METHODS:
-            return bool(viewable_stores(request.user))
-        return any(
-            all(permissions.can(request.user, store, action) for action in RESTORE_ACTIONS)
-            for store in permissions.STORES
-        )
+            return bool(permissions.viewable_stores(request.user))
+        return any(permissions.can_restore(request.user, store) for store in permissions.STORES)
 
 
 def actor(request) -> Actor:
@@ -302,7 +294,7 @@ class AuditEvents(AuditView):
     def get(self, request):
         """Audit events, newest first, keyset-paginated (no total count); each with its first 100 keys."""
         query, limit = audit_query(request), query_limit(request)
-        stores = viewable_stores(request.user)
+        stores = permissions.viewable_stores(request.user)
         page = selectors.audit_events(query, stores, request.query_params.get("cursor"), limit)
         first_keys = selectors.first_keys_of(page.items, LIST_KEYS)
         items = [event_entry(event, *listed_keys(first_keys[event.pk])) for event in page.items]
@@ -351,19 +343,7 @@ class RestoreEvent(AuditView):
 def resolutions(data) -> dict[str, str]:
     if data is None:
         return {}
-    if not isinstance(data, dict):
-        raise RequestInvalid(
-            error(
-                "model_attributes_type",
-                ["body"],
-                "Input should be a valid dictionary or object to extract fields from",
-                data,
-            )
-        )
-    extra = [error("extra_forbidden", ["body", n], "Extra inputs are not permitted", data[n]) for n in data]
-    extra = [e for e in extra if e["loc"][1] != "resolutions"]
-    if extra:
-        raise RequestInvalid(*extra)
+    data = object_fields(data, {"resolutions"}, set())
     chosen = data.get("resolutions", {})
     if not isinstance(chosen, dict):
         raise RequestInvalid(error("dict_type", ["body", "resolutions"], "Input should be a valid dictionary", chosen))

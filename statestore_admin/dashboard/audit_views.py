@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods, require_POST
 
-from statestore_admin.airflow.models import JsonValueMixin
+from statestore_admin.airflow.models import worker_ref_of
 from statestore_admin.state import exports, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
@@ -34,7 +34,6 @@ from .views import render_page, requires_view
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
 COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024
-WRITE_ACTIONS = ("add", "change", "delete")  # what a restore needs on the store
 OUTCOMES = {"done": "done", "failed": "failed", "pending": "in progress", "unknown": "outcome unknown"}
 FILTER_LABELS = {
     "actor": "Actor",
@@ -52,31 +51,15 @@ RESOLUTION = re.compile(r"resolutions\[(.+)\]")
 
 
 # Who may see and restore what ---------------------------------------------------------------------
-def viewable_stores(user) -> list[str]:
-    return [store for store in permissions.STORES if permissions.can(user, store, "view")]
-
-
 def _require_any_view(user) -> list[str]:
-    stores = viewable_stores(user)
+    stores = permissions.viewable_stores(user)
     if not stores:
         raise Forbidden("You do not have permission to view task or asset state.")
     return stores
 
 
-def _event_store(event: AuditEvent) -> str:
-    return event.store or permissions.TASK  # GC runs are task state
-
-
 def _require_event_view(user, event: AuditEvent) -> None:
-    permissions.require(user, _event_store(event), "view")
-
-
-def may_restore(user, store: str) -> bool:
-    return all(permissions.can(user, store, action) for action in WRITE_ACTIONS)
-
-
-def restorable(event: AuditEvent) -> bool:
-    return event.action != AuditEvent.Action.GC and event.status != AuditEvent.Status.FAILED
+    permissions.require(user, event.visible_store, "view")
 
 
 # Diffs --------------------------------------------------------------------------------------------
@@ -100,17 +83,6 @@ def diff_lines(before: str | None, after: str | None) -> tuple[list[DiffLine], i
     return lines[:MAX_DIFF_LINES], max(0, len(lines) - MAX_DIFF_LINES)
 
 
-def _worker_ref(text: str | None) -> str | None:
-    if text is None:
-        return None
-    try:
-        decoded = json.loads(text)
-    except ValueError:
-        return None
-    ref_key = JsonValueMixin.REF_KEY
-    return decoded[ref_key] if isinstance(decoded, dict) and set(decoded) == {ref_key} else None
-
-
 @dataclass
 class Side:
     """One side of a change: the value (None: no row) and its expiry, pretty and marked if a reference."""
@@ -124,7 +96,7 @@ class Side:
     def __post_init__(self):
         self.exists = self.value is not None
         self.pretty = pretty(self.value) if self.value is not None else ""
-        self.ref = _worker_ref(self.value)
+        self.ref = worker_ref_of(self.value)
 
 
 @dataclass
@@ -206,7 +178,7 @@ def audit_list(request):
         "errors": [(FILTER_LABELS.get(name, name), message) for name, ms in errors.items() for message in ms],
         "filtered": bool(errors) or query.active,
         "outcomes": OUTCOMES,
-        "can_upload": any(may_restore(request.user, store) for store in permissions.STORES),
+        "can_upload": any(permissions.can_restore(request.user, store) for store in permissions.STORES),
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "now": timezone.now(),
     }
@@ -220,7 +192,7 @@ def audit_event(request, event_id):
     """One event: who, what, where, its outcome, and each key with both sides and a diff."""
     event = selectors.get_audit_event(event_id)
     _require_event_view(request.user, event)
-    store = _event_store(event)
+    store = event.visible_store
     page = selectors.audit_keys(event, request.GET.get("cursor"))
     run = asset = None
     if store == permissions.TASK and event.dag_id and event.run_id:
@@ -242,7 +214,7 @@ def audit_event(request, event_id):
         "details": json.dumps(event.details, indent=2, ensure_ascii=False, sort_keys=True) if event.details else "",
         "run": run,
         "asset": asset,
-        "can_restore": restorable(event) and may_restore(request.user, store),
+        "can_restore": event.restorable and permissions.can_restore(request.user, store),
         "now": timezone.now(),
     }
     return render_page(request, "audit/event.html", context, "audit/_event_panel.html")
@@ -323,8 +295,8 @@ def audit_restore(request, event_id):
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
     event = selectors.get_audit_event(event_id)
     _require_event_view(request.user, event)
-    for action in WRITE_ACTIONS:
-        permissions.require(request.user, _event_store(event), action)
+    for action in permissions.RESTORE_ACTIONS:
+        permissions.require(request.user, event.visible_store, action)
     errors = []
     if request.method == "POST":
         chosen = _resolutions(request.POST)
@@ -342,7 +314,7 @@ def audit_restore(request, event_id):
             errors = _error_messages(exc)
         else:
             return _restored(request, outcome, reverse("audit-event", args=[event.pk]))
-    context = {"event": event, "errors": errors, "restorable": restorable(event)}
+    context = {"event": event, "errors": errors, "restorable": event.restorable}
     return _dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
 
 
@@ -364,7 +336,7 @@ def _read_document(upload):
 @require_POST
 def audit_restore_file(request):
     """Restore the keys of an export file (``services.restore_document``); on any error nothing changes."""
-    if not any(may_restore(request.user, store) for store in permissions.STORES):
+    if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""

@@ -119,6 +119,16 @@ class AuditEvent(models.Model):
         return f"#{self.pk} {self.actor} {self.action} {self.key_count} key(s) via {self.via}"
 
     @property
+    def visible_store(self) -> str:
+        """The store whose viewers may see this event (GC runs clean task state)."""
+        return self.store or "task"
+
+    @property
+    def restorable(self) -> bool:
+        """GC follows Airflow's rules and a failed change changed nothing: neither can be restored."""
+        return self.action != self.Action.GC and self.status != self.Status.FAILED
+
+    @property
     def outcome(self) -> str:
         """done, failed, pending, or unknown (pending for longer than the grace period)."""
         if self.status == self.Status.PENDING and timezone.now() - self.at > self.PENDING_GRACE:

@@ -39,3 +39,15 @@ def require(who, store: str, action: str) -> None:
 def capabilities(user) -> dict[str, dict[str, bool]]:
     """``{"task": {"view": True, ...}, "asset": {...}}`` for templates."""
     return {store: {action: can(user, store, action) for action in ACTIONS} for store in STORES}
+
+
+RESTORE_ACTIONS = ("add", "change", "delete")  # a restore adds, overwrites and deletes keys
+
+
+def viewable_stores(user) -> list[str]:
+    """The stores whose keys, values and audit events ``user`` may see."""
+    return [store for store in STORES if can(user, store, "view")]
+
+
+def can_restore(user, store: str) -> bool:
+    return all(can(user, store, action) for action in RESTORE_ACTIONS)

@@ -481,10 +481,13 @@ def restore_event(
     DAG run or asset no longer exists are reported in ``missing`` and not restored.
     """
     event = selectors.get_audit_event(event_id)
-    if event.action == Action.GC:
-        raise Invalid({"event": "Garbage collection follows Airflow's rules and is not restorable."})
-    if event.status == AuditEvent.Status.FAILED:
-        raise Invalid({"event": "This change failed and changed nothing: there is nothing to restore."})
+    if not event.restorable:
+        reason = (
+            "Garbage collection follows Airflow's rules and is not restorable."
+            if event.action == Action.GC
+            else "This change failed and changed nothing: there is nothing to restore."
+        )
+        raise Invalid({"event": reason})
     targets = []
     for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
         if key.truncated:
@@ -524,7 +527,7 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     groups = {store: [t for t in targets if t.store == store] for store in (permissions.TASK, permissions.ASSET)}
     groups = {store: group for store, group in groups.items() if group}
     for store in groups:
-        for action in ("add", "change", "delete"):
+        for action in permissions.RESTORE_ACTIONS:
             permissions.require(actor, store, action)
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):

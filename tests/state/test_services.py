@@ -349,3 +349,13 @@ def test_an_upload_with_a_conflict_in_one_store_restores_nothing_in_either(run, 
     outcome = services.restore_document(actor=ui, document=document, overwrite=True)
     assert outcome.restored == 2 and TaskStateStore.objects.filter(key="job").exists()
     assert [e.store for e in outcome.events] == ["task", "asset"]
+
+
+def test_worker_side_references_are_audited_and_restored_as_references(run, ui, task_key_factory):
+    ref = {"__airflow_state_ref__": "s3://bucket/state/etl/r1/t/-1/blob"}
+    task_key_factory(run, task_id="t", key="blob", value=ref)
+    outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(scope=T, keys=("blob",)))
+    key = keys_of(outcome.event)["blob"]
+    assert json.loads(key.before_value) == ref and key.after_value is None
+    services.restore_event(actor=ui, event_id=outcome.event.pk)
+    assert json.loads(TaskStateStore.objects.get(key="blob").value) == ref
