@@ -519,3 +519,18 @@ def test_administrators_revoke_tokens_in_the_admin(client, user_factory, operato
     response = client.post("/admin/tokens/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
     assert response.status_code == 302
     assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/statestore/v1/stats").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("query", "name", "maximum"),
+    [({"map_index": str(2**31)}, "map_index", 2**31 - 1), ({"offset": str(10**19)}, "offset", 2**63 - 1)],
+)
+def test_integers_beyond_the_databases_range_are_422(api, scene, query, name, maximum):
+    url = f"{TASKS}/t/state-store?{'&'.join(f'{k}={v}' for k, v in query.items())}"
+    methods = ("get",) if name == "offset" else ("get", "delete")  # only the list takes an offset
+    for method in methods:
+        response = getattr(api, method)(url)
+        assert response.status_code == 422, response.content
+        assert response.json()["detail"][0]["loc"] == ["query", name]
+        assert response.json()["detail"][0]["ctx"] == {"le": maximum}
+    assert api.delete(f"{TASKS}/t/state-store/key?map_index={2**40}").status_code == 422

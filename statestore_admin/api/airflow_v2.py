@@ -72,7 +72,12 @@ def decoded(text: str):
         return text  # not JSON (written outside Airflow): returned as it is rather than failing
 
 
-def query_int(request, name: str, default: int, minimum: int) -> int:
+MAX_INT = 2**31 - 1  # an integer column (map_index)
+MAX_BIGINT = 2**63 - 1  # the largest OFFSET the database takes
+
+
+def query_int(request, name: str, default: int, minimum: int, maximum: int = MAX_INT) -> int:
+    """An integer query parameter within [minimum, maximum] (a value the database can compare), else 422."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
@@ -95,6 +100,16 @@ def query_int(request, name: str, default: int, minimum: int) -> int:
                 f"Input should be greater than or equal to {minimum}",
                 raw,
                 ctx={"ge": minimum},
+            )
+        )
+    if number > maximum:
+        raise RequestInvalid(
+            error(
+                "less_than_equal",
+                ["query", name],
+                f"Input should be less than or equal to {maximum}",
+                raw,
+                ctx={"le": maximum},
             )
         )
     return number
@@ -308,7 +323,7 @@ class TaskStateStoreCollection(TaskView):
     def get(self, request, dag_id, dag_run_id, task_id):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
-        offset = query_int(request, "offset", 0, 0)
+        offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
         rows, total = selectors.task_keys_page(
             scope.dag_id, scope.run_id, scope.task_id, scope.map_index, offset, limit
         )
@@ -398,7 +413,7 @@ class AssetStateStoreCollection(AssetView):
     )
     def get(self, request, asset_id):
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
-        offset = query_int(request, "offset", 0, 0)
+        offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
         rows, total = selectors.asset_keys_page(asset_id, offset, limit)
         return Response({"asset_state_store": [asset_entry(r) for r in rows], "total_entries": total})
 

@@ -187,6 +187,8 @@ def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
     scope, keys = selection.scope, selection.keys
     if scope is None or keys is None or selection.all_map_indices or not 0 < len(keys) <= audit.CHUNK:
         return None
+    if not -1 <= scope.map_index < 2**31:  # no such row; the ORM path answers it without a database error
+        return None
     where = "dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s"
     ident = [scope.dag_id, scope.run_id, scope.task_id, scope.map_index]
     names = ", ".join(["%s"] * len(keys))
