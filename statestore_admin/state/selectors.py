@@ -333,23 +333,29 @@ def task_instances(scope: TaskScope, any_map_index: bool = False) -> QuerySet:
     return instances if any_map_index else instances.filter(map_index=scope.map_index)
 
 
+_RUN_AND_INSTANCE = (
+    "SELECT r.id, EXISTS (SELECT 1 FROM task_instance t WHERE t.dag_id = r.dag_id AND t.run_id = r.run_id "
+    "AND t.task_id = %s{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
+)
+
+
 def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
-    """The DAG run of an existing task instance; NotFound in Airflow's words otherwise."""
-    instances = task_instances(scope, any_map_index)
-    # One query: the run, and whether the task instance exists.
-    run = (
-        DagRun.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id)
-        .only("id", "dag_id", "run_id")
-        .annotate(has_instance=Exists(instances))
-        .first()
-    )
-    if run is None or not run.has_instance:
+    """The DAG run of an existing task instance; NotFound in Airflow's words otherwise. One plain query: every
+    write through the API starts with it."""
+    found = None
+    if -1 <= scope.map_index < 2**31:  # beyond an integer column, no such task instance
+        sql = _RUN_AND_INSTANCE.format(map_index="" if any_map_index else " AND t.map_index = %s")
+        params = [scope.task_id, *([] if any_map_index else [scope.map_index]), scope.dag_id, scope.run_id]
+        with connections[airflow_alias()].cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchone()
+    if found is None or not found[1]:
         addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
         raise NotFound(
             f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
             f"task_id={scope.task_id!r}, {addressed_by}"
         )
-    return run
+    return DagRun(id=found[0], dag_id=scope.dag_id, run_id=scope.run_id)
 
 
 def get_task_instance(run: DagRun, task_id: str, map_index: int) -> TaskInstance | None:
