@@ -233,6 +233,18 @@ def main() -> None:
         "|---|---|---|",
     ]
     lines += [f"| {m['keys']:,} | {m['peak_bytes'] / 1e6:.1f} MB | {m['seconds']:.2f} s |" for m in memory]
+    lines += [
+        "",
+        "How to read it. Every audited write adds two statements to the dashboard's database: the pending event "
+        "with its keys (one `INSERT` on PostgreSQL, committed before Airflow's transaction) and the confirmation "
+        "(one `UPDATE` after it). The same work made the rest of the write path cheaper: the task-instance check "
+        "is one plain query instead of two ORM queries, an API `DELETE` of a key is one `DELETE … RETURNING` whose "
+        "condition includes the task instance's existence (looked up separately only when nothing was deleted), "
+        "and a `PUT` of a new key is one upsert instead of a savepoint and an insert. The ratios compare the two "
+        "request paths as a client gets them; the first version of the audit, with the older lookups, measured "
+        "1.39 (PUT) and 1.98 (DELETE) on the same machine. A clear streams its keys in chunks of 200 rows (read, "
+        "recorded, deleted), so its peak memory does not grow with the number of keys.",
+    ]
     report = "\n".join(lines) + "\n"
     print(report)
     if not options.no_write:
