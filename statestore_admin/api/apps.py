@@ -7,3 +7,6 @@ class ApiConfig(AppConfig):
     name = "statestore_admin.api"
     label = "api"
     verbose_name = "API"
+
+    def ready(self):
+        from . import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)

@@ -1,6 +1,6 @@
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import airflow_v2, audit, ours
 
@@ -27,5 +27,5 @@ urlpatterns = [
     path("api/statestore/v1/audit-events/<int:id>/restore", api(audit.RestoreEvent), name="api-audit-event-restore"),
     path("api/statestore/v1/restore", api(audit.RestoreDocument), name="api-restore"),
     path("api/schema/", api(SpectacularAPIView), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
