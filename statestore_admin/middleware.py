@@ -64,3 +64,28 @@ class DomainErrorMiddleware:
         if isinstance(exception, NotFound):
             return not_found(request, exception)
         return None
+
+
+class ApiErrorsAsJsonMiddleware:
+    """Under ``/api/`` every error is JSON in Airflow's shape (``{"detail": …}``): Django's own answers to
+    an unrouted path (404), a bad or oversized request (400, 413), a method a non-DRF view does not take
+    (405) and an unexpected exception (500, logged as usual) are HTML; here they become
+    ``{"detail": "Not Found"}`` etc. JSON answers (DRF's, with their details) pass unchanged."""
+
+    KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            response.status_code < 400
+            or not request.path.startswith("/api/")
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        from statestore_admin.api.errors import json_error
+
+        kept = {name: response[name] for name in self.KEPT_HEADERS if response.has_header(name)}
+        return json_error(response.status_code, headers=kept)

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "statestore_admin.middleware.ApiErrorsAsJsonMiddleware",
     "csp.middleware.CSPMiddleware",
     "statestore_admin.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -12,5 +12,6 @@ urlpatterns = [
     path("", include("statestore_admin.dashboard.urls")),
 ]
 
+handler400 = errors.bad_request
 handler403 = errors.permission_denied
 handler404 = errors.not_found

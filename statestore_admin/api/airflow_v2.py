@@ -6,6 +6,7 @@ a 513-character key → a database error), the answer is a 422 with a validation
 """
 
 import json
+import re
 from datetime import UTC, datetime
 
 from django.http import HttpResponse
@@ -22,7 +23,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.selectors import TaskScope
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, parse_datetime_aware
+from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
 
 from .errors import RequestInvalid, error
 
@@ -31,14 +32,29 @@ TRUE = {"1", "true", "t", "yes", "y", "on"}
 FALSE = {"0", "false", "f", "no", "n", "off"}
 
 
+BODY_DEPTH = MAX_DEPTH + 3  # a value in a body ({"keys": [{"value": …}]}); the domain checks the value itself
+
+
 class LenientJSONParser(JSONParser):
-    """Accepts NaN and Infinity tokens so that the domain can refuse them with a message (Airflow: a 500)."""
+    """Accepts NaN and Infinity tokens so that the domain can refuse them with a message (Airflow: a 500).
+    A body nested deeper than any allowed value is refused before parsing (the parser recurses)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:  # invalid UTF-8 is refused, never stored with replacement characters
             text = stream.read().decode((parser_context or {}).get("encoding") or "utf-8")
             if not text.strip():
                 return None
+            if json_depth(text, BODY_DEPTH) > BODY_DEPTH:
+                raise RequestInvalid(
+                    error(
+                        "value_error",
+                        ["body"],
+                        f"Value error, arrays and objects nest more than {MAX_DEPTH} levels deep in a value; "
+                        f"at most {MAX_DEPTH} are allowed",
+                        None,
+                        ctx={"error": {}},
+                    )
+                )
             return json.loads(text, parse_constant=float)
         except ValueError as exc:  # UnicodeDecodeError is a ValueError
             raise RequestInvalid(
@@ -66,10 +82,14 @@ def iso(value: datetime | None) -> str | None:
 
 
 def decoded(text: str):
+    """The stored value as JSON; text that is not JSON, or nests deeper than ``MAX_DEPTH`` (written outside
+    the dashboard), is returned as it is rather than failing."""
+    if json_depth(text) > MAX_DEPTH:
+        return text
     try:
         return json.loads(text)
     except ValueError:
-        return text  # not JSON (written outside Airflow): returned as it is rather than failing
+        return text
 
 
 MAX_INT = 2**31 - 1  # an integer column (map_index)
@@ -113,6 +133,20 @@ def query_int(request, name: str, default: int, minimum: int, maximum: int = MAX
             )
         )
     return number
+
+
+def path_int(raw: str, name: str) -> int:
+    """An integer path parameter as FastAPI parses it: anything else is Airflow's 422 ``int_parsing``."""
+    if not re.fullmatch(r"[+-]?[0-9]+", raw):
+        raise RequestInvalid(
+            error(
+                "int_parsing",
+                ["path", name],
+                "Input should be a valid integer, unable to parse string as an integer",
+                raw,
+            )
+        )
+    return int(raw)
 
 
 def query_bool(request, name: str) -> bool:
@@ -402,6 +436,12 @@ class TaskStateStoreItem(TaskView):
 # Asset state ----------------------------------------------------------------------------------------
 class AssetView(AirflowView):
     store = permissions.ASSET
+
+    def initial(self, request, *args, **kwargs):
+        """After authentication and permissions (as in Airflow), ``asset_id`` becomes an integer or a 422.
+        ``self.kwargs`` is the dict the handler is called with."""
+        super().initial(request, *args, **kwargs)
+        self.kwargs["asset_id"] = path_int(self.kwargs["asset_id"], "asset_id")
 
 
 class AssetStateStoreCollection(AssetView):

@@ -1,11 +1,36 @@
 from django.contrib.auth.decorators import login_not_required
-from django.urls import path
+from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import airflow_v2, audit, ours
 
+
+class KeyConverter:
+    """A key: any characters, newlines and '/' included (Django's ``path`` stops at a newline)."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value):
+        return value
+
+    def to_url(self, value):
+        return value
+
+
+class PathSegmentConverter(KeyConverter):
+    """One path segment, validated by the view (``asset_id``: not an integer is Airflow's 422, not a 404)."""
+
+    regex = "[^/]+"
+
+    def to_url(self, value):
+        return str(value)
+
+
+register_converter(KeyConverter, "key")
+register_converter(PathSegmentConverter, "segment")
+
 TASK = "api/v2/dags/<str:dag_id>/dagRuns/<str:dag_run_id>/taskInstances/<str:task_id>/state-store"
-ASSET = "api/v2/assets/<int:asset_id>/state-store"
+ASSET = "api/v2/assets/<segment:asset_id>/state-store"
 
 
 def api(view_class):
@@ -15,9 +40,9 @@ def api(view_class):
 
 urlpatterns = [
     path(TASK, api(airflow_v2.TaskStateStoreCollection), name="task-state-store"),
-    path(f"{TASK}/<path:key>", api(airflow_v2.TaskStateStoreItem), name="task-state-store-key"),
+    path(f"{TASK}/<key:key>", api(airflow_v2.TaskStateStoreItem), name="task-state-store-key"),
     path(ASSET, api(airflow_v2.AssetStateStoreCollection), name="asset-state-store"),
-    path(f"{ASSET}/<path:key>", api(airflow_v2.AssetStateStoreItem), name="asset-state-store-key"),
+    path(f"{ASSET}/<key:key>", api(airflow_v2.AssetStateStoreItem), name="asset-state-store-key"),
     path("api/statestore/v1/search/task-keys", api(ours.SearchTaskKeys), name="api-search-task-keys"),
     path("api/statestore/v1/search/asset-keys", api(ours.SearchAssetKeys), name="api-search-asset-keys"),
     path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),

@@ -189,10 +189,14 @@ def _int_or(value, default: int) -> int:
 
 
 def _int_or_400(value, field):
+    """An integer the database can compare (64 bits), else Invalid."""
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         raise Invalid({field: f"{value!r} is not a number."}) from None
+    if not -(2**63) <= number < 2**63:
+        raise Invalid({field: f"{value!r} is out of range."})
+    return number
 
 
 @require_http_methods(["GET", "POST"])

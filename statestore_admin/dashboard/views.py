@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from statestore_admin.state import permissions, selectors
+from statestore_admin.state.errors import NotFound
 
 PANEL = "keys-panel"
 
@@ -108,7 +109,10 @@ def task_instance(request, run_pk, task_id):
 def task_instance_lookup(request):
     """A task instance named by (dag_id, run_id, task_id, map_index), e.g. an asset key's writer."""
     run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""))
-    url = reverse("task-instance", args=[run.pk, request.GET.get("task_id", "")])
+    task_id = request.GET.get("task_id", "")
+    if not task_id or "/" in task_id:  # Airflow's task ids are never empty and never hold "/"
+        raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
+    url = reverse("task-instance", args=[run.pk, task_id])
     return redirect(f"{url}?map_index={_int(request.GET.get('map_index'), -1)}")
 
 

@@ -1,7 +1,9 @@
 """Keyset (cursor) pagination: no OFFSET, no ``COUNT(*)``; one extra row tells whether there is more.
 
 A cursor is the ordering values of the last row shown, as URL-safe base64 JSON, so a page link can
-be shared. An invalid cursor is the first page (it is user input).
+be shared. An invalid cursor is the first page (it is user input): one that does not decode, or whose
+values do not fit the ordering fields (a string for an integer, an integer beyond 64 bits, a list, null,
+a naive date, text with NUL), since the database could not compare them.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+MIN_INT, MAX_INT = -(2**63), 2**63 - 1  # what any integer column can be compared with
 
 
 @dataclass
@@ -37,12 +43,41 @@ def encode_cursor(values: list[Any]) -> str:
 
 
 def _restore(value: Any) -> Any:
+    """A cursor value as the database can take it: a JSON scalar, or ``{"dt": …}`` for an aware datetime."""
     if isinstance(value, dict):
         parsed = parse_datetime(value.get("dt") or "") if isinstance(value.get("dt"), str) else None
-        if parsed is None:
+        if parsed is None or timezone.is_naive(parsed):
             raise ValueError("bad datetime in cursor")
         return parsed
+    if isinstance(value, bool) or value is None or isinstance(value, (list, float)):
+        raise ValueError("not a value of an ordering column")
+    if isinstance(value, int) and not MIN_INT <= value <= MAX_INT:
+        raise ValueError("integer out of range")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("NUL in a cursor")
     return value
+
+
+def _fits(field: models.Field | None, value: Any) -> bool:
+    """Whether ``value`` has the type of the ordering column ``field`` (None: not a model field; any goes)."""
+    if field is None:
+        return True
+    if isinstance(field, models.ForeignKey):
+        field = field.target_field
+    if isinstance(field, models.DateTimeField):
+        return isinstance(value, datetime)
+    if isinstance(field, (models.IntegerField, models.AutoField)):
+        return isinstance(value, int)
+    if isinstance(field, (models.CharField, models.TextField)):
+        return isinstance(value, str)
+    return not isinstance(value, datetime)
+
+
+def _field(model, name: str) -> models.Field | None:
+    try:
+        return model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
 
 
 def decode_cursor(cursor: str | None, count: int) -> list[Any] | None:
@@ -58,6 +93,15 @@ def decode_cursor(cursor: str | None, count: int) -> list[Any] | None:
         return [_restore(v) for v in values]
     except ValueError:
         return None
+
+
+def decode_cursor_for(cursor: str | None, model, ordering: list[str]) -> list[Any] | None:
+    """The cursor's values when each fits its ordering field of ``model``; else None (the first page)."""
+    values = decode_cursor(cursor, len(ordering))
+    if values is None:
+        return None
+    fields = [_field(model, name.lstrip("-")) for name in ordering]
+    return values if all(_fits(f, v) for f, v in zip(fields, values, strict=True)) else None
 
 
 def _after(fields: list[str], values: list[Any]) -> Q:
@@ -77,7 +121,7 @@ def paginate(
     """The page after ``cursor``. ``ordering`` must be unique (end with a key). ``value_of(row, field)``
     reads ordering values from rows that are not model instances."""
     size = max(1, min(size, MAX_PAGE_SIZE))
-    values = decode_cursor(cursor, len(ordering))
+    values = decode_cursor_for(cursor, queryset.model, ordering)
     rows = queryset.order_by(*ordering)
     if values is not None:
         rows = rows.filter(_after(ordering, values))

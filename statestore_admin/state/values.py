@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +15,7 @@ from statestore_admin.airflow.config import AirflowConfig, airflow_config
 from .errors import Invalid
 
 MAX_KEY_LENGTH = 512
+MAX_DEPTH = 64  # nesting of arrays and objects in a value: deeper values are refused at write time
 
 
 def _invalid(field: str, message: str, code: str) -> Invalid:
@@ -33,10 +35,57 @@ def clean_key(key: str, field: str = "key") -> str:
     return key
 
 
+# Nesting depth, without recursion: strings are skipped whole, brackets counted.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\[\s\S][^"\\]*)*"|[\[\]{}]')
+
+
+def json_depth(text: str, limit: int = MAX_DEPTH) -> int:
+    """How deeply arrays and objects nest in JSON ``text`` (``1`` → 0, ``[[1]]`` → 2), counting stops
+    above ``limit`` (the answer is then ``limit + 1``). Text that is not JSON gets a meaningless number."""
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def value_depth(value, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and dicts nest in ``value``, without recursion; stops above ``limit``."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, (list, tuple)):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        pending.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def too_deep(field: str = "value") -> Invalid:
+    return _invalid(
+        field,
+        f"Arrays and objects nest more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are allowed.",
+        "too_deep",
+    )
+
+
 def encode_value(value, max_bytes: int | None = None, field: str = "value") -> str:
-    """The text Airflow stores for ``value`` (``json.dumps``), after Airflow's checks and ours."""
+    """The text Airflow stores for ``value`` (``json.dumps``), after Airflow's checks and ours (nesting at
+    most ``MAX_DEPTH`` levels)."""
     if value is None:
         raise _invalid(field, "null is not a storable value.", "null")
+    if value_depth(value) > MAX_DEPTH:
+        raise too_deep(field)
     try:
         text = json.dumps(value, allow_nan=False)
     except ValueError:
@@ -57,7 +106,10 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
 
 
 def decode_json_text(text: str, field: str = "value"):
-    """JSON typed by a user, as a value for the services (which refuse null, NaN and Infinity)."""
+    """JSON typed by a user, as a value for the services (which refuse null, NaN and Infinity). Nesting
+    deeper than ``MAX_DEPTH`` is refused before parsing (the parser recurses)."""
+    if json_depth(text) > MAX_DEPTH:
+        raise too_deep(field)
     try:
         return json.loads(text, parse_constant=float)
     except ValueError as exc:
@@ -65,7 +117,10 @@ def decode_json_text(text: str, field: str = "value"):
 
 
 def pretty(text: str) -> str:
-    """A stored value indented for reading and editing; text that is not JSON stays as it is."""
+    """A stored value indented for reading and editing; text that is not JSON, or nested deeper than
+    ``MAX_DEPTH`` (written by Airflow, which has no limit), stays as it is."""
+    if json_depth(text) > MAX_DEPTH:
+        return text
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     except (TypeError, ValueError):

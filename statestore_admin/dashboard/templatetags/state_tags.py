@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from statestore_admin.state.selectors import STATUSES, status_of
-from statestore_admin.state.values import pretty
+from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty
 
 register = template.Library()
 FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded
@@ -56,7 +56,15 @@ def _fold(opening, closing, count, items, depth, size):
 
 @register.simple_tag
 def json_tree(text):
-    """Pretty, foldable JSON for a stored value (text that is not JSON is shown as it is)."""
+    """Pretty, foldable JSON for a stored value (text that is not JSON is shown as it is, and so is JSON
+    nested deeper than values may be written: Airflow has no such limit)."""
+    if isinstance(text, str) and json_depth(text) > MAX_DEPTH:
+        return format_html(
+            '<p class="warning">Arrays and objects nest more than {} levels deep: shown as raw text.</p>'
+            '<pre class="code">{}</pre>',
+            MAX_DEPTH,
+            text,
+        )
     try:
         value = json.loads(text)
     except (TypeError, ValueError):
