@@ -1,19 +1,28 @@
-# statestore-admin: `make run` (embedded demo) and `make test` are the two commands the README promises.
+# statestore-admin: `make run` (embedded demo) and `make test` are the two commands the README promises;
+# `make serve` is the production server (README, "Production").
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install run test test-postgres test-compat lint schema clean-demo
+.PHONY: install install-dev run serve test test-postgres test-compat lint schema clean-demo
 
+# Runtime requirements only (what `make run` and `make serve` need); reinstalled when requirements.txt changes.
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# Tests and development tools on top (requirements-dev.txt includes requirements.txt).
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
 install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
 
 # The embedded demo: both databases are SQLite files in var/, whatever the environment says.
 run: export STATESTORE_DEMO = 1
@@ -23,19 +32,25 @@ run: install
 	$(PY) manage.py demo_setup --url http://$(HOST):$(PORT)/
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
+# Production: gunicorn (gunicorn.conf.py) on $(HOST):$(PORT), configured by the environment (README, "Production").
+serve: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	HOST=$(HOST) PORT=$(PORT) exec $(VENV)/bin/gunicorn --config gunicorn.conf.py
+
 # SQLite by default; STATESTORE_TEST_DB=postgres runs the same suite on PostgreSQL (127.0.0.1:5432).
-test: install
+test: install-dev
 	$(PY) -m pytest
 
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check statestore_admin tests bench scripts manage.py
 	$(VENV)/bin/ruff format --check statestore_admin tests bench scripts manage.py
 
 # Real Airflow 3.3.2 (in its own virtualenv) beside the dashboard, on PostgreSQL: see docs/compat.md.
-test-compat: install
+test-compat: install-dev
 	$(PY) -m pytest -m compat tests/compat
 
 # Regenerate the Airflow 3.3.2 schema fixtures from a real `airflow db migrate` (needs PostgreSQL).

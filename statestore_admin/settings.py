@@ -120,7 +120,8 @@ DATABASES = {
         env.db_url_config(f"sqlite:///{VAR_DIR / 'dashboard.sqlite3'}")
         if EMBEDDED_DASHBOARD_DB
         else env.db_url("DATABASE_URL")
-    ),
+    )
+    | {"CONN_HEALTH_CHECKS": True, "CONN_MAX_AGE": env.int("DATABASE_CONN_MAX_AGE", default=60)},
     AIRFLOW_DB_ALIAS: {
         **AIRFLOW_DATABASE.settings,
         "CONN_HEALTH_CHECKS": True,
@@ -214,13 +215,17 @@ USE_I18N = False
 USE_TZ = True
 
 # Static files (served by WhiteNoise; nothing from a CDN) -------------------------------------
+# `manage.py collectstatic` (run by `make serve`) writes hashed, compressed copies to STATIC_ROOT, served
+# with far-future caching. Until it has run (no manifest), WhiteNoise serves the source folders at plain
+# URLs instead, so that a page never fails for a missing static file (statestore_admin.staticfiles).
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "static")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "statestore_admin.staticfiles.ManifestStaticFilesStorage"},
 }
+WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,39 @@
+"""gunicorn's configuration for `make serve` (README, "Production"). Every value can be set from the environment.
+
+Worker processes with threads (gthread): each thread of each worker keeps its own connections to both
+databases for up to ``DATABASE_CONN_MAX_AGE`` / ``AIRFLOW_DATABASE_CONN_MAX_AGE`` seconds, so a server
+holds at most WEB_CONCURRENCY x GUNICORN_THREADS connections to Airflow's database (12 by default on 2 cores).
+"""
+
+import os
+
+wsgi_app = "statestore_admin.wsgi:application"
+
+# Where to listen. Behind a reverse proxy keep it on 127.0.0.1 or a private address only the proxy reaches.
+bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
+
+# Processes x threads: CPU cores + 1 workers (3 on 2 cores), 4 threads each.
+workers = int(os.environ.get("WEB_CONCURRENCY", (os.cpu_count() or 1) + 1))
+threads = int(os.environ.get("GUNICORN_THREADS", 4))
+worker_class = "gthread"
+
+# A worker that stops reporting for `timeout` seconds is killed and restarted. Requests to Airflow's database
+# have deadlines of their own (docs/operations.md); this is the last resort above the longest of them.
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", 120))
+# On SIGTERM (deploys, `docker stop`), requests in flight get this long to finish.
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", 30))
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", 5))
+
+# Logs to stdout and stderr, for the process supervisor to collect. The access log has the client's address
+# as the proxy reported it (X-Forwarded-For) and the request's duration in microseconds.
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+access_log_format = '%(h)s "%({x-forwarded-for}i)s" %(t)s "%(r)s" %(s)s %(b)s %(D)sus "%(a)s"'
+
+# The addresses (or networks, CIDR) of the TLS-terminating proxies whose X-Forwarded-Proto gunicorn believes
+# (comma-separated, or * for any). Default: the local host only, as gunicorn's own default.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+
+# No control socket ($HOME/.gunicorn/gunicorn.ctl): several servers on one host would share it.
+control_socket_disable = True

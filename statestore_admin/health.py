@@ -1,0 +1,151 @@
+"""Health endpoints for load balancers and orchestrators; no login, and nothing in them but a status.
+
+- ``GET /healthz``: the process answers. No database is touched.
+- ``GET /readyz``: both databases (the dashboard's own and Airflow's) answer ``SELECT 1`` within
+  ``READY_TIMEOUT`` seconds each, probed in parallel on fresh connections, never the request thread's.
+  PostgreSQL is probed through libpq's non-blocking API with a deadline of our own, so the bound holds
+  even when the server (or a proxy in front of it) accepts the connection and then never answers;
+  the probe's connection is closed whatever happens. 503 names the database that failed and a short
+  reason (timeout, refused, authentication, ...); the full error goes to the server's log only.
+"""
+
+import logging
+import selectors
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import connections
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from psycopg import pq
+from psycopg.conninfo import make_conninfo
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 2.0  # seconds, per database
+OK = "ok"
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+@login_not_required
+@never_cache
+@require_safe
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+@login_not_required
+@never_cache
+@require_safe
+def readyz(request):
+    aliases = list(connections)
+    with ThreadPoolExecutor(max_workers=len(aliases)) as pool:
+        results = dict(zip(aliases, pool.map(probe, aliases), strict=True))
+    ready = all(result == OK for result in results.values())
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "databases": results},
+        status=200 if ready else 503,
+    )
+
+
+def probe(alias: str, timeout: float = READY_TIMEOUT) -> str:
+    """``"ok"``, or a short reason why database ``alias`` did not answer ``SELECT 1`` within ``timeout`` s."""
+    wrapper = connections.create_connection(alias)  # reads the settings only; never connects
+    try:
+        if wrapper.vendor == "postgresql":
+            _probe_postgresql(wrapper.get_connection_params(), timeout)
+        elif wrapper.vendor == "sqlite":
+            _probe_sqlite(wrapper.settings_dict["NAME"], timeout)
+        else:
+            return f"unsupported database vendor {wrapper.vendor}"
+    except ProbeTimeout:
+        log.warning("readyz: database %r did not answer within %ss", alias, timeout)
+        return f"timeout after {timeout:g}s"
+    except Exception as exc:  # any failure is "not ready"; the details stay in the log
+        log.warning("readyz: database %r is unavailable: %s", alias, exc)
+        return _reason(str(exc))
+    return OK
+
+
+def _reason(message: str) -> str:
+    text = message.lower()
+    for needles, reason in (
+        (("connection refused",), "connection refused"),
+        (("could not translate host name",), "unknown host"),
+        (("no route to host",), "no route to host"),
+        (("authentication failed",), "authentication failed"),
+        (("no pg_hba.conf entry",), "authentication failed"),
+        (('role "', "does not exist"), "role does not exist"),
+        (('database "', "does not exist"), "database does not exist"),
+        (("too many clients",), "too many connections"),
+        (("starting up",), "database is starting up"),
+        (("shutting down",), "database is shutting down"),
+        (("unable to open database file",), "database file cannot be opened"),
+    ):
+        if all(needle in text for needle in needles):
+            return reason
+    return "error (see the server log)"
+
+
+def _libpq_params(params: dict) -> bytes:
+    """The libpq keywords of Django's connection parameters (not psycopg's Python-side ones), as a conninfo."""
+    keywords = {option.keyword.decode() for option in pq.Conninfo.get_defaults()}
+    libpq = {key: value for key, value in params.items() if key in keywords and value not in (None, "")}
+    return make_conninfo("", **libpq).encode()
+
+
+def _probe_postgresql(params: dict, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    conn = pq.PGconn.connect_start(_libpq_params(params))
+    try:
+        if conn.status == pq.ConnStatus.BAD:
+            raise RuntimeError(conn.get_error_message())
+        status = pq.PollingStatus.WRITING
+        while status != pq.PollingStatus.OK:
+            if status == pq.PollingStatus.FAILED:
+                raise RuntimeError(conn.get_error_message())
+            _wait(conn, selectors.EVENT_READ if status == pq.PollingStatus.READING else selectors.EVENT_WRITE, deadline)
+            status = conn.connect_poll()
+        conn.nonblocking = 1
+        conn.send_query(b"SELECT 1")  # psycopg's pq raises on libpq's failures (here, flush, consume_input)
+        while conn.flush():
+            _wait(conn, selectors.EVENT_WRITE, deadline)
+        result = None
+        while True:
+            while conn.is_busy():
+                _wait(conn, selectors.EVENT_READ, deadline)
+                conn.consume_input()
+            current = conn.get_result()
+            if current is None:
+                break
+            result = current
+        if result is None or result.status != pq.ExecStatus.TUPLES_OK:
+            raise RuntimeError(result.error_message if result is not None else conn.get_error_message())
+    finally:
+        conn.finish()
+
+
+def _wait(conn, event: int, deadline: float) -> None:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ProbeTimeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn.socket, event)
+        if not selector.select(remaining):
+            raise ProbeTimeout
+
+
+def _probe_sqlite(name, timeout: float) -> None:
+    uri = f"{Path(name).resolve().as_uri()}?mode=ro"  # read-only: a missing file is an error, not created
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
