@@ -155,7 +155,12 @@ def test_make_serve_in_a_fresh_clone(tmp_path, postgres_databases):
         superuser = subprocess.run(
             [*manage, "createsuperuser", "--noinput"],
             cwd=clone,
-            env={**env, "DJANGO_SUPERUSER_USERNAME": "admin", "DJANGO_SUPERUSER_PASSWORD": uuid.uuid4().hex},
+            env={
+                **env,
+                "DJANGO_SUPERUSER_USERNAME": "admin",
+                "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
+                "DJANGO_SUPERUSER_PASSWORD": uuid.uuid4().hex,
+            },
             capture_output=True,
             text=True,
             timeout=120,
