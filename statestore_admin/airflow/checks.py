@@ -8,7 +8,7 @@ from django.core import checks
 from django.db import DatabaseError, connections
 
 from .config import airflow_config
-from .models import AssetStateStore, TaskStateStore
+from .models import Asset, AssetActive, AssetStateStore, DagRun, Log, TaskInstance, TaskStateStore
 from .router import airflow_alias
 
 
@@ -59,11 +59,75 @@ def inspect_airflow_database(connection) -> list[checks.CheckMessage]:
         ]
 
 
+def required_privileges(audit_to_airflow_log: bool) -> list[tuple[str, str, str]]:
+    """(object kind, name, privilege) the dashboard needs on Airflow's database: README, Production →
+    Database privileges. Reads of Airflow's tables; reads and writes of the two state tables; the
+    sequence of ``task_state_store.id`` for adds; with ``AUDIT_TO_AIRFLOW_LOG`` appends to ``log``."""
+    read_only = [DagRun, TaskInstance, Asset, AssetActive]
+    needed = [("table", model._meta.db_table, "SELECT") for model in read_only]
+    needed += [
+        ("table", model._meta.db_table, privilege)
+        for model in (TaskStateStore, AssetStateStore)
+        for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE")
+    ]
+    needed.append(("sequence", f"{TaskStateStore._meta.db_table}_id_seq", "USAGE"))
+    if audit_to_airflow_log:  # INSERT … RETURNING id: SELECT on that one column
+        log = Log._meta.db_table
+        needed += [("table", log, "INSERT"), ("column", f"{log}.id", "SELECT"), ("sequence", f"{log}_id_seq", "USAGE")]
+    return needed
+
+
+def _has_privilege(cursor, kind: str, name: str, privilege: str) -> bool | None:
+    """None when the object does not exist (the oid form of the functions, instead of an error)."""
+    if kind == "column":
+        table, column = name.split(".")
+        cursor.execute("SELECT has_column_privilege(to_regclass(%s), %s, %s)", [table, column, privilege])
+    else:
+        cursor.execute(f"SELECT has_{kind}_privilege(to_regclass(%s), %s)", [name, privilege])
+    return cursor.fetchone()[0]
+
+
+def _grant(kind: str, name: str, privileges: list[str], role: str) -> str:
+    if kind == "column":
+        table, column = name.split(".")
+        return f'GRANT {", ".join(f"{p} ({column})" for p in privileges)} ON TABLE {table} TO "{role}";'
+    return f'GRANT {", ".join(privileges)} ON {kind.upper()} {name} TO "{role}";'
+
+
+def inspect_privileges(connection, audit_to_airflow_log: bool) -> list[checks.CheckMessage]:
+    """On PostgreSQL, an error naming each grant the connected role lacks (objects that do not exist
+    are left to the checks above: E002 names a missing state table)."""
+    if connection.vendor != "postgresql":
+        return []
+    missing: dict[tuple[str, str], list[str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        role = cursor.fetchone()[0]
+        for kind, name, privilege in required_privileges(audit_to_airflow_log):
+            if _has_privilege(cursor, kind, name, privilege) is False:
+                missing.setdefault((kind, name), []).append(privilege)
+    return [
+        checks.Error(
+            f"The role '{role}' lacks {', '.join(privileges)} on {kind} {name} in the Airflow database "
+            f"{_describe(connection)}.",
+            hint=f"{_grant(kind, name, privileges, role)} (README, Production: Database privileges).",
+            id="statestore.E006",
+        )
+        for (kind, name), privileges in missing.items()
+    ]
+
+
 @checks.register("statestore")
 def check_airflow_database(app_configs=None, databases=None, **kwargs):
+    from django.conf import settings
+
     if databases is not None and airflow_alias() not in databases:
         return []
-    return inspect_airflow_database(connections[airflow_alias()])
+    connection = connections[airflow_alias()]
+    messages = inspect_airflow_database(connection)
+    if any(message.id == "statestore.E001" for message in messages):
+        return messages
+    return messages + inspect_privileges(connection, settings.AUDIT_TO_AIRFLOW_LOG)
 
 
 @checks.register("statestore")
