@@ -178,7 +178,7 @@ def test_make_serve_in_a_fresh_clone(tmp_path, postgres_databases):
         url = f"{base}/api/v2/assets/{asset_id}/state-store"
         status, headers, body = http(url, {"Authorization": f"Bearer {token.stdout.strip()}"})
         assert status == 200, body
-        assert [item["key"] for item in json.loads(body)["state_store"]] == ["watermark"]
+        assert [item["key"] for item in json.loads(body)["asset_state_store"]] == ["watermark"]
         assert http(url)[0] == 401
 
         # A production install pulls no test tools.
