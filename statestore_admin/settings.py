@@ -227,6 +227,10 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
 
+# Health endpoints (statestore_admin.health): probes speak plain HTTP to the server itself, and a redirect
+# to HTTPS (BEHIND_TLS_PROXY) would count as success for them. They answer in place.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -296,6 +296,13 @@ def test_healthz_needs_no_login_and_no_database(client):
     assert client.post("/healthz").status_code == 405
 
 
+def test_health_is_not_redirected_to_https_behind_a_tls_proxy(client):
+    """A probe's plain-HTTP request answered with a redirect would count as success."""
+    with override_settings(SECURE_SSL_REDIRECT=True):
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/login/").status_code == 301
+
+
 @pytest.mark.django_db(databases=BOTH_DATABASES)
 def test_readyz_answers_when_both_databases_do(client):
     response = client.get("/readyz")
