@@ -89,3 +89,31 @@ class ApiErrorsAsJsonMiddleware:
 
         kept = {name: response[name] for name in self.KEPT_HEADERS if response.has_header(name)}
         return json_error(response.status_code, headers=kept)
+
+
+class AirflowDatabaseUnavailableMiddleware:
+    """503 when Airflow's metadata database is unreachable, hung or lost mid-request
+    (``airflow.availability.AirflowDatabaseUnavailable``): the 503 page with the reason, one line of text
+    for htmx (a toast), ``{"detail": ...}`` under ``/api/`` (DRF's views answer it in ``api.errors``
+    already). Never a stack trace; the reason never holds the password. Requests that do not touch
+    Airflow's database never get here."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from django.http import HttpResponse
+        from django.shortcuts import render
+
+        from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
+
+        if not isinstance(exception, AirflowDatabaseUnavailable):
+            return None
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": exception.detail}, status=503)
+        if request.headers.get("HX-Request"):
+            return HttpResponse(f"{exception.detail}.", status=503, content_type="text/plain; charset=utf-8")
+        return render(request, "errors/503.html", {"reason": exception.reason}, status=503)

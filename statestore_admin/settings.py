@@ -19,7 +19,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from statestore_admin.airflow.dburl import resolve_airflow_database
+from statestore_admin.airflow.dburl import resolve_airflow_database, with_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -87,6 +87,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "statestore_admin.middleware.DomainErrorMiddleware",
+    "statestore_admin.middleware.AirflowDatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "statestore_admin.urls"
@@ -130,6 +131,17 @@ DATABASES = {
 }
 DATABASE_ROUTERS = ["statestore_admin.airflow.router.AirflowRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Airflow database timeouts -------------------------------------------------------------------
+# PostgreSQL only (docs/operations.md, "When Airflow's database is slow, down or restarted"): seconds to
+# connect; a deadline on every query that holds even when the server stops answering (the server's
+# statement_timeout is set 1 s shorter); state_store_clean's longer deadline. 0: no deadline.
+AIRFLOW_DATABASE_CONNECT_TIMEOUT = env.int("AIRFLOW_DATABASE_CONNECT_TIMEOUT", default=5)
+AIRFLOW_DATABASE_QUERY_TIMEOUT = env.float("AIRFLOW_DATABASE_QUERY_TIMEOUT", default=30.0)
+AIRFLOW_DATABASE_GC_QUERY_TIMEOUT = env.float("AIRFLOW_DATABASE_GC_QUERY_TIMEOUT", default=3600.0)
+DATABASES[AIRFLOW_DB_ALIAS] = with_timeouts(
+    DATABASES[AIRFLOW_DB_ALIAS], AIRFLOW_DATABASE_CONNECT_TIMEOUT, AIRFLOW_DATABASE_QUERY_TIMEOUT
+)
 
 # State store ---------------------------------------------------------------------------------
 # Dotted paths of custom [state_store] backends that subclass MetastoreBackend, for hosts where they

@@ -140,8 +140,11 @@ def check_airflow_config(app_configs=None, **kwargs):
 
 @checks.register("statestore")
 def check_separate_databases(app_configs=None, **kwargs):
-    default, airflow = connections["default"].settings_dict, connections[airflow_alias()].settings_dict
-    same = all(default.get(k) == airflow.get(k) for k in ("ENGINE", "NAME", "HOST", "PORT"))
+    default, airflow = connections["default"], connections[airflow_alias()]
+    # By vendor, not ENGINE: the Airflow alias's PostgreSQL engine is our deadline backend.
+    same = default.vendor == airflow.vendor and all(
+        default.settings_dict.get(k) == airflow.settings_dict.get(k) for k in ("NAME", "HOST", "PORT")
+    )
     if same:
         return [
             checks.Error(

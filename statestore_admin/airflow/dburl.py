@@ -19,6 +19,12 @@ from .config import AirflowConfig, AirflowConfigError
 
 POSTGRES_DIALECTS = {"postgresql", "postgres"}
 APPLICATION_NAME = "statestore-admin"
+DJANGO_POSTGRESQL = "django.db.backends.postgresql"
+# Django's PostgreSQL backend with a client-side deadline on every query (docs/operations.md).
+AIRFLOW_POSTGRESQL = "statestore_admin.airflow.backends.postgresql"
+# libpq's TCP keepalives: a peer that vanished (host down, network cut) is noticed on an idle connection
+# after about 30 + 3 x 10 s instead of the kernel's two hours.
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 
 def sqlalchemy_url_to_django(url: str) -> dict[str, Any]:
@@ -38,7 +44,7 @@ def sqlalchemy_url_to_django(url: str) -> dict[str, Any]:
         if not name:
             raise AirflowConfigError(f"The database URL {mask_url(url)} names no database.")
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            "ENGINE": DJANGO_POSTGRESQL,
             "NAME": name,
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
@@ -58,6 +64,17 @@ def sqlalchemy_url_to_django(url: str) -> dict[str, Any]:
         f"Unsupported Airflow database URL scheme {parts.scheme!r} in {mask_url(url)}: "
         "statestore-admin supports PostgreSQL and SQLite."
     )
+
+
+def with_timeouts(settings: dict[str, Any], connect_timeout: int, query_timeout: float) -> dict[str, Any]:
+    """The Airflow alias's settings with its timeouts: PostgreSQL gets the deadline backend, libpq's
+    ``connect_timeout`` and keepalives (options given in the URL win) and ``query_timeout`` (0: none).
+    SQLite is returned unchanged."""
+    if settings["ENGINE"] not in (DJANGO_POSTGRESQL, AIRFLOW_POSTGRESQL):
+        return settings
+    options = {"connect_timeout": str(connect_timeout), **KEEPALIVES, **settings.get("OPTIONS", {})}
+    options["query_timeout"] = query_timeout
+    return {**settings, "ENGINE": AIRFLOW_POSTGRESQL, "OPTIONS": options}
 
 
 def mask_url(url: str) -> str:

@@ -13,6 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
 from statestore_admin.state.errors import Conflict, NotFound
 
 AIRFLOW_VALUE_ERRORS = {
@@ -72,6 +73,8 @@ def handler(exc, context):
         return response
     if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
         return Response({"detail": "Forbidden"}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, AirflowDatabaseUnavailable):
+        return Response({"detail": exc.detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
     if isinstance(exc, NotFound):
         return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, Conflict):

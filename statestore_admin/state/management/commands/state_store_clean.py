@@ -9,9 +9,11 @@ import json
 import signal
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.state import gc
 from statestore_admin.state.actors import GC, Actor
@@ -64,6 +66,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--top", type=int, default=10, help="Dry run: DAGs listed (default 10).")
         parser.add_argument("--json", action="store_true", help="Print a JSON summary instead of text.")
+
+    def execute(self, *args, **options):
+        # Deletes and counts over a large table outlast a page's query deadline: GC has its own.
+        with query_timeout(settings.AIRFLOW_DATABASE_GC_QUERY_TIMEOUT):
+            return super().execute(*args, **options)
 
     def handle(self, *args, **options):
         self.verbosity = options["verbosity"]

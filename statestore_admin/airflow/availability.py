@@ -1,0 +1,80 @@
+"""When Airflow's metadata database cannot answer: one exception for the faces, and the GC's longer deadline.
+
+The Airflow alias's PostgreSQL backend (``airflow.backends.postgresql``) raises
+``AirflowDatabaseUnavailable`` for every failure that says the database is not there or not answering
+(cannot connect, connect timeout, connection lost or closed, our query deadline, the server's
+``statement_timeout``, shutdown, too many connections), and the plain Django error for everything else
+(a missing grant, a constraint). It subclasses Django's ``OperationalError``, so code that catches
+``DatabaseError`` keeps working. The pages answer it with a 503 page (``middleware``), the API with 503
+JSON in Airflow's shape (``api.errors``). docs/operations.md describes the behaviour and the settings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connections
+from django.db.utils import OperationalError
+
+# SQLSTATE classes that mean "not available": 08 connection exception, 53 insufficient resources
+# (too many connections, out of memory, disk full), 57 operator intervention (statement timeout or cancel,
+# admin or crash shutdown, cannot connect now). No SQLSTATE at all: a client-side failure (cannot connect,
+# connection lost or closed, our deadline).
+UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+MAX_REASON = 300
+
+
+class AirflowDatabaseUnavailable(OperationalError):
+    """Airflow's metadata database is unreachable, hung, or lost the connection; ``reason`` says how."""
+
+    @property
+    def reason(self) -> str:
+        return str(self)
+
+    @property
+    def detail(self) -> str:
+        """The sentence the faces show (the API's ``detail``)."""
+        return f"Airflow's metadata database is unavailable: {self.reason}"
+
+
+def is_unavailable(exc: BaseException | None) -> bool:
+    """Does this driver (psycopg) error say the database is not there or not answering?"""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES
+
+
+def clean_reason(message: str, password: str = "") -> str:
+    """One line, bounded, never the password (libpq does not print it; this makes sure)."""
+    text = re.sub(r"\s+", " ", message).strip()
+    if password:
+        text = text.replace(password, "***")
+    if len(text) > MAX_REASON:
+        text = text[: MAX_REASON - 1] + "…"
+    return text or "unknown error"
+
+
+@contextmanager
+def query_timeout(seconds: float | None, using: str | None = None) -> Iterator[None]:
+    """Run the block with another query deadline on the Airflow connection (``None`` or 0: none).
+
+    For long jobs such as ``state_store_clean``: the client-side deadline and the server's
+    ``statement_timeout`` both change for the block, and are restored afterwards. A no-op on SQLite.
+    """
+    from .router import airflow_alias
+
+    connection = connections[using or airflow_alias()]
+    if not hasattr(connection, "set_query_timeout"):
+        yield
+        return
+    previous = connection.query_timeout
+    connection.set_query_timeout(seconds)
+    try:
+        yield
+    finally:
+        connection.set_query_timeout(previous)

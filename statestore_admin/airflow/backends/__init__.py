@@ -1,0 +1,1 @@
+"""Database backends for the Airflow alias."""

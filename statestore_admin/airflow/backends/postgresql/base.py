@@ -1,0 +1,149 @@
+"""Django's PostgreSQL backend (psycopg 3) with a deadline on every query, for Airflow's metadata database.
+
+The deadline is client-side: psycopg waits for the server on the socket in ``Connection.wait``; here
+that wait is given ``OPTIONS["query_timeout"]`` seconds. When nothing completes in time the connection
+is closed (its state is unknown) and the query fails with "no answer within N s". This holds when the
+server, or the network in front of it, stops answering mid-session, which the server-side
+``statement_timeout`` cannot do; that one is also set, a little shorter, so that a live server gives up
+first and the connection stays usable. A connection that has been closed so is discarded before the
+next query, so nothing needs a restart when the database is back.
+
+Failures that mean "the database is not available" become ``AirflowDatabaseUnavailable``
+(``airflow.availability``); the others stay Django's usual errors.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from django.db.backends.postgresql import base
+from django.db.utils import DatabaseErrorWrapper, InterfaceError, OperationalError
+from psycopg import errors as pg_errors
+from psycopg import pq
+
+from statestore_admin.airflow.availability import AirflowDatabaseUnavailable, clean_reason, is_unavailable
+
+log = logging.getLogger(__name__)
+
+_WAIT_INTERVAL = 0.1  # psycopg's own (psycopg.connection._WAIT_INTERVAL)
+
+
+def statement_timeout_ms(query_timeout: float) -> int:
+    """The server's ``statement_timeout`` for a client deadline: 1 s shorter (10 % under 10 s)."""
+    return max(1, int((query_timeout - min(1.0, query_timeout / 10)) * 1000))
+
+
+class QueryDeadlineExceeded(psycopg.OperationalError):
+    """No answer from the server within the query deadline; the connection has been closed."""
+
+
+class DeadlineConnection(psycopg.Connection):
+    query_timeout: float | None = None  # seconds; None: wait as long as it takes
+
+    def wait(self, gen, interval: float = _WAIT_INTERVAL, timeout: float | None = None):
+        deadline = self.query_timeout if timeout is None else None
+        try:
+            return super().wait(gen, interval=interval, timeout=timeout if deadline is None else deadline)
+        except pg_errors._WaitTimeout:
+            if deadline is None:  # a timeout psycopg asked for itself (e.g. notifies()): its business
+                raise
+            # The server's answer may still arrive: the connection's state is unknown. Never reuse it.
+            self.close()
+            raise QueryDeadlineExceeded(
+                f"no answer within {deadline:g} s (query deadline, AIRFLOW_DATABASE_QUERY_TIMEOUT); "
+                "the connection was closed"
+            ) from None
+
+
+class _Driver:
+    """psycopg as Django's backend sees it (``DatabaseWrapper.Database``), with connections that have a deadline."""
+
+    connect = staticmethod(DeadlineConnection.connect)
+
+    def __getattr__(self, name):
+        return getattr(psycopg, name)
+
+
+class _ErrorWrapper(DatabaseErrorWrapper):
+    """Django's translation of driver errors, plus: "not available" errors become AirflowDatabaseUnavailable."""
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        try:
+            super().__exit__(exc_type, exc_value, traceback)
+        except (OperationalError, InterfaceError) as exc:
+            cause = exc.__cause__
+            if not is_unavailable(cause):
+                raise
+            reason = self.wrapper.unavailable_reason(cause)
+            log.warning("Airflow's metadata database is unavailable: %s", reason)
+            raise AirflowDatabaseUnavailable(reason).with_traceback(traceback) from cause
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    Database = _Driver()
+
+    def __init__(self, settings_dict, alias="default"):
+        super().__init__(settings_dict, alias)
+        self.query_timeout = float(settings_dict["OPTIONS"].get("query_timeout") or 0) or None
+
+    @property
+    def wrap_database_errors(self):
+        return _ErrorWrapper(self)
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        params.pop("query_timeout", None)
+        options = params.get("options", "")
+        if self.query_timeout and "statement_timeout" not in options:
+            params["options"] = f"{options} -c statement_timeout={statement_timeout_ms(self.query_timeout)}".strip()
+        return params
+
+    def get_new_connection(self, conn_params):
+        connection = super().get_new_connection(conn_params)
+        connection.query_timeout = self.query_timeout
+        return connection
+
+    def ensure_connection(self):
+        # A connection closed under us (our deadline, the server gone) is discarded, not reused: the
+        # next query connects again. Inside a transaction the failure must surface instead.
+        if self.connection is not None and self.connection.closed and not self.in_atomic_block:
+            self.close()
+        super().ensure_connection()
+
+    def is_usable(self):
+        # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it.
+        # An answer to SELECT 1 needs no more than a connection does: past the connect timeout the
+        # connection is dropped and a new one tried, rather than waiting for the full query deadline.
+        connection = self.connection
+        if connection is None or connection.closed:
+            return False
+        previous = connection.query_timeout
+        connect_timeout = float(self.settings_dict["OPTIONS"].get("connect_timeout") or 0)
+        if connect_timeout and (previous is None or connect_timeout < previous):
+            connection.query_timeout = connect_timeout
+        try:
+            return super().is_usable()
+        finally:
+            connection.query_timeout = previous
+
+    def set_query_timeout(self, seconds: float | None) -> None:
+        """Another deadline for this connection (``airflow.availability.query_timeout``)."""
+        self.query_timeout = seconds or None
+        connection = self.connection
+        if connection is None or connection.closed:
+            return  # the next connection gets it from get_connection_params()
+        connection.query_timeout = self.query_timeout
+        if connection.info.transaction_status == pq.TransactionStatus.INERROR:
+            return  # cannot run anything now; the transaction's rollback ends its settings anyway
+        value = f"{statement_timeout_ms(self.query_timeout)}ms" if self.query_timeout else "0"
+        with self.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, false)", [value])
+
+    def unavailable_reason(self, exc: BaseException) -> str:
+        if isinstance(exc, pg_errors.ConnectionTimeout):
+            seconds = self.settings_dict["OPTIONS"].get("connect_timeout")
+            message = f"no connection within {seconds} s (connect timeout)" if seconds else str(exc)
+        else:
+            message = str(exc)
+        return clean_reason(message, self.settings_dict.get("PASSWORD") or "")
