@@ -114,6 +114,25 @@ def test_swagger_ui_works_without_violations(signed_in, live_server, violations)
     assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # static/css/swagger-ui.css
 
 
+def test_django_admin_works_without_violations(page, live_server, user_factory, deployment, violations):
+    admin = user_factory("admin", is_staff=True, is_superuser=True)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", admin.username)
+    page.fill("#id_password", admin.raw_password)
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_be_visible()
+    for path, text in {
+        "/admin/airflow/taskstatestore/": "job_id",
+        f"/admin/airflow/taskstatestore/{deployment['key'].pk}/change/": "job_id",
+        "/admin/auth/user/": "admin",
+    }.items():
+        assert page.goto(f"{live_server.url}{path}").status == 200, path
+        expect(page.locator("#content")).to_contain_text(text)
+    page.locator("#action-toggle").check()  # the admin's own JavaScript runs
+    expect(page.locator(".action-counter")).to_contain_text("1 of 1 selected")
+    assert violations == []
+
+
 def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, violations):
     """The checks above can fail: an inline script and an inline style are blocked, and reported."""
     page = signed_in
