@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions as drf_permissions
@@ -309,31 +310,76 @@ AssetCollection = inline_serializer(
     "AssetStateStoreCollectionResponse",
     {"asset_state_store": AssetEntry.__class__(many=True), "total_entries": serializers.IntegerField()},
 )
-TaskBody = inline_serializer(
-    "TaskStateStoreBody",
-    {
-        "value": serializers.JSONField(help_text="Any JSON value but null; NaN and Infinity are refused."),
-        "expires_at": serializers.CharField(
-            required=False,
-            allow_null=True,
-            default=DEFAULT,
-            help_text='"default", null (never), or a timezone-aware date-time',
-        ),
-    },
-)
-PatchBody = inline_serializer("TaskStateStorePatchBody", {"value": serializers.JSONField()})
-AssetBody = inline_serializer("AssetStateStoreBody", {"value": serializers.JSONField()})
+# Request bodies as raw schemas: what is really accepted (a non-null value, no other field), so that a
+# schema-valid request is never refused for its shape (schemathesis' positive_data_acceptance).
+JSON_VALUE = {
+    "description": f"Any JSON value but null, nesting arrays and objects at most {MAX_DEPTH} levels deep; "
+    "NaN and Infinity are refused.",
+    "anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean")],
+}
+
+
+def body_schema(name: str, properties: dict, required: list[str]) -> dict:
+    return {
+        "title": name,
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+TaskBody = {
+    "application/json": body_schema(
+        "TaskStateStoreBody",
+        {
+            "value": JSON_VALUE,
+            "expires_at": {
+                "description": '"default", null (never), or a timezone-aware date-time',
+                "nullable": True,
+                "anyOf": [{"type": "string", "enum": [DEFAULT]}, {"type": "string", "format": "date-time"}],
+                "default": DEFAULT,
+            },
+        },
+        ["value"],
+    )
+}
+PatchBody = {"application/json": body_schema("TaskStateStorePatchBody", {"value": JSON_VALUE}, ["value"])}
+AssetBody = {"application/json": body_schema("AssetStateStoreBody", {"value": JSON_VALUE}, ["value"])}
 Detail = inline_serializer("HTTPExceptionResponse", {"detail": serializers.JSONField()})
 ERRORS = {401: Detail, 403: Detail, 404: Detail, 422: Detail}
-MAP_INDEX = OpenApiParameter("map_index", int, default=-1, description="-1 for an unmapped task; 0 or more.")
+
+
+def integer(minimum: int, maximum: int, default: int | None = None) -> dict:
+    schema = {"type": "integer", "minimum": minimum, "maximum": maximum}
+    return schema if default is None else {**schema, "default": default}
+
+
+MAP_INDEX = OpenApiParameter("map_index", integer(-1, MAX_INT, -1), description="-1 for an unmapped task; 0 or more.")
 PAGING = [
-    OpenApiParameter("limit", int, default=PAGE_LIMIT, description=f"At most {MAX_PAGE_LIMIT}."),
-    OpenApiParameter("offset", int, default=0),
+    OpenApiParameter(
+        "limit", integer(0, MAX_INT, PAGE_LIMIT), description=f"Larger values give {MAX_PAGE_LIMIT} entries."
+    ),
+    OpenApiParameter("offset", integer(0, MAX_BIGINT, 0)),
 ]
+ASSET_ID = OpenApiParameter(
+    "asset_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Not an integer: 422, as in Airflow."
+)
 KEY = OpenApiParameter("key", OpenApiTypes.STR, OpenApiParameter.PATH, description="Any characters; URL-encode '/'.")
 
 
+class BodyRequiredSchema(AutoSchema):
+    """A declared request body is required (a missing one is 422, as in Airflow)."""
+
+    def _get_request_body(self, direction="request"):
+        body = super()._get_request_body(direction)
+        if body:
+            body["required"] = True
+        return body
+
+
 class AirflowView(APIView):
+    schema = BodyRequiredSchema()
     parser_classes = [LenientJSONParser]
     permission_classes = [StorePermission]
     error_locations = {"key": ["path", "key"], "value": ["body", "value"], "expires_at": ["body", "expires_at"]}
@@ -447,7 +493,7 @@ class AssetView(AirflowView):
 class AssetStateStoreCollection(AssetView):
     @extend_schema(
         operation_id="list_asset_state_store",
-        parameters=PAGING,
+        parameters=[ASSET_ID, *PAGING],
         responses={200: AssetCollection, **ERRORS},
         tags=["Asset State Store"],
     )
@@ -457,7 +503,12 @@ class AssetStateStoreCollection(AssetView):
         rows, total = selectors.asset_keys_page(asset_id, offset, limit)
         return Response({"asset_state_store": [asset_entry(r) for r in rows], "total_entries": total})
 
-    @extend_schema(operation_id="clear_asset_state_store", responses={204: None, **ERRORS}, tags=["Asset State Store"])
+    @extend_schema(
+        operation_id="clear_asset_state_store",
+        parameters=[ASSET_ID],
+        responses={204: None, **ERRORS},
+        tags=["Asset State Store"],
+    )
     def delete(self, request, asset_id):
         services.clear_asset(actor=actor(request), asset_id=asset_id)
         return no_content()
@@ -466,7 +517,7 @@ class AssetStateStoreCollection(AssetView):
 class AssetStateStoreItem(AssetView):
     @extend_schema(
         operation_id="get_asset_state_store",
-        parameters=[KEY],
+        parameters=[ASSET_ID, KEY],
         responses={200: AssetEntry, **ERRORS},
         tags=["Asset State Store"],
     )
@@ -475,7 +526,7 @@ class AssetStateStoreItem(AssetView):
 
     @extend_schema(
         operation_id="set_asset_state_store",
-        parameters=[KEY],
+        parameters=[ASSET_ID, KEY],
         request=AssetBody,
         responses={204: None, **ERRORS},
         tags=["Asset State Store"],
@@ -487,7 +538,7 @@ class AssetStateStoreItem(AssetView):
 
     @extend_schema(
         operation_id="delete_asset_state_store",
-        parameters=[KEY],
+        parameters=[ASSET_ID, KEY],
         responses={204: None, **ERRORS},
         tags=["Asset State Store"],
     )

@@ -20,7 +20,7 @@ from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
 
-from .airflow_v2 import LenientJSONParser, decoded, iso, object_fields, query_bool, query_int
+from .airflow_v2 import BodyRequiredSchema, LenientJSONParser, decoded, iso, object_fields, query_bool, query_int
 from .errors import RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
@@ -278,8 +278,8 @@ class AuditEvents(AuditView):
         responses={200: EventPage, **ERRORS},
         parameters=[
             OpenApiParameter("actor", str, description="User name, or os_user@host for commands"),
-            OpenApiParameter("action", str, enum=AuditEvent.Action.values),
-            OpenApiParameter("via", str, enum=AuditEvent.Via.values),
+            OpenApiParameter("action", str, enum=["", *AuditEvent.Action.values], description="Empty: any"),
+            OpenApiParameter("via", str, enum=["", *AuditEvent.Via.values], description="Empty: any"),
             OpenApiParameter("dag_id", str),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
@@ -359,6 +359,7 @@ def resolutions(data) -> dict[str, str]:
 
 
 class RestoreDocument(AuditView):
+    schema = BodyRequiredSchema()
     parser_classes = [LenientJSONParser, MultiPartParser]
 
     @extend_schema(

@@ -9,15 +9,16 @@ from rest_framework.views import APIView
 from statestore_admin.state import gc, permissions, selectors
 from statestore_admin.state.errors import Invalid
 
-from .airflow_v2 import StorePermission, asset_entry, iso, query_int
+from .airflow_v2 import ERRORS, MAX_INT, StorePermission, asset_entry, integer, iso, query_int
 from .errors import RequestInvalid, error
 
 SEARCH_PARAMS = [
     OpenApiParameter("key", str, description="Text to find in keys"),
-    OpenApiParameter("match", str, enum=list(selectors.MATCHES), default="contains"),
-    OpenApiParameter("cursor", str, description="next_cursor of the previous page"),
-    OpenApiParameter("limit", int, default=50, description="At most 200"),
+    OpenApiParameter("match", str, enum=["", *selectors.MATCHES], default="contains", description="Empty: contains"),
+    OpenApiParameter("cursor", str, description="next_cursor of the previous page (a bad one: the first page)"),
+    OpenApiParameter("limit", integer(1, MAX_INT, 50), description="Larger values give 200 items"),
 ]
+READ_ERRORS = {code: ERRORS[code] for code in (401, 403, 422)}
 
 
 def _query_errors(exc: Invalid, params, names: dict[str, str] | None = None) -> RequestInvalid:
@@ -52,13 +53,13 @@ class SearchTaskKeys(OwnView):
     @extend_schema(
         operation_id="search_task_keys",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[
             *SEARCH_PARAMS,
             OpenApiParameter("dag_id", str),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
-            OpenApiParameter("status", str, enum=list(selectors.STATUSES)),
+            OpenApiParameter("status", str, enum=["", *selectors.STATUSES], description="Empty: any"),
         ],
     )
     def get(self, request):
@@ -94,7 +95,7 @@ class SearchAssetKeys(OwnView):
     @extend_schema(
         operation_id="search_asset_keys",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
     )
     def get(self, request):
@@ -121,7 +122,11 @@ class SearchAssetKeys(OwnView):
 
 
 class Stats(OwnView):
-    @extend_schema(operation_id="state_store_stats", tags=["statestore-admin"], responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="state_store_stats",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT, 401: ERRORS[401], 403: ERRORS[403]},
+    )
     def get(self, request):
         """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry, configuration."""
         overview = selectors.overview(timezone.now())
@@ -157,11 +162,13 @@ class GcDryRun(OwnView):
     @extend_schema(
         operation_id="gc_dry_run",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[
-            OpenApiParameter("before", str, description="Timezone-aware cutoff in the past (default: now)"),
-            OpenApiParameter("dag_id", str, many=True),
-            OpenApiParameter("top", int, default=10),
+            OpenApiParameter(
+                "before", OpenApiTypes.DATETIME, description="Timezone-aware cutoff in the past (default: now)"
+            ),
+            OpenApiParameter("dag_id", {"type": "string", "minLength": 1}, many=True),
+            OpenApiParameter("top", integer(1, MAX_INT, 10), description="Larger values give 100"),
         ],
     )
     def get(self, request):
