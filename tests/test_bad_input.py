@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth.decorators import login_not_required
 from django.test import Client, override_settings
 from django.urls import include, path
+from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state.models import AuditEvent
@@ -75,7 +76,7 @@ def test_api_value_nested_10000_levels_is_422(api, scene, method):
     response = send(api, method, f"{TASK_API}/k", body)
     detail = is_airflow_422(response, ["body"])
     assert f"{MAX_DEPTH} levels" in detail[0]["msg"]
-    assert TaskStateStore.objects.get(key="k").json_value == {"a": 1}
+    assert json.loads(TaskStateStore.objects.get(key="k").value) == {"a": 1}
 
 
 def test_api_asset_and_restore_bodies_nested_10000_levels_are_422(api, scene):
@@ -251,9 +252,9 @@ def test_huge_integers_on_our_endpoints_are_422(api, scene, url):
         assert isinstance(response.json()["detail"], list)
 
 
-def test_a_huge_integer_filter_matches_nothing(api, scene):
-    assert api.get(f"/api/statestore/v1/audit-events?asset_id={10**19}").json() == {"items": [], "next_cursor": None}
-    is_airflow_422(api.get("/api/statestore/v1/audit-events?asset_id=abc"), ["query", "asset_id"])
+def test_an_asset_id_filter_beyond_an_integer_is_422(api, scene):
+    for raw in (str(10**19), "0", "abc"):
+        is_airflow_422(api.get(f"/api/statestore/v1/audit-events?asset_id={raw}"), ["query", "asset_id"])
 
 
 def test_huge_path_integers_are_404(api, pages, scene):
@@ -322,7 +323,7 @@ def test_impossible_dates_in_the_forms_are_422(api, pages, scene, when):
         assert response.status_code == 422, (url, response.content)
     put = send(api, "put", f"{TASK_API}/k", json.dumps({"value": 1, "expires_at": when}))
     is_airflow_422(put, ["body", "expires_at"])
-    assert TaskStateStore.objects.get(key="k").json_value == {"a": 1}
+    assert json.loads(TaskStateStore.objects.get(key="k").value) == {"a": 1}
 
 
 # 6. Task ids that cannot be in a URL -----------------------------------------------------------------------
@@ -435,3 +436,46 @@ def test_a_non_integer_asset_id_is_airflows_422(api, scene):
         assert response.status_code == 422 and response.json() == AIRFLOW_ASSET_ID_422, (method, url)
     assert api.get("/api/v2/assets/1.5/state-store").json()["detail"][0]["input"] == "1.5"
     assert Client().get("/api/v2/assets/abc/state-store").status_code == 401  # authentication first, as in Airflow
+
+
+DEEP = "[" * 5000 + "]" * 5000  # deeper than Python's JSON parser goes
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+def test_values_deeper_than_the_parser_goes_never_fail(dag_run_factory, task_instance_factory):
+    """A stored value nested past Python's recursion limit (Airflow writes without a depth limit)."""
+    from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
+    from statestore_admin.state import exports, gc, pagination
+
+    run = dag_run_factory(dag_id="deep")
+    row = TaskStateStore.objects.create(
+        dag_run=run, dag_id="deep", run_id=run.run_id, task_id="t", key="k", value=DEEP, updated_at=timezone.now()
+    )
+    assert worker_ref_of(DEEP) is None and row.worker_ref is None
+    assert exports.task_entry(row)["value_json"] == DEEP
+    assert gc._decoded(DEEP) == DEEP
+    cursor = base64.urlsafe_b64encode(DEEP.encode()).decode()
+    assert pagination.decode_cursor(cursor, 1) is None
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+def test_restore_documents_deeper_than_the_parser_goes_are_refused(operator):
+    from statestore_admin.state import services
+    from statestore_admin.state.actors import Actor
+    from statestore_admin.state.errors import Invalid
+    from statestore_admin.state.exports import FORMAT
+
+    entry = {"store": "task", "dag_id": "d", "run_id": "r", "task_id": "t", "key": "k", "value_json": DEEP}
+    with pytest.raises(Invalid, match="nest"):
+        services.restore_document(
+            actor=Actor(via="ui", user=operator), document={"format": FORMAT, "version": 1, "keys": [entry]}
+        )
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+def test_audit_asset_id_beyond_an_integer_is_invalid():
+    from statestore_admin.state import selectors
+    from statestore_admin.state.errors import Invalid
+
+    with pytest.raises(Invalid):
+        selectors.AuditQuery.from_params({"asset_id": str(10**19)})

@@ -130,7 +130,7 @@ def worker_ref_of(text: str | None) -> str | None:
         return None
     try:
         decoded = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to be a reference
         return None
     if isinstance(decoded, dict) and set(decoded) == {JsonValueMixin.REF_KEY}:
         return decoded[JsonValueMixin.REF_KEY]

@@ -394,7 +394,7 @@ def uploaded_document(request):
         raise RequestInvalid(error("missing", ["body", "file"], "Field required", None))
     try:
         return json.loads(upload.read().decode("utf-8"), parse_constant=float)
-    except ValueError as exc:  # not UTF-8, or not JSON
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested deeper than the parser goes
         raise RequestInvalid(
             error(
                 "json_invalid",

@@ -167,7 +167,7 @@ class GcDryRun(OwnView):
             OpenApiParameter(
                 "before", OpenApiTypes.DATETIME, description="Timezone-aware cutoff in the past (default: now)"
             ),
-            OpenApiParameter("dag_id", {"type": "string", "minLength": 1}, many=True),
+            OpenApiParameter("dag_id", {"type": "array", "items": {"type": "string", "minLength": 1}}, explode=True),
             OpenApiParameter("top", integer(1, MAX_INT, 10), description="Larger values give 100"),
         ],
     )

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from . import permissions
 from .errors import Invalid
-from .values import clean_key, encode_value, parse_datetime_aware
+from .values import clean_key, decode_json_text, encode_value, parse_datetime_aware
 
 FORMAT, VERSION = "statestore-admin/keys", 1
 ID_LENGTH = 250  # dag_id, run_id and task_id columns
@@ -37,7 +37,7 @@ def _iso(value):
 def _value_fields(text: str) -> dict:
     try:
         decoded = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the exact text
         return {"value": None, "value_json": text}
     fields = {"value": decoded}
     if json.dumps(decoded) != text:
@@ -116,7 +116,7 @@ def _target(Target, index: int, entry):
             text = entry["value_json"]
             if not isinstance(text, str):
                 raise Invalid({"value": '"value_json" must be a string.'})
-            encode_value(json.loads(text, parse_constant=float))  # the same limits as any write
+            encode_value(decode_json_text(text))  # the same limits as any write
         else:
             text = encode_value(entry.get("value"))
         if store == permissions.TASK:

@@ -156,7 +156,7 @@ def _iso(value: datetime | None) -> str | None:
 def _decoded(text: str):
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text  # not JSON (written outside Airflow): shown as it is
 
 

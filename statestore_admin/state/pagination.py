@@ -85,7 +85,7 @@ def decode_cursor(cursor: str | None, count: int) -> list[Any] | None:
         return None
     try:
         values = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, RecursionError, binascii.Error, UnicodeDecodeError):
         return None
     if not isinstance(values, list) or len(values) != count:
         return None

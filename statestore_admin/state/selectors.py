@@ -600,7 +600,9 @@ class AuditQuery:
             try:
                 asset_id = int(values["asset_id"])
             except ValueError:
-                errors["asset_id"] = "An asset id is a whole number."
+                asset_id = None
+            if asset_id is None or not 1 <= asset_id < 2**31:
+                errors["asset_id"] = "An asset id is a whole number from 1 to 2147483647."
         times = {}
         for name in ("since", "until"):
             if values[name]:
