@@ -20,7 +20,17 @@ from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
 
-from .airflow_v2 import BodyRequiredSchema, LenientJSONParser, decoded, iso, object_fields, query_bool, query_int
+from .airflow_v2 import (
+    MAX_INT,
+    BodyRequiredSchema,
+    LenientJSONParser,
+    decoded,
+    integer,
+    iso,
+    object_fields,
+    query_bool,
+    query_int,
+)
 from .errors import RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
@@ -283,7 +293,7 @@ class AuditEvents(AuditView):
             OpenApiParameter("dag_id", str),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
-            OpenApiParameter("asset_id", int),
+            OpenApiParameter("asset_id", integer(1, MAX_INT)),
             OpenApiParameter("key", str, description="Events that changed this key (exact)"),
             OpenApiParameter("since", OpenApiTypes.DATETIME, description="Timezone-aware; at or after"),
             OpenApiParameter("until", OpenApiTypes.DATETIME, description="Timezone-aware; before"),
