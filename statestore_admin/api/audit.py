@@ -7,7 +7,6 @@ Only events of stores the caller may ``view`` are shown; a restore needs ``add``
 
 import json
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions as drf_permissions
 from rest_framework import serializers
@@ -34,6 +33,7 @@ from .airflow_v2 import (
 from .errors import RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
+OPTIONAL_DATETIME = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]}
 LIST_KEYS = 100  # keys shown per event in the list (keys_truncated beyond)
 DETAIL_KEYS = 1000  # keys per answer of one event; keys_next_cursor for the rest
 NUL_MESSAGE = "Value error, NUL characters (\\x00) are not allowed"
@@ -295,8 +295,8 @@ class AuditEvents(AuditView):
             OpenApiParameter("task_id", str),
             OpenApiParameter("asset_id", integer(1, MAX_INT)),
             OpenApiParameter("key", str, description="Events that changed this key (exact)"),
-            OpenApiParameter("since", OpenApiTypes.DATETIME, description="Timezone-aware; at or after"),
-            OpenApiParameter("until", OpenApiTypes.DATETIME, description="Timezone-aware; before"),
+            OpenApiParameter("since", OPTIONAL_DATETIME, description="Timezone-aware; at or after (empty: any)"),
+            OpenApiParameter("until", OPTIONAL_DATETIME, description="Timezone-aware; before (empty: any)"),
             OpenApiParameter("cursor", str, description="next_cursor of the previous page"),
             OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": PAGE_LIMIT}),
         ],

@@ -605,9 +605,12 @@ class AuditQuery:
                 errors["asset_id"] = "An asset id is a whole number from 1 to 2147483647."
         times = {}
         for name in ("since", "until"):
-            if values[name]:
+            raw = params.get(name) or ""  # empty: no bound; anything else must be a date and time as it is
+            if raw:
                 try:
-                    times[name] = parse_datetime_aware(values[name], name)
+                    if raw != raw.strip():
+                        raise Invalid({name: "A date and time without surrounding spaces."})
+                    times[name] = parse_datetime_aware(raw, name)
                 except ValidationError as exc:
                     errors[name] = exc.message_dict[name][0]
         if errors:
