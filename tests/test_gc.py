@@ -270,13 +270,15 @@ def test_unmigrated_dashboard_database_says_run_migrate_and_deletes_nothing(refe
 # The rules both faces share: cutoff, bounds, dry-run summary ----------------------------------------
 def test_parse_cutoff():
     now = timezone.now()
-    assert gc.parse_cutoff(None, now) is now and gc.parse_cutoff("  ", now) is now
+    assert gc.parse_cutoff(None, now) is now and gc.parse_cutoff("", now) is now
     parsed = gc.parse_cutoff("2026-01-01T01:00:00+01:00", now)
     assert parsed.isoformat() == "2026-01-01T00:00:00+00:00"
     for text, message in [
         ("yesterday", "Not a date and time"),
         ("2026-01-01T00:00:00", "naive"),
         ((now + timedelta(seconds=5)).isoformat(), "in the future"),
+        ("  ", "surrounding spaces"),
+        (" 2026-01-01T00:00:00+00:00", "surrounding spaces"),
     ]:
         with pytest.raises(Invalid, match=message) as excinfo:
             gc.parse_cutoff(text, now)

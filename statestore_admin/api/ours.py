@@ -165,9 +165,13 @@ class GcDryRun(OwnView):
         responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[
             OpenApiParameter(
-                "before", OpenApiTypes.DATETIME, description="Timezone-aware cutoff in the past (default: now)"
+                "before",
+                {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]},
+                description="Timezone-aware cutoff in the past (empty or absent: now)",
             ),
-            OpenApiParameter("dag_id", {"type": "array", "items": {"type": "string", "minLength": 1}}, explode=True),
+            OpenApiParameter(
+                "dag_id", {"type": "string", "minLength": 1}, description="Only this DAG; repeat for several DAGs."
+            ),
             OpenApiParameter("top", integer(1, MAX_INT, 10), description="Larger values give 100"),
         ],
     )

@@ -101,8 +101,10 @@ def backend_status(config: AirflowConfig | None = None) -> BackendStatus:
 def parse_cutoff(text: str | None, now: datetime) -> datetime:
     """The cutoff an operator gives (``--before``, ``?before=``): ISO 8601 with a time zone, not after
     ``now``. Empty or None: ``now``. ``Invalid`` on field ``before`` otherwise."""
-    if text is None or not text.strip():
+    if not text:
         return now
+    if text != text.strip():
+        raise Invalid({"before": "A date and time without surrounding spaces."})
     cutoff = parse_datetime_aware(text, "before")
     if cutoff > now:
         raise Invalid({"before": "This is in the future; garbage collection only deletes what has expired."})
