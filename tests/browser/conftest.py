@@ -6,9 +6,11 @@ test-artifacts/screenshots/.
 """
 
 import os
+import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop
 
@@ -52,3 +54,15 @@ def screenshot(page):
         return path
 
     return take
+
+
+@pytest.fixture
+def signed_in(page, live_server, operator, deployment):
+    """The operator signed in through the login page (``deployment`` is each test module's data)."""
+    page.goto(f"{live_server.url}/")
+    expect(page).to_have_url(re.compile(r"/login/"))
+    page.fill("#id_username", operator.username)
+    page.fill("#id_password", operator.raw_password)
+    page.click("button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Task & asset state")
+    return page

@@ -5,7 +5,6 @@ docs/screenshots/audit.png and audit-event.png are refreshed too.
 """
 
 import os
-import re
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -40,17 +39,6 @@ def deployment(dag_run_factory, task_instance_factory, task_key_factory):
     )
     task_key_factory(run, task_id="submit", key="offset", value=1200, expires_at=None)
     return {"run": run, "expires": expires}
-
-
-@pytest.fixture
-def signed_in(page, live_server, operator, deployment):
-    page.goto(f"{live_server.url}/")
-    expect(page).to_have_url(re.compile(r"/login/"))
-    page.fill("#id_username", operator.username)
-    page.fill("#id_password", operator.raw_password)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Task & asset state")
-    return page
 
 
 def document(screenshot, name: str) -> None:

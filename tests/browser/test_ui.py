@@ -1,6 +1,5 @@
 """What an operator does in a real browser: sign in, browse, edit, expire, clear, and stay safe from user data."""
 
-import re
 from datetime import timedelta
 
 import pytest
@@ -39,17 +38,6 @@ def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_f
     asset_key_factory(asset, key="watermark", value="2026-11-30", kind="watcher")
     asset_key_factory(asset, key="cursor", value={"id": 991}, kind="api")
     return {"run": run, "asset": asset}
-
-
-@pytest.fixture
-def signed_in(page, live_server, operator, deployment):
-    page.goto(f"{live_server.url}/")
-    expect(page).to_have_url(re.compile(r"/login/"))
-    page.fill("#id_username", operator.username)
-    page.fill("#id_password", operator.raw_password)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Task & asset state")
-    return page
 
 
 def toast(page):
