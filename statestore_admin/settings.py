@@ -152,6 +152,8 @@ STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", defaul
 AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
 
 # REST API -------------------------------------------------------------------------------------
+# API tokens expire after at most this many days (also the default; `create_api_token --expires-in`).
+API_TOKEN_MAX_AGE_DAYS = env.int("API_TOKEN_MAX_AGE_DAYS", default=365)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "statestore_admin.tokens.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"

@@ -427,7 +427,7 @@ def test_create_api_token_for_unknown_user():
 
 def test_tokens_page(client, operator, user_factory):
     client.force_login(operator)
-    created = client.post("/account/tokens/", {"name": "laptop"}).content.decode()
+    created = client.post("/account/tokens/", {"name": "laptop"}, follow=True).content.decode()
     token = created.split('data-testid="new-token">')[1].split("<")[0]
     assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/statestore/v1/stats").status_code == 200
     record = ApiToken.objects.get()

@@ -15,6 +15,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
 from statestore_admin.state.errors import Conflict, NotFound
+from statestore_admin.tokens.authentication import ReadOnlyToken, TokenExpired
 
 AIRFLOW_VALUE_ERRORS = {
     "null": "value cannot be null",
@@ -68,9 +69,13 @@ def handler(exc, context):
             status=status.HTTP_422_UNPROCESSABLE_ENTITY,
         )
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        response = Response({"detail": "Not authenticated"}, status=status.HTTP_401_UNAUTHORIZED)
+        # Airflow's wording for every failure, except an expired token's, which says so.
+        detail = "Token expired" if isinstance(exc, TokenExpired) else "Not authenticated"
+        response = Response({"detail": detail}, status=status.HTTP_401_UNAUTHORIZED)
         response["WWW-Authenticate"] = "Bearer"
         return response
+    if isinstance(exc, ReadOnlyToken):
+        return Response({"detail": str(exc.detail)}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
         return Response({"detail": "Forbidden"}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, AirflowDatabaseUnavailable):

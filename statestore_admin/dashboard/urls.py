@@ -34,6 +34,7 @@ urlpatterns = [
     path("assets/<int:asset_id>/delete/", actions.asset_keys_delete, name="asset-keys-delete"),
     path("search/", views.search, name="search"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
+    path("account/tokens/<int:pk>/revoke/", tokens.revoke_api_token, name="api-token-revoke"),
     path("keys/task/<int:key_id>/", views.task_key, name="task-key"),
     path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),

@@ -7,10 +7,19 @@ from .models import ApiToken
 class ApiTokenAdmin(admin.ModelAdmin):
     """Every user's tokens, for administrators: list and revoke. Tokens are created by their users only."""
 
-    list_display = ("prefix", "user", "name", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at", "user")
+    list_display = ("prefix", "user", "name", "created_at", "expires_at", "read_only", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at", "read_only", "user")
     search_fields = ("prefix", "name", "user__username")
-    readonly_fields = ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = (
+        "user",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "read_only",
+        "last_used_at",
+        "revoked_at",
+        "revoked_reason",
+    )
     exclude = ("digest",)
     actions = ["revoke"]
 
@@ -21,5 +30,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset):
         tokens = list(queryset.active())
         for token in tokens:
-            token.revoke()
+            token.revoke(f"revoked by {request.user.get_username()}")
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)

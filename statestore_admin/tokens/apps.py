@@ -7,3 +7,6 @@ class TokensConfig(AppConfig):
     name = "statestore_admin.tokens"
     label = "tokens"
     verbose_name = "API tokens"
+
+    def ready(self):
+        from . import signals  # noqa: F401  (revoke tokens on password change or deactivation)

@@ -6,6 +6,21 @@ from rest_framework import authentication, exceptions
 from .models import ApiToken, digest
 
 LAST_USED_EVERY = timedelta(minutes=1)  # write last_used_at at most this often
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+class TokenExpired(exceptions.AuthenticationFailed):
+    """401 that says so (``api.errors`` answers any other authentication failure "Not authenticated")."""
+
+    default_detail = "Token expired"
+    default_code = "token_expired"
+
+
+class ReadOnlyToken(exceptions.PermissionDenied):
+    """403 for a write with a read-only token."""
+
+    default_detail = "This API token is read-only"
+    default_code = "token_read_only"
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -27,6 +42,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if record is None or not record.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
         now = timezone.now()
+        if record.expires_at <= now:
+            raise TokenExpired()
+        if record.read_only and request.method not in SAFE_METHODS:
+            raise ReadOnlyToken()
         if record.last_used_at is None or now - record.last_used_at > LAST_USED_EVERY:
             ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)
         return record.user, record

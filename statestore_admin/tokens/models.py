@@ -2,6 +2,7 @@
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -10,13 +11,26 @@ from django.utils import timezone
 PREFIX_LENGTH = 12
 
 
+def max_age() -> timedelta:
+    """The longest a token may live (``API_TOKEN_MAX_AGE_DAYS``), also the default."""
+    return timedelta(days=settings.API_TOKEN_MAX_AGE_DAYS)
+
+
+def default_expiry():
+    return timezone.now() + max_age()
+
+
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
 class ApiTokenQuerySet(models.QuerySet):
     def active(self):
+        """Not revoked (expired ones included: they are listed and can still be revoked)."""
         return self.filter(revoked_at__isnull=True)
+
+    def revoke(self, reason: str) -> int:
+        return self.filter(revoked_at__isnull=True).update(revoked_at=timezone.now(), revoked_reason=reason[:200])
 
 
 class ApiToken(models.Model):
@@ -26,7 +40,10 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(default=default_expiry)
+    read_only = models.BooleanField(default=False, help_text="Safe methods (GET, HEAD, OPTIONS) only.")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=200, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -38,13 +55,35 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user}, {self.name or 'unnamed'})"
 
     @classmethod
-    def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
-        """A new token for ``user``: the record and the token itself (not stored, shown once)."""
+    def issue(
+        cls, user, name: str = "", expires_in: timedelta | None = None, read_only: bool = False
+    ) -> tuple["ApiToken", str]:
+        """A new token for ``user``: the record and the token itself (not stored, shown once).
+
+        ``expires_in`` defaults to, and may not exceed, ``API_TOKEN_MAX_AGE_DAYS``."""
+        if expires_in is None:
+            expires_in = max_age()
+        if expires_in <= timedelta(0) or expires_in > max_age():
+            raise ValueError(f"A token expires after at most {settings.API_TOKEN_MAX_AGE_DAYS} days.")
         token = "ssa_" + secrets.token_urlsafe(32)
-        record = cls.objects.create(user=user, name=name[:100], prefix=token[:PREFIX_LENGTH], digest=digest(token))
+        now = timezone.now()
+        record = cls.objects.create(
+            user=user,
+            name=name[:100],
+            prefix=token[:PREFIX_LENGTH],
+            digest=digest(token),
+            created_at=now,
+            expires_at=now + expires_in,
+            read_only=read_only,
+        )
         return record, token
 
-    def revoke(self) -> None:
+    @property
+    def expired(self) -> bool:
+        return self.expires_at <= timezone.now()
+
+    def revoke(self, reason: str = "") -> None:
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
+            self.revoked_reason = reason[:200]
+            self.save(update_fields=["revoked_at", "revoked_reason"])

@@ -1,3 +1,6 @@
+import getpass
+import socket
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
@@ -20,5 +23,5 @@ class Command(BaseCommand):
             raise CommandError(f"No active token {token!r}.")
         if len(tokens) > 1:
             raise CommandError(f"{token!r} names {len(tokens)} tokens; use the id.")
-        tokens[0].revoke()
+        tokens[0].revoke(f"revoked by {getpass.getuser()}@{socket.gethostname()} (revoke_api_token)")
         self.stdout.write(f"Revoked token {tokens[0].pk} ({tokens[0].prefix}…) of {tokens[0].user}.")
