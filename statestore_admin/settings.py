@@ -14,6 +14,7 @@ embedded dashboard database a random key is generated once into ``var/secret_key
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -70,6 +71,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "statestore_admin.api",
     "statestore_admin.tokens",
+    "axes",  # last, as django-axes asks: login throttling (statestore_admin.throttling)
 ]
 
 MIDDLEWARE = [
@@ -88,6 +90,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "statestore_admin.middleware.DomainErrorMiddleware",
     "statestore_admin.middleware.AirflowDatabaseUnavailableMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: renders the lockout page
 ]
 
 ROOT_URLCONF = "statestore_admin.urls"
@@ -191,6 +194,34 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# First: checks the login throttle (django-axes) before any password is verified.
+AUTHENTICATION_BACKENDS = [
+    "statestore_admin.throttling.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Login and token throttling (README, "Login and token throttling") -----------------------------
+# Sign-in (the login page and /admin/login/, django-axes): after LOGIN_FAILURE_LIMIT failures for one
+# username, or from one address, further attempts get the lockout page (429) for LOGIN_LOCKOUT_MINUTES.
+# API tokens (statestore_admin.throttling): after TOKEN_FAILURE_LIMIT wrong bearer tokens from one address
+# within TOKEN_LOCKOUT_MINUTES, bearer requests from it answer 429 with Retry-After until the window passes.
+# Successful sign-ins and token uses never count. TRUSTED_PROXY_COUNT: how many reverse proxies in front
+# append to X-Forwarded-For (0: the client address is REMOTE_ADDR; behind one proxy, set 1).
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+LOGIN_LOCKOUT_MINUTES = env.float("LOGIN_LOCKOUT_MINUTES", default=15)
+TOKEN_FAILURE_LIMIT = env.int("TOKEN_FAILURE_LIMIT", default=10)
+TOKEN_LOCKOUT_MINUTES = env.float("TOKEN_LOCKOUT_MINUTES", default=15)
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per username, and per address
+AXES_RESET_ON_SUCCESS = False  # a success from an address must not wipe the failures counted against others
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
+AXES_CLIENT_IP_CALLABLE = "statestore_admin.throttling.client_address"
+# The token-failure counts live in this cache. The default (locmem) is per process: with several gunicorn
+# workers each counts on its own; CACHE_URL (e.g. redis://..., or dbcache://statestore_cache after
+# `manage.py createcachetable`) shares them.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)

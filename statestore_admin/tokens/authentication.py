@@ -3,6 +3,8 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from statestore_admin import throttling
+
 from .models import ApiToken, digest
 
 LAST_USED_EVERY = timedelta(minutes=1)  # write last_used_at at most this often
@@ -38,8 +40,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token = header[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid bearer token.") from None
+        throttling.check_token_failures(request)  # 429 once too many tokens from this address failed
         record = ApiToken.objects.active().select_related("user").filter(digest=digest(token)).first()
         if record is None or not record.user.is_active:
+            throttling.record_token_failure(request)
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
         now = timezone.now()
         if record.expires_at <= now:
