@@ -9,9 +9,10 @@ from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 
-from statestore_admin.state import permissions, services
+from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import ADMIN, Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.state.scopes import scope_of
 
 from .models import TaskStateStore
 
@@ -48,7 +49,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
     )
 
     def get_queryset(self, request):
-        queryset = super().get_queryset(request)
+        queryset = selectors.scoped_task_keys(scope_of(request.user), super().get_queryset(request))
         if request.resolver_match and (request.resolver_match.url_name or "").endswith("_changelist"):
             queryset = queryset.defer("value")  # a list never loads values, which may be large
         return queryset

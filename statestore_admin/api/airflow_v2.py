@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
+from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
 
@@ -389,6 +390,12 @@ class AirflowView(APIView):
 class TaskView(AirflowView):
     store = permissions.TASK
 
+    def initial(self, request, *args, **kwargs):
+        """After authentication and permissions, a DAG out of the user's scope is 403 whatever the rest of
+        the request, as Airflow's auth manager answers per DAG (whether the DAG exists or not)."""
+        super().initial(request, *args, **kwargs)
+        scope_of(request.user).require_dag(self.kwargs["dag_id"])
+
     def scope(self, request, dag_id, dag_run_id, task_id) -> TaskScope:
         return TaskScope(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
 
@@ -405,7 +412,7 @@ class TaskStateStoreCollection(TaskView):
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
         offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
         rows, total = selectors.task_keys_page(
-            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, offset, limit
+            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, offset, limit, scope=scope_of(request.user)
         )
         return Response({"task_state_store": [task_entry(r) for r in rows], "total_entries": total})
 
@@ -433,7 +440,11 @@ class TaskStateStoreItem(TaskView):
     def get(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         return Response(
-            task_entry(selectors.task_key_in(scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key))
+            task_entry(
+                selectors.task_key_in(
+                    scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key, scope=scope_of(request.user)
+                )
+            )
         )
 
     @extend_schema(
@@ -500,7 +511,7 @@ class AssetStateStoreCollection(AssetView):
     def get(self, request, asset_id):
         limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
         offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
-        rows, total = selectors.asset_keys_page(asset_id, offset, limit)
+        rows, total = selectors.asset_keys_page(asset_id, offset, limit, scope=scope_of(request.user))
         return Response({"asset_state_store": [asset_entry(r) for r in rows], "total_entries": total})
 
     @extend_schema(
@@ -522,7 +533,7 @@ class AssetStateStoreItem(AssetView):
         tags=["Asset State Store"],
     )
     def get(self, request, asset_id, key):
-        return Response(asset_entry(selectors.asset_key_in(asset_id, key)))
+        return Response(asset_entry(selectors.asset_key_in(asset_id, key, scope=scope_of(request.user))))
 
     @extend_schema(
         operation_id="set_asset_state_store",

@@ -18,6 +18,7 @@ from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
+from statestore_admin.state.scopes import scope_of
 
 from .airflow_v2 import (
     MAX_INT,
@@ -41,7 +42,7 @@ NUL_MESSAGE = "Value error, NUL characters (\\x00) are not allowed"
 
 def viewable_event(request, event_id: int) -> AuditEvent:
     """The event, if the caller may view its store (403 otherwise, as the Audit page answers)."""
-    event = selectors.get_audit_event(event_id)
+    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
     permissions.require(request.user, event.visible_store, "view")
     return event
 
@@ -305,7 +306,9 @@ class AuditEvents(AuditView):
         """Audit events, newest first, keyset-paginated (no total count); each with its first 100 keys."""
         query, limit = audit_query(request), query_limit(request)
         stores = permissions.viewable_stores(request.user)
-        page = selectors.audit_events(query, stores, request.query_params.get("cursor"), limit)
+        page = selectors.audit_events(
+            query, stores, request.query_params.get("cursor"), limit, scope=scope_of(request.user)
+        )
         first_keys = selectors.first_keys_of(page.items, LIST_KEYS)
         items = [event_entry(event, *listed_keys(first_keys[event.pk])) for event in page.items]
         return Response({"items": items, "next_cursor": page.next_cursor})

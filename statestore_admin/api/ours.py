@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from statestore_admin.state import gc, permissions, selectors
 from statestore_admin.state.errors import Invalid
+from statestore_admin.state.scopes import scope_of
 
 from .airflow_v2 import ERRORS, MAX_INT, StorePermission, asset_entry, integer, iso, query_int
 from .errors import RequestInvalid, error
@@ -69,6 +70,7 @@ class SearchTaskKeys(OwnView):
             timezone.now(),
             request.query_params.get("cursor"),
             query_int(request, "limit", 50, 1),
+            scope=scope_of(request.user),
         )
         items = [
             {
@@ -102,7 +104,7 @@ class SearchAssetKeys(OwnView):
         """Asset keys across all assets, keyset-paginated (no total count)."""
         query = search_query(request)
         page = selectors.search_asset_keys(
-            query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1)
+            query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1), scope=scope_of(request.user)
         )
         items = [
             {
@@ -129,7 +131,7 @@ class Stats(OwnView):
     )
     def get(self, request):
         """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry, configuration."""
-        overview = selectors.overview(timezone.now())
+        overview = selectors.overview(timezone.now(), scope=scope_of(request.user))
         totals = overview.totals
         return Response(
             {
@@ -184,5 +186,5 @@ class GcDryRun(OwnView):
             )
         except Invalid as exc:
             raise _query_errors(exc, params, {"dag_ids": "dag_id", "cutoff": "before"}) from None
-        summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100))
+        summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100), scope=scope_of(request.user))
         return Response(summary.as_dict())

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Invalid, NotFound
+from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import decode_json_text, parse_datetime_aware, pretty
 
@@ -91,7 +92,7 @@ def _confirmed_at(request):
 @require_http_methods(["GET", "POST"])
 def task_key_edit(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
-    key = selectors.get_task_key(key_id)
+    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
@@ -109,7 +110,7 @@ def task_key_edit(request, key_id):
 @require_http_methods(["GET", "POST"])
 def task_key_expiry(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
-    key = selectors.get_task_key(key_id)
+    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     initial = {
         "expiry": "never" if key.expires_at is None else "at",
         "expires_at": key.expires_at.isoformat() if key.expires_at else "",
@@ -133,7 +134,7 @@ def task_key_expiry(request, key_id):
 @require_http_methods(["GET", "POST"])
 def task_key_add(request, run_pk, task_id):
     permissions.require(request.user, permissions.TASK, "add")
-    run = selectors.get_run(run_pk)
+    run = selectors.get_run(run_pk, scope=scope_of(request.user))
     form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
 
     def add():
@@ -166,11 +167,11 @@ TASK_ACTIONS = {
 }
 
 
-def _task_selection(params) -> tuple[services.TaskSelection, object]:
+def _task_selection(params, user) -> tuple[services.TaskSelection, object]:
     """The selection a confirmation shows and posts: a task instance (``run``, ``task_id``, ``map_index``
-    or ``all``) or key ids; and the DAG run for a task instance."""
+    or ``all``) or key ids; and the DAG run for a task instance (in the user's scope)."""
     if params.get("run"):
-        run = selectors.get_run(_int_or_400(params.get("run"), "run"))
+        run = selectors.get_run(_int_or_400(params.get("run"), "run"), scope=scope_of(user))
         map_index = params.get("map_index", "-1")
         every = map_index == "all"
         scope = TaskScope(
@@ -206,9 +207,9 @@ def task_keys_action(request, action):
     params = request.POST if request.method == "POST" else request.GET
     errors, run = [], None
     if params.get("run"):  # an unknown run is a 404, like any page of it
-        selectors.get_run(_int_or(params.get("run"), 0))
+        selectors.get_run(_int_or(params.get("run"), 0), scope=scope_of(request.user))
     try:
-        selection, run = _task_selection(params)
+        selection, run = _task_selection(params, request.user)
         if request.method == "POST":
             actor, confirmed_at = Actor.from_request(request), _confirmed_at(request)
             if action == "delete" and selection.scope is not None:  # "Clear all keys" of a task instance
@@ -221,7 +222,7 @@ def task_keys_action(request, action):
             else:
                 outcome = service(actor=actor, selection=selection, confirmed_at=confirmed_at)
             return _done(request, outcome.describe(done), "/")
-        rows = selection.queryset()
+        rows = selection.queryset(scope_of(request.user))
         count = rows.count()
         previews = selectors.with_previews(rows)
         sample = list(previews.order_by("task_id", "map_index", "key")[:SAMPLE])
@@ -250,7 +251,9 @@ def task_keys_action(request, action):
 @require_http_methods(["GET", "POST"])
 def asset_key_edit(request, asset_id):
     permissions.require(request.user, permissions.ASSET, "change")
-    key = selectors.get_asset_key(asset_id, request.GET.get("key", request.POST.get("key", "")))
+    key = selectors.get_asset_key(
+        asset_id, request.GET.get("key", request.POST.get("key", "")), scope=scope_of(request.user)
+    )
     form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
 
     def save():
@@ -270,7 +273,7 @@ def asset_key_edit(request, asset_id):
 @require_http_methods(["GET", "POST"])
 def asset_key_add(request, asset_id):
     permissions.require(request.user, permissions.ASSET, "add")
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     form = AddAssetKeyForm(request.POST or None)
 
     def add():
@@ -290,7 +293,7 @@ def asset_key_add(request, asset_id):
 def asset_keys_delete(request, asset_id):
     """Delete chosen keys of an asset, or clear all of its state (``all=1``)."""
     permissions.require(request.user, permissions.ASSET, "delete")
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     params = request.POST if request.method == "POST" else request.GET
     keys = None if params.get("all") == "1" else params.getlist("keys")
     errors = []

@@ -26,6 +26,7 @@ from statestore_admin.state import exports, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import parse_datetime_aware, pretty
 
 from .actions import _dialog, _error_messages, _task_selection
@@ -171,7 +172,11 @@ def audit_list(request):
         query = selectors.AuditQuery.from_params(request.GET)
     except Invalid as exc:
         errors, query = exc.message_dict, None
-    page = selectors.audit_events(query, stores, request.GET.get("cursor")) if query else None
+    page = (
+        selectors.audit_events(query, stores, request.GET.get("cursor"), scope=scope_of(request.user))
+        if query
+        else None
+    )
     context = {
         "page": page,
         "fields": _filter_fields(request.GET, errors),
@@ -190,19 +195,19 @@ def audit_list(request):
 
 def audit_event(request, event_id):
     """One event: who, what, where, its outcome, and each key with both sides and a diff."""
-    event = selectors.get_audit_event(event_id)
+    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
     _require_event_view(request.user, event)
     store = event.visible_store
     page = selectors.audit_keys(event, request.GET.get("cursor"))
     run = asset = None
     if store == permissions.TASK and event.dag_id and event.run_id:
         try:
-            run = selectors.find_run(event.dag_id, event.run_id)
+            run = selectors.find_run(event.dag_id, event.run_id, scope=scope_of(request.user))
         except NotFound:
             pass
     if store == permissions.ASSET and event.asset_id is not None:
         try:
-            asset = selectors.get_asset(event.asset_id)
+            asset = selectors.get_asset(event.asset_id, scope=scope_of(request.user))
         except NotFound:
             pass
     context = {
@@ -223,7 +228,7 @@ def audit_event(request, event_id):
 @requires_view(permissions.TASK)
 def run_lookup(request):
     """A DAG run named by (dag_id, run_id), as the audit trail records it: its page, or 404."""
-    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""))
+    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""), scope=scope_of(request.user))
     return redirect("run-detail", run.pk)
 
 
@@ -293,7 +298,7 @@ def _restored(request, outcome: services.RestoreOutcome, fallback: str):
 def audit_restore(request, event_id):
     """GET: the confirmation; POST: ``services.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
-    event = selectors.get_audit_event(event_id)
+    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
     _require_event_view(request.user, event)
     for action in permissions.RESTORE_ACTIONS:
         permissions.require(request.user, event.visible_store, action)
@@ -370,9 +375,9 @@ def task_keys_export(request):
     """The task keys of a confirmation (``run``, ``task_id``, ``map_index`` or ``ids``) not written after
     its ``confirmed_at``: exactly what confirming deletes, as an export document."""
     try:
-        selection, _run = _task_selection(request.GET)
+        selection, _run = _task_selection(request.GET, request.user)
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
-        rows = selectors.confirmed_keys(selection.queryset(), confirmed_at=confirmed_at)
+        rows = selectors.confirmed_keys(selection.queryset(scope_of(request.user)), confirmed_at=confirmed_at)
     except ValidationError as exc:
         return _bad_request(exc)
     return _download(exports.iter_document(task_rows=rows), "task-keys")
@@ -381,7 +386,7 @@ def task_keys_export(request):
 @requires_view(permissions.ASSET)
 def asset_keys_export(request, asset_id):
     """An asset's keys of a confirmation (``keys``, or ``all=1``) not written after its ``confirmed_at``."""
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     keys = None if request.GET.get("all") == "1" else request.GET.getlist("keys")
     try:
         if keys == []:

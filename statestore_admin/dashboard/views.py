@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from statestore_admin.state import permissions, selectors
 from statestore_admin.state.errors import NotFound
+from statestore_admin.state.scopes import scope_of
 
 PANEL = "keys-panel"
 
@@ -51,7 +52,7 @@ def home(request):
         request,
         "overview/index.html",
         {
-            "overview": selectors.overview(now) if can_tasks else None,
+            "overview": selectors.overview(now, scope=scope_of(request.user)) if can_tasks else None,
             "now": now,
         },
     )
@@ -59,27 +60,29 @@ def home(request):
 
 @requires_view(permissions.TASK, permissions.ASSET)
 def largest_values(request):
-    return render(request, "overview/_largest.html", {"largest": selectors.largest_values()})
+    return render(
+        request, "overview/_largest.html", {"largest": selectors.largest_values(scope=scope_of(request.user))}
+    )
 
 
 @requires_view(permissions.TASK)
 def dag_list(request):
     now = timezone.now()
     prefix = request.GET.get("prefix", "")
-    page = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix)
+    page = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix, scope=scope_of(request.user))
     return render_page(request, "dags/list.html", {"page": page, "prefix": prefix, "now": now}, "dags/_panel.html")
 
 
 @requires_view(permissions.TASK)
 def dag_runs(request, dag_id):
     now = timezone.now()
-    page = selectors.runs_with_state(dag_id, now, request.GET.get("cursor"))
+    page = selectors.runs_with_state(dag_id, now, request.GET.get("cursor"), scope=scope_of(request.user))
     return render_page(request, "dags/runs.html", {"dag_id": dag_id, "page": page, "now": now}, "dags/_runs_panel.html")
 
 
 @requires_view(permissions.TASK)
 def run_detail(request, run_pk):
-    run = selectors.get_run(run_pk)
+    run = selectors.get_run(run_pk, scope=scope_of(request.user))
     groups, page = selectors.run_state(run, request.GET.get("cursor"))
     return render_page(
         request,
@@ -91,7 +94,7 @@ def run_detail(request, run_pk):
 
 @requires_view(permissions.TASK)
 def task_instance(request, run_pk, task_id):
-    run = selectors.get_run(run_pk)
+    run = selectors.get_run(run_pk, scope=scope_of(request.user))
     map_index = _int(request.GET.get("map_index"), -1)
     context = {
         "run": run,
@@ -108,7 +111,7 @@ def task_instance(request, run_pk, task_id):
 @requires_view(permissions.TASK)
 def task_instance_lookup(request):
     """A task instance named by (dag_id, run_id, task_id, map_index), e.g. an asset key's writer."""
-    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""))
+    run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""), scope=scope_of(request.user))
     task_id = request.GET.get("task_id", "")
     if not task_id or "/" in task_id:  # Airflow's task ids are never empty and never hold "/"
         raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
@@ -120,7 +123,7 @@ def task_instance_lookup(request):
 def asset_list(request):
     q = request.GET.get("q", "")
     with_state = request.GET.get("with_state") == "1"
-    page = selectors.assets(request.GET.get("cursor"), q=q, with_state=with_state)
+    page = selectors.assets(request.GET.get("cursor"), q=q, with_state=with_state, scope=scope_of(request.user))
     return render_page(
         request, "assets/list.html", {"page": page, "q": q, "with_state": with_state}, "assets/_panel.html"
     )
@@ -128,7 +131,7 @@ def asset_list(request):
 
 @requires_view(permissions.ASSET)
 def asset_detail(request, asset_id):
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     page = selectors.asset_state(asset, request.GET.get("cursor"))
     return render_page(request, "assets/detail.html", {"asset": asset, "page": page}, "assets/_keys_panel.html")
 
@@ -158,9 +161,9 @@ def search(request):
     searched = not invalid and any([query.key, query.dag_id, query.run_id, query.task_id, query.status, query.asset])
     task_page = asset_page = None
     if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
-        task_page = selectors.search_task_keys(query, now, params.get("task_cursor"))
+        task_page = selectors.search_task_keys(query, now, params.get("task_cursor"), scope=scope_of(request.user))
     if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
-        asset_page = selectors.search_asset_keys(query, params.get("asset_cursor"))
+        asset_page = selectors.search_asset_keys(query, params.get("asset_cursor"), scope=scope_of(request.user))
     response = render_page(
         request,
         "search/index.html",
@@ -185,7 +188,7 @@ def search(request):
 def task_key(request, key_id):
     from .audit_views import key_history
 
-    key = selectors.get_task_key(key_id)
+    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     history = key_history(selectors.task_key_history(key))
     return render(request, "keys/task.html", {"key": key, "history": history, "now": timezone.now()})
 
@@ -194,6 +197,10 @@ def task_key(request, key_id):
 def asset_key(request, asset_id):
     from .audit_views import key_history
 
-    key = selectors.get_asset_key(asset_id, request.GET.get("key", ""))
+    key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
     history = key_history(selectors.asset_key_history(key.asset_id, key.key))
-    return render(request, "keys/asset.html", {"key": key, "writer_run": selectors.writer_run(key), "history": history})
+    return render(
+        request,
+        "keys/asset.html",
+        {"key": key, "writer_run": selectors.writer_run(key, scope=scope_of(request.user)), "history": history},
+    )

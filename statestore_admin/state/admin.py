@@ -1,6 +1,9 @@
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 
-from .models import GcRun
+from .models import AccessScope, GcRun
 
 
 @admin.register(GcRun)
@@ -19,3 +22,39 @@ class GcRunAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(AccessScope)
+class AccessScopeAdmin(admin.ModelAdmin):
+    """Every pattern of every group and user; also editable on each group's and user's page."""
+
+    list_display = ("__str__", "group", "user", "kind", "pattern", "created_at")
+    list_filter = ("kind", "group")
+    search_fields = ("pattern", "group__name", "user__username")
+    autocomplete_fields = ("group", "user")
+
+
+class AccessScopeInline(admin.TabularInline):
+    model = AccessScope
+    fields = ("kind", "pattern")
+    extra = 1
+    verbose_name_plural = (
+        "State store scope: DAG id and asset name/URI patterns (none: every DAG and asset; DAG patterns only: no asset)"
+    )
+
+
+def _with_scopes(model, model_admin_class):
+    """Re-register ``model``'s admin with the scope patterns inline."""
+    admin.site.unregister(model)
+    admin.site.register(
+        model,
+        type(
+            model_admin_class.__name__,
+            (model_admin_class,),
+            {"inlines": [*model_admin_class.inlines, AccessScopeInline]},
+        ),
+    )
+
+
+_with_scopes(Group, GroupAdmin)
+_with_scopes(get_user_model(), UserAdmin)

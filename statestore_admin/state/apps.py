@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class StateConfig(AppConfig):
@@ -6,3 +7,8 @@ class StateConfig(AppConfig):
 
     name = "statestore_admin.state"
     label = "state"
+
+    def ready(self):
+        from .roles import sync_roles_after_migrate
+
+        post_migrate.connect(sync_roles_after_migrate, sender=self, dispatch_uid="statestore_sync_roles")

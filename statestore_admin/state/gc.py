@@ -46,6 +46,7 @@ from . import audit
 from .actors import Actor
 from .errors import Invalid
 from .models import AuditEvent, GcRun
+from .scopes import Scope, scope_of
 from .values import parse_datetime_aware
 
 # pg_try_advisory_lock key: the bytes "ssadm-gc" as a big-endian int64.
@@ -215,11 +216,15 @@ class DryRunSummary:
         }
 
 
-def dry_run(plan: GcPlan, top: int = 10, sample: int = 5, config: AirflowConfig | None = None) -> DryRunSummary:
-    """What a run would delete, in a bounded number of bounded queries whatever the table size.
+def dry_run(
+    plan: GcPlan, top: int = 10, sample: int = 5, config: AirflowConfig | None = None, *, scope: Scope
+) -> DryRunSummary:
+    """What a run would delete, in a bounded number of bounded queries whatever the table size. GC spans
+    every DAG: a user with a ``scope`` may not preview it (Forbidden).
 
     With a backend other than the metastore's nothing would be deleted: the summary says so and counts nothing.
     """
+    scope.require_unrestricted("Garbage collection")
     status = backend_status(config)
     if not status.is_metastore:
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
@@ -508,6 +513,7 @@ def run_gc(
     completed, partial, skipped, locked, interrupted or failed (database errors are re-raised after
     the record and the event are updated).
     """
+    scope_of(actor).require_unrestricted("Garbage collection")
     interrupter = interrupter or Interrupter()
     status = backend_status(config)
     result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)

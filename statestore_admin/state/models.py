@@ -164,3 +164,64 @@ class AuditKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} (event {self.event_id})"
+
+
+class AccessScope(models.Model):
+    """One glob pattern granted to a group or a user: DAG ids, or asset names and URIs (``state.scopes``).
+
+    A user with no pattern (their own or their groups') is unscoped; otherwise they see only what their
+    patterns match.
+    """
+
+    class Kind(models.TextChoices):
+        DAG = "dag", "DAG ids"
+        ASSET = "asset", "asset names or URIs"
+
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    pattern = models.CharField(
+        max_length=250, help_text="A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind", "pattern"]
+        verbose_name = "access scope"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(group__isnull=False, user__isnull=True)
+                | models.Q(group__isnull=True, user__isnull=False),
+                name="accessscope_one_holder",
+                violation_error_message="A scope belongs to either a group or a user.",
+            ),
+            models.UniqueConstraint(
+                fields=["group", "kind", "pattern"],
+                condition=models.Q(group__isnull=False),
+                name="accessscope_group_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "kind", "pattern"], condition=models.Q(user__isnull=False), name="accessscope_user_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.holder}: {self.get_kind_display()} {self.pattern}"
+
+    @property
+    def holder(self) -> str:
+        return f"group {self.group}" if self.group_id else f"user {self.user}"
+
+    def clean(self):
+        from django.core.exceptions import ValidationError
+
+        from .scopes import validate_pattern
+
+        try:
+            validate_pattern(self.pattern)
+        except ValidationError as exc:
+            raise ValidationError({"pattern": exc.messages}) from None

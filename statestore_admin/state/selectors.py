@@ -36,6 +36,7 @@ from statestore_admin.airflow.router import airflow_alias
 from .errors import Invalid, NotFound
 from .models import AuditEvent, AuditKey, GcRun
 from .pagination import Page, decode_cursor, encode_cursor, paginate
+from .scopes import Scope
 
 EXPIRING_WINDOW = timedelta(hours=24)
 ESTIMATE_ABOVE = 100_000  # rows; above this the overview shows PostgreSQL's estimate
@@ -90,10 +91,45 @@ def _row_count(model) -> tuple[int, bool]:
     return model.objects.count(), False
 
 
-def store_totals() -> StoreTotals:
-    task, task_estimated = _row_count(TaskStateStore)
-    asset, asset_estimated = _row_count(AssetStateStore)
-    return StoreTotals(task, asset, task_estimated, asset_estimated)
+def store_totals(scope: Scope) -> StoreTotals:
+    """Both tables' sizes; for a scoped user, exact counts of their DAGs' and assets' keys."""
+    if not scope.restricted:
+        task, task_estimated = _row_count(TaskStateStore)
+        asset, asset_estimated = _row_count(AssetStateStore)
+        return StoreTotals(task, asset, task_estimated, asset_estimated)
+    return StoreTotals(scoped_task_keys(scope).count(), scoped_asset_keys(scope).count())
+
+
+# Scopes (state.scopes) -----------------------------------------------------------------------------
+def all_dag_ids_with_state() -> list[str]:
+    """Every dag_id of task_state_store, by a loose index scan of its lookup index (one probe per DAG)."""
+    with connections[airflow_alias()].cursor() as db:
+        db.execute(_DISTINCT_DAGS.format(like="", like_t=""), ["", 2**31 - 1])
+        return [row[0] for row in db.fetchall()]
+
+
+def scoped_dag_ids(scope: Scope) -> list[str] | None:
+    """The DAGs with state that ``scope`` allows (None: every DAG). Matching is done on the distinct
+    dag_ids, so that the state table is then read by ``dag_id IN (…)``, a range of its lookup index, and
+    never scanned with a pattern."""
+    if scope.all_dags:
+        return None
+    return [dag_id for dag_id in all_dag_ids_with_state() if scope.allows_dag(dag_id)]
+
+
+def scoped_task_keys(scope: Scope, rows: QuerySet | None = None) -> QuerySet:
+    rows = TaskStateStore.objects.all() if rows is None else rows
+    dag_ids = scoped_dag_ids(scope)
+    return rows if dag_ids is None else rows.filter(dag_id__in=dag_ids)
+
+
+def scoped_assets(scope: Scope) -> QuerySet:
+    return Asset.objects.filter(scope.asset_q())
+
+
+def scoped_asset_keys(scope: Scope, rows: QuerySet | None = None) -> QuerySet:
+    rows = AssetStateStore.objects.all() if rows is None else rows
+    return rows if scope.all_assets else rows.filter(asset__in=scoped_assets(scope).values("pk"))
 
 
 BACKEND_MODES = {
@@ -118,11 +154,13 @@ class Overview:
     retention_days: int | None = None
 
 
-def overview(now: datetime) -> Overview:
+def overview(now: datetime, *, scope: Scope) -> Overview:
+    """The overview's figures; a scoped user's count only their DAGs and assets, and GC runs (which span
+    every DAG) are not shown to them."""
     # One count per status, each a range of idx_task_state_store_expires_at (an index-only scan on
     # PostgreSQL): several times faster than one aggregate pass over a large table.
     counts = {
-        status: TaskStateStore.objects.filter(status_filter(status, now)).count()
+        status: scoped_task_keys(scope).filter(status_filter(status, now)).count()
         for status in (EXPIRED, EXPIRING, NEVER)
     }
     config = airflow_config()
@@ -144,8 +182,8 @@ def overview(now: datetime) -> Overview:
     if by_name.get(("workers", "state_store_backend")):
         modes.append(("worker", BACKEND_MODES["worker"]))
     return Overview(
-        totals=store_totals(),
-        gc_runs=list(GcRun.objects.all()[:5]),
+        totals=store_totals(scope),
+        gc_runs=[] if scope.restricted else list(GcRun.objects.all()[:5]),
         config=values,
         config_error=error,
         backend_modes=modes,
@@ -163,16 +201,17 @@ class LargeValue:
     asset_key: AssetStateStore | None = None
 
 
-def largest_values(limit: int = 10) -> list[LargeValue]:
-    """The biggest values of both stores (a scan of both tables: loaded on its own, after the page)."""
-    task = TaskStateStore.objects.annotate(size=Length("value")).order_by("-size", "id")[:limit]
+def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"), limit: int = 10):
+    """The biggest values of ``stores`` in ``scope`` (a scan of both tables: loaded on its own, after the page)."""
+    task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
     asset = (
-        AssetStateStore.objects.select_related("asset")
+        scoped_asset_keys(scope)
+        .select_related("asset")
         .annotate(size=Length("value"))
         .order_by("-size", "asset_id", "key")[:limit]
     )
-    rows = [LargeValue("task", k.key, k.size, task_key=k) for k in task]
-    rows += [LargeValue("asset", k.key, k.size, asset_key=k) for k in asset]
+    rows = [LargeValue("task", k.key, k.size, task_key=k) for k in task] if "task" in stores else []
+    rows += [LargeValue("asset", k.key, k.size, asset_key=k) for k in asset] if "asset" in stores else []
     return sorted(rows, key=lambda r: -r.size)[:limit]
 
 
@@ -202,16 +241,23 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def dags_with_state(now: datetime, cursor: str | None = None, prefix: str = "", size: int = 50) -> Page:
-    """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …): two queries."""
+def dags_with_state(
+    now: datetime, cursor: str | None = None, prefix: str = "", size: int = 50, *, scope: Scope
+) -> Page:
+    """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …): two queries
+    (a scoped user's: their DAGs among every dag_id, then the counts)."""
     decoded = decode_cursor(cursor, 1)
     after = decoded[0] if decoded and isinstance(decoded[0], str) else ""
-    like = " AND dag_id LIKE %s ESCAPE '\\'" if prefix else ""
-    sql = _DISTINCT_DAGS.format(like=like, like_t=like.replace("dag_id", "t.dag_id"))
-    params = [after, _like_prefix(prefix), _like_prefix(prefix), size + 1] if prefix else [after, size + 1]
-    with connections[airflow_alias()].cursor() as db:
-        db.execute(sql, params)
-        dag_ids = [row[0] for row in db.fetchall()]
+    allowed = scoped_dag_ids(scope)
+    if allowed is not None:
+        dag_ids = [d for d in allowed if d > after and d.startswith(prefix)][: size + 1]
+    else:
+        like = " AND dag_id LIKE %s ESCAPE '\\'" if prefix else ""
+        sql = _DISTINCT_DAGS.format(like=like, like_t=like.replace("dag_id", "t.dag_id"))
+        params = [after, _like_prefix(prefix), _like_prefix(prefix), size + 1] if prefix else [after, size + 1]
+        with connections[airflow_alias()].cursor() as db:
+            db.execute(sql, params)
+            dag_ids = [row[0] for row in db.fetchall()]
     more = len(dag_ids) > size
     dag_ids = dag_ids[:size]
     stats = {
@@ -233,8 +279,10 @@ def dags_with_state(now: datetime, cursor: str | None = None, prefix: str = "", 
     return Page(items, encode_cursor([dag_ids[-1]]) if more else None, cursor)
 
 
-def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size: int = 50) -> Page:
-    """The DAG's runs that have task state, newest first, with their key counts: two queries."""
+def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size: int = 50, *, scope: Scope) -> Page:
+    """The DAG's runs that have task state, newest first, with their key counts: two queries. A DAG out
+    of ``scope`` is Forbidden, whether it exists or not."""
+    scope.require_dag(dag_id)
     runs = DagRun.objects.filter(dag_id=dag_id).filter(Exists(TaskStateStore.objects.filter(dag_run=OuterRef("pk"))))
     page = paginate(runs, ["-id"], cursor, size)
     stats = {
@@ -255,14 +303,16 @@ def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size:
     return page
 
 
-def get_run(run_pk: int) -> DagRun:
-    try:
-        return DagRun.objects.get(pk=run_pk)
-    except DagRun.DoesNotExist:
-        raise NotFound(f"No DAG run with id {run_pk}.") from None
+def get_run(run_pk: int, *, scope: Scope) -> DagRun:
+    """A run by its id; one of a DAG out of ``scope`` is NotFound, as if it did not exist."""
+    run = DagRun.objects.filter(pk=run_pk).first()
+    if run is None or not scope.allows_dag(run.dag_id):
+        raise NotFound(f"No DAG run with id {run_pk}.")
+    return run
 
 
-def find_run(dag_id: str, run_id: str) -> DagRun:
+def find_run(dag_id: str, run_id: str, *, scope: Scope) -> DagRun:
+    scope.require_dag(dag_id)
     run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
     if run is None:
         raise NotFound(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
@@ -377,11 +427,11 @@ def map_indexes_with_state(run: DagRun, task_id: str) -> list[int]:
     return sorted(set(instance_keys(run, task_id, None).values_list("map_index", flat=True).distinct()))
 
 
-def get_task_key(key_id: int) -> TaskStateStore:
-    try:
-        return TaskStateStore.objects.select_related("dag_run").get(pk=key_id)
-    except TaskStateStore.DoesNotExist:
-        raise NotFound(f"No task state key with id {key_id}: it may have been deleted.") from None
+def get_task_key(key_id: int, *, scope: Scope) -> TaskStateStore:
+    key = TaskStateStore.objects.select_related("dag_run").filter(pk=key_id).first()
+    if key is None or not scope.allows_dag(key.dag_id):
+        raise NotFound(f"No task state key with id {key_id}: it may have been deleted.")
+    return key
 
 
 # Assets -------------------------------------------------------------------------------------------
@@ -389,7 +439,7 @@ def _active() -> Exists:
     return Exists(AssetActive.objects.filter(name=OuterRef("name"), uri=OuterRef("uri")))
 
 
-def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50) -> Page:
+def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50, *, scope: Scope) -> Page:
     """Assets with their number of keys and whether they are active: one query a page."""
     key_count = (
         AssetStateStore.objects.filter(asset=OuterRef("pk"))
@@ -398,7 +448,7 @@ def assets(cursor: str | None = None, q: str = "", with_state: bool = False, siz
         .annotate(n=Count("key"))
         .values("n")
     )
-    rows = Asset.objects.annotate(active=_active(), key_count=Subquery(key_count))
+    rows = scoped_assets(scope).annotate(active=_active(), key_count=Subquery(key_count))
     if q:
         rows = rows.filter(Q(name__icontains=q) | Q(uri__icontains=q) | Q(group__icontains=q))
     if with_state:
@@ -406,9 +456,10 @@ def assets(cursor: str | None = None, q: str = "", with_state: bool = False, siz
     return paginate(rows.defer("extra"), ["id"], cursor, size)
 
 
-def get_asset(asset_id: int) -> Asset:
+def get_asset(asset_id: int, *, scope: Scope) -> Asset:
+    """An asset by id; one out of ``scope`` is NotFound in the same words as a missing one."""
     try:
-        return Asset.objects.annotate(active=_active()).defer("extra").get(pk=asset_id)
+        return scoped_assets(scope).annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:
         raise NotFound(f"Asset with id {asset_id} not found") from None
 
@@ -423,16 +474,18 @@ def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Pag
     return paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
 
 
-def get_asset_key(asset_id: int, key: str) -> AssetStateStore:
-    try:
-        return AssetStateStore.objects.select_related("asset").get(asset_id=asset_id, key=key)
-    except AssetStateStore.DoesNotExist:
-        raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.") from None
+def get_asset_key(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
+    row = AssetStateStore.objects.select_related("asset").filter(asset_id=asset_id, key=key).first()
+    if row is None or not scope.allows_asset(row.asset.name, row.asset.uri):
+        raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
+    return row
 
 
-def writer_run(key: AssetStateStore) -> DagRun | None:
-    """The DAG run of the task that last wrote an asset key, when it still exists."""
+def writer_run(key: AssetStateStore, *, scope: Scope) -> DagRun | None:
+    """The DAG run of the task that last wrote an asset key, when it still exists and is in ``scope``."""
     if key.last_updated_by_kind != "task" or not key.last_updated_by_dag_id:
+        return None
+    if not scope.allows_dag(key.last_updated_by_dag_id):
         return None
     return DagRun.objects.filter(dag_id=key.last_updated_by_dag_id, run_id=key.last_updated_by_run_id).first()
 
@@ -492,8 +545,14 @@ class SearchQuery:
         return bool(self.dag_id or self.run_id or self.task_id or self.status)
 
 
-def search_task_keys(query: SearchQuery, now: datetime, cursor: str | None = None, size: int = 50) -> Page:
+def search_task_keys(
+    query: SearchQuery, now: datetime, cursor: str | None = None, size: int = 50, *, scope: Scope
+) -> Page:
+    if query.dag_id and not scope.allows_dag(query.dag_id):
+        return Page([], None, cursor)
     rows = TaskStateStore.objects.filter(query.key_filter())
+    if not query.dag_id:
+        rows = scoped_task_keys(scope, rows)
     for name in ("dag_id", "run_id", "task_id"):
         if getattr(query, name):
             rows = rows.filter(**{name: getattr(query, name)})
@@ -502,10 +561,10 @@ def search_task_keys(query: SearchQuery, now: datetime, cursor: str | None = Non
     return paginate(with_previews(rows), ["-id"], cursor, size)
 
 
-def search_asset_keys(query: SearchQuery, cursor: str | None = None, size: int = 50) -> Page:
+def search_asset_keys(query: SearchQuery, cursor: str | None = None, size: int = 50, *, scope: Scope) -> Page:
     if query.task_only:
         return Page([], None, None)
-    rows = AssetStateStore.objects.filter(query.key_filter()).select_related("asset")
+    rows = scoped_asset_keys(scope, AssetStateStore.objects.filter(query.key_filter())).select_related("asset")
     if query.asset:
         rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
     return paginate(with_previews(rows).defer("asset__extra"), ["asset_id", "key"], cursor, size)
@@ -530,13 +589,15 @@ def with_previews(rows: QuerySet) -> QuerySet:
 
 
 # Airflow's REST API reads (offset pagination and total_entries over one task instance or asset) ------
-def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int):
+def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int, *, scope: Scope):
     """One page of a task instance's keys by key, and their number (an unknown task instance has none)."""
+    scope.require_dag(dag_id)
     rows = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
     return list(rows.order_by("key")[offset : offset + limit]), rows.count()
 
 
-def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> TaskStateStore:
+def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, *, scope: Scope) -> TaskStateStore:
+    scope.require_dag(dag_id)
     row = TaskStateStore.objects.filter(
         dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key=key
     ).first()
@@ -545,19 +606,19 @@ def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str
     return row
 
 
-def require_asset(asset_id: int) -> None:
-    if not Asset.objects.filter(pk=asset_id).exists():
+def require_asset(asset_id: int, *, scope: Scope) -> None:
+    if not scoped_assets(scope).filter(pk=asset_id).exists():
         raise NotFound(f"Asset with id {asset_id} not found")
 
 
-def asset_keys_page(asset_id: int, offset: int, limit: int):
-    require_asset(asset_id)
+def asset_keys_page(asset_id: int, offset: int, limit: int, *, scope: Scope):
+    require_asset(asset_id, scope=scope)
     rows = AssetStateStore.objects.filter(asset_id=asset_id)
     return list(rows.order_by("key")[offset : offset + limit]), rows.count()
 
 
-def asset_key_in(asset_id: int, key: str) -> AssetStateStore:
-    require_asset(asset_id)
+def asset_key_in(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
+    require_asset(asset_id, scope=scope)
     row = AssetStateStore.objects.filter(asset_id=asset_id, key=key).first()
     if row is None:
         raise NotFound(f"Asset state store key {key!r} not found")
@@ -627,9 +688,19 @@ class AuditQuery:
         return any(getattr(self, name) not in ("", None) for name in AUDIT_FILTERS)
 
 
-def get_audit_event(event_id: int) -> AuditEvent:
+def audit_scope_q(scope: Scope) -> Q:
+    """The events a scoped user may see: task events of one of their DAGs, asset events of one of their
+    assets. Events spanning several DAGs or assets (no single dag_id or asset) and GC runs are not theirs."""
+    if not scope.restricted:
+        return Q()
+    task = Q(store="task", dag_id__isnull=False) & scope.dag_q("dag_id") if scope.dags != () else Q(pk__in=[])
+    asset = Q(store="asset", asset_id__isnull=False) & (scope.asset_q("asset_")) if scope.assets != () else Q(pk__in=[])
+    return task | asset
+
+
+def get_audit_event(event_id: int, *, scope: Scope) -> AuditEvent:
     try:
-        return AuditEvent.objects.select_related("restored_from").get(pk=event_id)
+        return AuditEvent.objects.select_related("restored_from").filter(audit_scope_q(scope)).get(pk=event_id)
     except (AuditEvent.DoesNotExist, ValueError, TypeError):
         raise NotFound(f"Audit event {event_id} not found") from None
 
@@ -652,11 +723,15 @@ def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey
 
 
 # The dashboard's Audit page and downloads ---------------------------------------------------------
-def audit_events(query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50) -> Page:
+def audit_events(
+    query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50, *, scope: Scope
+) -> Page:
     """Events of ``stores`` (those a user may view; GC runs, which have no store, count as task state),
     newest first, keyset-paginated by id; each with ``restored_by`` (the restores made of it): two queries a
     page, each filter an index range or a key lookup."""
-    rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])])
+    rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])]).filter(
+        audit_scope_q(scope)
+    )
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
         value = getattr(query, name)
         if value not in ("", None):

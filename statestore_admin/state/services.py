@@ -29,8 +29,9 @@ from statestore_admin.airflow.router import airflow_alias
 
 from . import audit, permissions, selectors
 from .actors import Actor
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Forbidden, Invalid, NotFound
 from .models import AuditEvent
+from .scopes import Scope, scope_of
 from .selectors import TaskScope
 from .values import Expiry, clean_key, encode_value
 
@@ -75,9 +76,12 @@ class TaskKeyRef:
     scope: TaskScope | None = None
     key: str | None = None
 
-    def rows(self) -> QuerySet:
+    def rows(self, allowed: Scope) -> QuerySet:
+        """The key's row, if ``allowed`` covers its DAG: a DAG named out of scope is Forbidden; a key id of
+        such a DAG is as not found."""
         if self.id is not None:
-            return TaskStateStore.objects.filter(pk=self.id)
+            return TaskStateStore.objects.filter(pk=self.id).filter(allowed.dag_q())
+        allowed.require_dag(self.scope.dag_id)
         return selectors.scope_keys(self.scope).filter(key=self.key)
 
     def not_found(self) -> NotFound:
@@ -101,11 +105,13 @@ class TaskSelection:
     def of_instance(cls, scope: TaskScope, all_map_indices: bool = False) -> TaskSelection:
         return cls(scope=scope, all_map_indices=all_map_indices)
 
-    def queryset(self, check_instance: bool = True) -> QuerySet:
-        """The selected rows. A task instance selection checks that the task instance exists first
-        (NotFound); with ``check_instance=False`` the rows carry that condition instead, and an empty
-        result is to be checked with ``require_instance`` (one query fewer when there are rows)."""
+    def queryset(self, allowed: Scope, check_instance: bool = True) -> QuerySet:
+        """The selected rows within ``allowed``. A task instance selection checks that the task instance
+        exists first (NotFound); with ``check_instance=False`` the rows carry that condition instead, and an
+        empty result is to be checked with ``require_instance`` (one query fewer when there are rows).
+        A task instance of a DAG out of scope is Forbidden; ids of such keys select nothing."""
         if self.scope is not None:
+            allowed.require_dag(self.scope.dag_id)
             rows = TaskStateStore.objects.filter(
                 dag_id=self.scope.dag_id, run_id=self.scope.run_id, task_id=self.scope.task_id
             )
@@ -119,7 +125,7 @@ class TaskSelection:
             return rows
         if not self.ids:
             raise Invalid({"ids": "Select at least one key."})
-        return TaskStateStore.objects.filter(pk__in=self.ids)
+        return TaskStateStore.objects.filter(pk__in=self.ids).filter(allowed.dag_q())
 
     def require_instance(self) -> None:
         if self.scope is not None:
@@ -226,6 +232,7 @@ def set_task_key(
     """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
     (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one."""
     permissions.require(actor, permissions.TASK, "add" if mode == CREATE else "view")
+    scope_of(actor).require_dag(scope.dag_id)
     key = clean_key(key)
     text = encode_value(value)
     if scope.map_index < -1:
@@ -273,10 +280,11 @@ def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: dat
     must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write."""
     permissions.require(actor, permissions.TASK, "change")
     text = encode_value(value)
+    rows = ref.rows(scope_of(actor))
     if ref.scope is not None:
         selectors.require_task_instance(ref.scope)
     with audit.change(actor, Action.PATCH, permissions.TASK) as recorder:
-        row = ref.rows().select_for_update().first()
+        row = rows.select_for_update().first()
         if row is None:
             raise ref.not_found()
         if ref.scope is None:
@@ -297,8 +305,9 @@ def set_task_expiry(
 ) -> TaskStateStore:
     """Set when one key expires: the default retention from now, never, or a given instant."""
     permissions.require(actor, permissions.TASK, "change")
+    rows = ref.rows(scope_of(actor))
     with audit.change(actor, Action.EXPIRY, permissions.TASK) as recorder:
-        row = ref.rows().select_for_update().first()
+        row = rows.select_for_update().first()
         if row is None:
             raise ref.not_found()
         _check_unchanged(row, seen_updated_at)
@@ -314,7 +323,7 @@ def set_task_expiry(
 def expire_task_keys(*, actor: Actor, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
     """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them."""
     permissions.require(actor, permissions.TASK, "change")
-    rows, kept = _confirmed(selection.queryset(), confirmed_at)
+    rows, kept = _confirmed(selection.queryset(scope_of(actor)), confirmed_at)
     now = timezone.now()
     with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
         for chunk in _locked_chunks(rows, "id"):
@@ -342,8 +351,11 @@ def _delete_task_rows(actor, selection: TaskSelection, confirmed_at, action) -> 
     permissions.require(actor, permissions.TASK, "delete")
     # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
     # looked up, to answer Airflow's 404 for a missing task instance.
+    allowed = scope_of(actor)
+    if selection.scope is not None:
+        allowed.require_dag(selection.scope.dag_id)
     few = _named_keys_condition(selection) if confirmed_at is None else None
-    rows, kept = (None, 0) if few else _confirmed(selection.queryset(check_instance=False), confirmed_at)
+    rows, kept = (None, 0) if few else _confirmed(selection.queryset(allowed, check_instance=False), confirmed_at)
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
@@ -367,7 +379,7 @@ def set_asset_key(
     permissions.require(actor, permissions.ASSET, {CREATE: "add", UPDATE: "change"}.get(mode, "view"))
     key = clean_key(key)
     text = encode_value(value)
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     now = timezone.now()
     rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
     action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
@@ -396,7 +408,7 @@ def set_asset_key(
                 rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
         else:
             rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
-    return selectors.get_asset_key(asset_id, key)
+    return selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
 
 
 def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], confirmed_at: datetime | None = None) -> Outcome:
@@ -413,7 +425,7 @@ def clear_asset(*, actor: Actor, asset_id: int, confirmed_at: datetime | None = 
 
 def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, confirmed_at, action) -> Outcome:
     permissions.require(actor, permissions.ASSET, "delete")
-    asset = selectors.get_asset(asset_id)
+    asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     rows = AssetStateStore.objects.filter(asset_id=asset_id)
     if keys is not None:
         rows = rows.filter(key__in=keys)
@@ -482,7 +494,7 @@ def restore_event(
     values, unless ``overwrite`` or ``resolutions`` (AuditKey id → KEEP / OVERWRITE) decide. Keys whose
     DAG run or asset no longer exists are reported in ``missing`` and not restored.
     """
-    event = selectors.get_audit_event(event_id)
+    event = selectors.get_audit_event(event_id, scope=scope_of(actor))
     if not event.restorable:
         reason = (
             "Garbage collection follows Airflow's rules and is not restorable."
@@ -531,6 +543,7 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     for store in groups:
         for action in permissions.RESTORE_ACTIONS:
             permissions.require(actor, store, action)
+    _require_in_scope(scope_of(actor), targets)
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
         conflicts = [c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions)[1]]
@@ -539,6 +552,20 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     for store, group in groups.items():
         _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
     return result
+
+
+def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
+    """Every key to restore is of a DAG or an asset in scope: otherwise nothing is restored."""
+    if not allowed.restricted:
+        return
+    outside = sorted({t.dag_id for t in targets if t.store == permissions.TASK and not allowed.allows_dag(t.dag_id)})
+    asset_ids = {t.asset_id for t in targets if t.store == permissions.ASSET}
+    if asset_ids:  # an asset deleted since is not restored anyway (``missing``)
+        existing = set(Asset.objects.filter(pk__in=asset_ids).values_list("pk", flat=True))
+        inside = set(selectors.scoped_assets(allowed).filter(pk__in=asset_ids).values_list("pk", flat=True))
+        outside += [f"asset {asset_id}" for asset_id in sorted(existing - inside)]
+    if outside:
+        raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
 
 
 def _raise_conflicts(conflicts: list[dict]) -> None:

@@ -9,6 +9,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state import pagination, selectors
 from statestore_admin.state.errors import Invalid, NotFound
+from statestore_admin.state.scopes import EVERYTHING
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import (
     AT,
@@ -165,7 +166,7 @@ def test_task_instance_lookup_is_airflows_404(many_keys):
     with pytest.raises(NotFound, match="all_map_indices=True"):
         selectors.require_task_instance(TaskScope("p", "r", "other"), any_map_index=True)
     with pytest.raises(NotFound, match="Asset with id 424242 not found"):
-        selectors.get_asset(424242)
+        selectors.get_asset(424242, scope=EVERYTHING)
 
 
 @pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -19,6 +19,7 @@ from statestore_admin.state import gc
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
+from statestore_admin.state.scopes import EVERYTHING
 
 EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
 DESTS = {"cutoff": "before", "dag_ids": "dag_id"}  # domain field -> option, where the names differ
@@ -166,7 +167,7 @@ class Command(BaseCommand):
 
     # -- dry run --------------------------------------------------------------------------------
     def dry_run(self, plan, config, top):
-        summary = gc.dry_run(plan, top=top, config=config)
+        summary = gc.dry_run(plan, top=top, config=config, scope=EVERYTHING)
         if self.as_json:
             self.stdout.write(json.dumps(summary.as_dict()))
             return

@@ -1,0 +1,22 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from statestore_admin.state import scopes
+
+from ._scope_args import add_holder_arguments, describe, holder_of
+
+
+class Command(BaseCommand):
+    help = "Remove patterns from a group's or user's scope; with --all, every pattern (unscoped again)."
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        add_holder_arguments(parser)
+        parser.add_argument("--all", dest="everything", action="store_true", help="Remove every pattern.")
+
+    def handle(self, *args, dags, assets, everything, **options):
+        holder = holder_of(options)
+        try:
+            removed = scopes.revoke(holder, dags=dags, assets=assets, everything=everything)
+        except scopes.Invalid as exc:
+            raise CommandError(" ".join(exc.messages)) from None
+        self.stdout.write(f"Removed {removed} pattern(s). Scope of {describe(holder)}.")

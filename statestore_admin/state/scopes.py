@@ -1,0 +1,243 @@
+"""Which DAGs and assets a user may see and act on: scopes of glob patterns granted to users and groups.
+
+A user's scope is the union of the patterns granted to them and to their groups (``AccessScope`` rows).
+Without any grant a user is unscoped: every DAG and asset, as far as their permissions go. Once scoped,
+a DAG is visible only if its dag_id matches one of the DAG patterns, and an asset only if its name or
+URI matches one of the asset patterns; a scope with DAG patterns only sees no asset (grant ``--assets '*'``
+for all of them). Superusers and management commands are never scoped.
+
+Patterns are globs: ``*`` any characters (none included), ``?`` exactly one; everything else is literal
+and case-sensitive, as Airflow's ids are. The same pattern is matched in Python (``allows_dag``) and in
+SQL (``dag_q``): the translation is one function, ``glob_regex``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from .errors import Forbidden, Invalid
+
+MAX_PATTERN = 250
+
+
+def validate_pattern(pattern: str) -> str:
+    """A non-empty glob of printable characters; ``Invalid`` otherwise."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise Invalid("A pattern is a non-empty glob such as etl_* or ml_training.")
+    if len(pattern) > MAX_PATTERN:
+        raise Invalid(f"A pattern has at most {MAX_PATTERN} characters.")
+    if not pattern.isprintable():
+        raise Invalid("A pattern has printable characters only.")
+    return pattern
+
+
+def glob_regex(pattern: str) -> str:
+    """The anchored regular expression of a glob, valid for Python's ``re`` and PostgreSQL's ``~`` alike:
+    ``*`` → ``.*``, ``?`` → ``.``, every other non-alphanumeric character escaped."""
+    parts = []
+    for char in pattern:
+        if char == "*":
+            parts.append(".*")
+        elif char == "?":
+            parts.append(".")
+        elif char.isalnum() and char.isascii():
+            parts.append(char)
+        else:
+            parts.append("\\" + char)
+    return "^" + "".join(parts) + "$"
+
+
+def _literal_prefix(pattern: str) -> tuple[str, bool]:
+    """The text before the first wildcard, and whether the pattern is that text followed by one ``*``."""
+    cut = min((i for i, c in enumerate(pattern) if c in "*?"), default=len(pattern))
+    return pattern[:cut], pattern[cut:] == "*"
+
+
+def glob_q(field: str, patterns: tuple[str, ...]) -> Q:
+    """Rows whose ``field`` matches one of ``patterns``: exact names as ``IN``, ``prefix*`` as a prefix
+    match, anything else as a regular expression. No pattern matches nothing."""
+    exact, condition = [], Q(pk__in=[])
+    for pattern in patterns:
+        prefix, is_prefix = _literal_prefix(pattern)
+        if prefix == pattern:
+            exact.append(pattern)
+        elif pattern == "*":
+            return Q()
+        elif is_prefix:
+            condition |= Q(**{f"{field}__startswith": prefix})
+        else:
+            condition |= Q(**{f"{field}__regex": glob_regex(pattern)})
+    if exact:
+        condition |= Q(**{f"{field}__in": exact})
+    return condition
+
+
+@dataclass(frozen=True)
+class Scope:
+    """``dags``/``assets``: the patterns, or None for every DAG / every asset."""
+
+    dags: tuple[str, ...] | None = None
+    assets: tuple[str, ...] | None = None
+
+    @property
+    def restricted(self) -> bool:
+        return self.dags is not None or self.assets is not None
+
+    @property
+    def all_dags(self) -> bool:
+        return self.dags is None or "*" in self.dags
+
+    @property
+    def all_assets(self) -> bool:
+        return self.assets is None or "*" in self.assets
+
+    def allows_dag(self, dag_id: str | None) -> bool:
+        if self.all_dags:
+            return True
+        return dag_id is not None and any(re.match(glob_regex(p), dag_id, re.S) for p in self.dags)
+
+    def allows_asset(self, name: str | None, uri: str | None) -> bool:
+        if self.all_assets:
+            return True
+        return any(
+            value is not None and re.match(glob_regex(p), value, re.S) for p in self.assets for value in (name, uri)
+        )
+
+    def dag_q(self, field: str = "dag_id") -> Q:
+        """A filter on a column holding a dag_id (for small tables: the audit trail, ``dag``)."""
+        return Q() if self.all_dags else glob_q(field, self.dags)
+
+    def asset_q(self, prefix: str = "") -> Q:
+        """A filter on an asset's name and URI (``prefix``: the path to the asset, e.g. ``asset__``)."""
+        if self.all_assets:
+            return Q()
+        return glob_q(f"{prefix}name", self.assets) | glob_q(f"{prefix}uri", self.assets)
+
+    def require_dag(self, dag_id: str) -> None:
+        """Forbidden for a DAG named out of scope (as Airflow's auth manager answers, whether it exists or not)."""
+        if not self.allows_dag(dag_id):
+            raise Forbidden(f"You do not have access to DAG {dag_id!r}.")
+
+    def require_unrestricted(self, what: str) -> None:
+        if self.restricted:
+            raise Forbidden(f"{what} spans every DAG and asset: a user with a scope may not use it.")
+
+    def describe(self) -> str:
+        if not self.restricted:
+            return "every DAG and asset"
+        dags = "every DAG" if self.all_dags else ("DAGs " + ", ".join(self.dags) if self.dags else "no DAG")
+        assets = (
+            "every asset" if self.all_assets else ("assets " + ", ".join(self.assets) if self.assets else "no asset")
+        )
+        return f"{dags}; {assets}"
+
+
+EVERYTHING = Scope()
+_CACHE = "_statestore_scope"
+
+
+def scope_of(who) -> Scope:
+    """The scope of a user or of an ``Actor`` (a command acting as the system is unscoped); cached on the
+    user object for the request."""
+    from .actors import Actor
+    from .models import AccessScope
+
+    if isinstance(who, Actor):
+        if who.is_system:
+            return EVERYTHING
+        who = who.user
+    if who is None or not who.is_authenticated:
+        return Scope(dags=(), assets=())
+    if who.is_superuser:
+        return EVERYTHING
+    cached = getattr(who, _CACHE, None)
+    if cached is not None:
+        return cached
+    grants = list(
+        AccessScope.objects.filter(Q(user=who) | Q(group__in=who.groups.all()))
+        .order_by("pattern")
+        .values_list("kind", "pattern")
+        .distinct()
+    )
+    if not grants:
+        scope = EVERYTHING
+    else:
+        scope = Scope(
+            dags=tuple(p for kind, p in grants if kind == AccessScope.Kind.DAG),
+            assets=tuple(p for kind, p in grants if kind == AccessScope.Kind.ASSET),
+        )
+    setattr(who, _CACHE, scope)
+    return scope
+
+
+# Granting (the grant_scope and revoke_scope commands; /admin/ edits AccessScope rows directly) ---------
+def find_holder(name: str, kind: str | None = None):
+    """The group or user called ``name`` (``kind``: "group" or "user" when both exist)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from .errors import NotFound
+
+    group = Group.objects.filter(name=name).first() if kind in (None, "group") else None
+    user = (
+        get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: name}).first()
+        if kind in (None, "user")
+        else None
+    )
+    if group and user:
+        raise Invalid(f"Both a group and a user are called {name!r}: say which with --group or --user.")
+    if not group and not user:
+        raise NotFound(f"No {kind or 'group or user'} called {name!r}.")
+    return group or user
+
+
+def _holder_filter(holder) -> dict:
+    from django.contrib.auth.models import Group
+
+    return {"group": holder} if isinstance(holder, Group) else {"user": holder}
+
+
+def grant(holder, *, dags: list[str] = (), assets: list[str] = ()) -> int:
+    """Add patterns to a group's or user's scope; returns how many were new."""
+    from .models import AccessScope
+
+    patterns = [(AccessScope.Kind.DAG, validate_pattern(p)) for p in dags]
+    patterns += [(AccessScope.Kind.ASSET, validate_pattern(p)) for p in assets]
+    if not patterns:
+        raise Invalid("Give at least one pattern with --dags or --assets.")
+    added = 0
+    for kind, pattern in patterns:
+        _, created = AccessScope.objects.get_or_create(**_holder_filter(holder), kind=kind, pattern=pattern)
+        added += created
+    return added
+
+
+def revoke(holder, *, dags: list[str] = (), assets: list[str] = (), everything: bool = False) -> int:
+    """Remove patterns (or, with ``everything``, all of them: the holder becomes unscoped)."""
+    from .models import AccessScope
+
+    rows = AccessScope.objects.filter(**_holder_filter(holder))
+    if not everything:
+        if not dags and not assets:
+            raise Invalid("Give the patterns to remove with --dags or --assets, or --all.")
+        rows = rows.filter(
+            Q(kind=AccessScope.Kind.DAG, pattern__in=list(dags))
+            | Q(kind=AccessScope.Kind.ASSET, pattern__in=list(assets))
+        )
+    return rows.delete()[0]
+
+
+def patterns_of(holder) -> Scope:
+    """The patterns granted directly to a group or user (a user's groups not included)."""
+    from .models import AccessScope
+
+    rows = list(AccessScope.objects.filter(**_holder_filter(holder)).values_list("kind", "pattern"))
+    if not rows:
+        return EVERYTHING
+    return Scope(
+        dags=tuple(p for k, p in rows if k == AccessScope.Kind.DAG),
+        assets=tuple(p for k, p in rows if k == AccessScope.Kind.ASSET),
+    )
