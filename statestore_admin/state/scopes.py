@@ -14,7 +14,7 @@ SQL (``dag_q``): the translation is one function, ``glob_regex``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Q
 
@@ -77,10 +77,13 @@ def glob_q(field: str, patterns: tuple[str, ...]) -> Q:
 
 @dataclass(frozen=True)
 class Scope:
-    """``dags``/``assets``: the patterns, or None for every DAG / every asset."""
+    """``dags``/``assets``: the patterns, or None for every DAG / every asset. ``memo`` keeps what
+    selectors derive from the patterns (the matching dag_ids) for the life of this object: one request,
+    as ``scope_of`` makes one per user object."""
 
     dags: tuple[str, ...] | None = None
     assets: tuple[str, ...] | None = None
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def restricted(self) -> bool:

@@ -114,7 +114,9 @@ def scoped_dag_ids(scope: Scope) -> list[str] | None:
     never scanned with a pattern."""
     if scope.all_dags:
         return None
-    return [dag_id for dag_id in all_dag_ids_with_state() if scope.allows_dag(dag_id)]
+    if "dag_ids" not in scope.memo:
+        scope.memo["dag_ids"] = [dag_id for dag_id in all_dag_ids_with_state() if scope.allows_dag(dag_id)]
+    return scope.memo["dag_ids"]
 
 
 def scoped_task_keys(scope: Scope, rows: QuerySet | None = None) -> QuerySet:
