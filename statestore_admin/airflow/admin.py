@@ -1,23 +1,45 @@
-"""Django admin's view of Airflow's task state: browse and search, read-only; two actions, "Expire now" and
-"Delete", which go through the same services as the dashboard (permissions and audit apply, via "admin").
+"""Django admin's view of Airflow's state store.
 
-The model lives in Airflow's database: the router sends its queries there. No filters and no full count: the
-paginator counts at most ``COUNT_CAP`` rows (``SELECT COUNT(*) FROM (… LIMIT n)``) and says "more than" beyond.
+Task state (``TaskStateStore``): a list (values never loaded; their size computed in SQL), filters by expiry
+status and by DAG, search, two actions ("Expire now", "Delete") and a change form that edits the value and the
+expiry. Every change goes through the same services as the dashboard: permissions, the user's scope and the
+audit apply, recorded via "admin". The rows are those of the user's scope (``selectors.scoped_task_keys``); a
+key out of scope is a 404, as a missing one. Browsing the list and reading values need ``view`` on task state;
+a user with ``change`` only edits a key by its page, without seeing its value.
+
+Asset state (``AssetStateStore``) has a composite primary key, which Django 5.2's admin cannot register. The
+admin lists assets instead (``Asset``, one integer key): each with its number of keys and a link to the
+dashboard's asset page, where the keys are read and changed.
+
+The models live in Airflow's database: the router sends their queries there. No full count: the paginator
+counts at most ``COUNT_CAP`` rows (``SELECT COUNT(*) FROM (… LIMIT n)``) and says "more than" beyond.
 """
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import csrf_protect_m
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models.functions import Length
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.functional import cached_property
+from django.utils.html import format_html
 
+from statestore_admin.dashboard.forms import expiry_choices
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import ADMIN, Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
+from statestore_admin.state.values import decode_json_text, encode_value, expiry_from_form, pretty
 
-from .models import TaskStateStore
+from .models import Asset, AssetStateStore, TaskStateStore
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
 COUNT_CAP = 10_000
+DAG_CHOICES = 200  # DAGs offered by the DAG filter; others are found by search (or ?dag_id=… in the URL)
 
 
 class CappedCountPaginator(Paginator):
@@ -26,53 +48,278 @@ class CappedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        return self.object_list[:COUNT_CAP].count()
+        # Only the ids: the list's computed columns (a value's size, an asset's key count) are not counted.
+        return self.object_list.values("pk").order_by()[:COUNT_CAP].count()
+
+
+def _can(request, store: str, action: str) -> bool:
+    return permissions.can(request.user, store, action)
+
+
+def _raise_404_if_none(obj):
+    """A key or asset that is missing and one out of the user's scope answer the same 404."""
+    if obj is None:
+        raise Http404("No such object: it may have been deleted.")
+    return obj
+
+
+# Task state: filters ------------------------------------------------------------------------------------
+class StatusFilter(admin.SimpleListFilter):
+    """The dashboard's expiry statuses (``selectors.status_filter``): each a range of the expires_at index."""
+
+    title = "expiry status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return list(selectors.STATUSES.items())
+
+    def queryset(self, request, queryset):
+        status = self.value()
+        if status in selectors.STATUSES:
+            return queryset.filter(selectors.status_filter(status, timezone.now()))
+        return queryset
+
+
+class DagFilter(admin.SimpleListFilter):
+    """The DAGs with task state in the user's scope, found by the loose index scan of the dashboard's DAG list
+    (one index probe per DAG, never a DISTINCT over the table). At most ``DAG_CHOICES`` are offered, by
+    dag_id, so that the sidebar stays short whatever the number of DAGs; the others are reached by search."""
+
+    title = "DAG"
+    parameter_name = "dag_id"
+
+    def __init__(self, request, params, model, model_admin):
+        self._dag_ids = _dag_ids(request)
+        super().__init__(request, params, model, model_admin)
+        if len(self._dag_ids) > DAG_CHOICES:
+            self.title = f"DAG (the first {DAG_CHOICES} of {len(self._dag_ids):,}; search finds the others)"
+
+    def lookups(self, request, model_admin):
+        choices = self._dag_ids[:DAG_CHOICES]
+        selected = self.value()
+        if selected and selected not in choices and selected in self._dag_ids:
+            choices = [*choices, selected]  # chosen beyond the cap (a link, a search): shown as selected
+        return [(dag_id, dag_id) for dag_id in choices]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(dag_id=self.value()) if self.value() else queryset
+
+
+def _dag_ids(request) -> list[str]:
+    """The dag_ids with task state that the user's scope allows, once per request."""
+    if not hasattr(request, "_statestore_admin_dag_ids"):
+        allowed = selectors.scoped_dag_ids(scope_of(request.user))
+        request._statestore_admin_dag_ids = selectors.all_dag_ids_with_state() if allowed is None else allowed
+    return request._statestore_admin_dag_ids
+
+
+# Task state: the change form ----------------------------------------------------------------------------
+KEEP = "keep"
+FORM_FIELDS = {"value": "new_value", "expiry": "expiry", "expires_at": "expires_at_text"}  # service → form
+
+
+class TaskKeyForm(forms.ModelForm):
+    """Edits a key's value and expiry through the dashboard's validation and services. The services run when
+    the form is validated, so that what they refuse (Invalid, Conflict, NotFound, Forbidden) is a form error
+    and nothing is saved; ``done`` lists what changed. ``request`` and ``can_view`` are set by the admin."""
+
+    request = None
+    can_view = False
+
+    new_value = forms.CharField(
+        label="Value",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 12, "cols": 80, "spellcheck": "false"}),
+    )
+    expiry = forms.ChoiceField(label="Expiry", choices=(), widget=forms.RadioSelect, initial=KEEP)
+    expires_at_text = forms.CharField(
+        label="New expiry",
+        required=False,
+        help_text="With “At a date and time”: ISO 8601 with a time zone, e.g. 2026-12-01T00:00:00+00:00",
+        widget=forms.TextInput(attrs={"placeholder": "2026-12-01T00:00:00+00:00", "autocomplete": "off"}),
+    )
+    seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
+
+    class Meta:
+        model = TaskStateStore
+        fields = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        key = self.instance
+        self.done: list[str] = []
+        self.initial_value = pretty(key.value) if self.can_view else ""
+        self.fields["new_value"].initial = self.initial_value
+        self.fields["new_value"].help_text = (
+            'JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.'
+            if self.can_view
+            else "The current value is hidden: you do not have permission to view task state. "
+            "Leave this empty to keep it, or type the JSON that replaces it."
+        )
+        current = key.expires_at.isoformat() if key.expires_at else "never expires"
+        self.fields["expiry"].choices = [(KEEP, f"Unchanged ({current})"), *expiry_choices()]
+        self.fields["seen_updated_at"].initial = key.updated_at
+
+    def _changes_value(self, text: str) -> bool:
+        if not self.can_view:
+            return text.strip() != ""
+        return text.replace("\r\n", "\n").strip() != self.initial_value.replace("\r\n", "\n").strip()
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        text = cleaned.get("new_value") or ""
+        seen = cleaned.get("seen_updated_at")
+        try:
+            # Every input is checked before the first write: a bad expiry never leaves a new value behind.
+            new_value = self._changes_value(text)
+            value = decode_json_text(text) if new_value else None
+            if new_value:
+                encode_value(value)  # null, NaN, too deep, too large: refused here as by the service
+            expiry = (
+                None if cleaned["expiry"] == KEEP else expiry_from_form(cleaned["expiry"], cleaned["expires_at_text"])
+            )
+            actor = Actor.from_request(self.request, via=ADMIN)
+            ref = services.TaskKeyRef(id=self.instance.pk)
+            if new_value:
+                row = services.patch_task_key(actor=actor, ref=ref, value=value, seen_updated_at=seen)
+                self.done.append("value")
+                seen = row.updated_at
+            if expiry is not None:
+                services.set_task_expiry(actor=actor, ref=ref, expiry=expiry, seen_updated_at=seen)
+                self.done.append("expiry")
+        except (ValidationError, Conflict, NotFound, Forbidden) as exc:
+            self._refused(exc)
+        return cleaned
+
+    def _refused(self, exc: Exception) -> None:
+        if self.done:  # the value was written, then the expiry refused (a write in between): say so
+            self.add_error(None, "The value was saved; the expiry was not changed:")
+        if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
+            for name, errors in exc.message_dict.items():
+                field = FORM_FIELDS.get(name)
+                self.add_error(field if field in self.fields else None, errors)
+        elif isinstance(exc, ValidationError):
+            self.add_error(None, exc.messages)
+        else:
+            self.add_error("new_value" if isinstance(exc, Conflict) and not self.done else None, str(exc))
+
+
+# Task state: the admin ----------------------------------------------------------------------------------
+IDENTITY = ("dag_id", "run_id", "task_id", "map_index", "key")
 
 
 @admin.register(TaskStateStore)
 class TaskStateStoreAdmin(admin.ModelAdmin):
-    list_display = ("dag_id", "run_id", "task_id", "map_index", "key", "updated_at", "expires_at")
+    list_display = (*IDENTITY, "size", "updated_at", "expiry_status")
+    list_filter = (StatusFilter, DagFilter)
     search_fields = ("key", "dag_id", "run_id", "task_id")
+    sortable_by = ("dag_id", "expiry_status")  # the columns an index orders (lookup index, expires_at index)
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # facets would count every choice over the whole table
     paginator = CappedCountPaginator
     list_per_page = 100
     actions = ["expire_now", "delete_keys"]
-    fields = readonly_fields = (
-        "dag_id",
-        "run_id",
-        "task_id",
-        "map_index",
-        "key",
-        "value",
-        "updated_at",
-        "expires_at",
-    )
+    form = TaskKeyForm
 
     def get_queryset(self, request):
         queryset = selectors.scoped_task_keys(scope_of(request.user), super().get_queryset(request))
         if request.resolver_match and (request.resolver_match.url_name or "").endswith("_changelist"):
-            queryset = queryset.defer("value")  # a list never loads values, which may be large
+            # A list never loads values, which may be large: their size is computed by the database.
+            queryset = queryset.defer("value").annotate(size=Length("value"))
         return queryset
 
+    def get_object(self, request, object_id, from_field=None):
+        return _raise_404_if_none(super().get_object(request, object_id, from_field))
+
+    # Columns --------------------------------------------------------------------------------------------
+    @admin.display(description="size (characters)")
+    def size(self, obj) -> int:
+        size = getattr(obj, "size", None)
+        return len(obj.value) if size is None else size
+
+    @admin.display(description="expiry status", ordering="expires_at")
+    def expiry_status(self, obj) -> str:
+        return selectors.STATUSES[selectors.status_of(obj.expires_at, timezone.now())]
+
+    @admin.display(description="value")
+    def current_value(self, obj):
+        return format_html('<pre class="statestore-value">{}</pre>', pretty(obj.value))
+
+    # The change form ------------------------------------------------------------------------------------
+    def get_fieldsets(self, request, obj=None):
+        can_view = _can(request, permissions.TASK, "view")
+        shown = [*IDENTITY, *(("current_value", "size") if can_view else ()), "updated_at", "expires_at"]
+        shown.append("expiry_status")
+        if not self.has_change_permission(request, obj):
+            return [(None, {"fields": shown})]
+        if can_view:
+            shown.remove("current_value")  # the value is in the text area
+        return [
+            (None, {"fields": shown}),
+            ("Change", {"fields": ["new_value", "expiry", "expires_at_text", "seen_updated_at"]}),
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*IDENTITY, "current_value", "size", "updated_at", "expires_at", "expiry_status")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"request": request, "can_view": _can(request, permissions.TASK, "view")})
+
+    @csrf_protect_m
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Not in one transaction of Airflow's database, as Django's admin would: each service runs its own,
+        # in the audit's order (the event committed before the change, confirmed after it commits).
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request, obj, form, change):
+        pass  # the services wrote it while the form was validated
+
+    def construct_change_message(self, request, form, formsets, add=False):
+        return [{"changed": {"fields": form.done}}] if form.done else []
+
+    def response_post_save_change(self, request, obj):
+        if not _can(request, permissions.TASK, "view"):  # the list is theirs only with view
+            return HttpResponseRedirect(request.path)
+        return super().response_post_save_change(request, obj)
+
+    # Permissions ----------------------------------------------------------------------------------------
+    def has_view_permission(self, request, obj=None):
+        return _can(request, permissions.TASK, "view")
+
+    def has_change_permission(self, request, obj=None):
+        return _can(request, permissions.TASK, "change")
+
+    def has_add_permission(self, request):
+        return False  # keys are written by tasks, or added in the dashboard on a task instance's page
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # no per-object delete view: the "Delete" action goes through the service
+
+    def get_model_perms(self, request):
+        """Without ``view`` the store is not listed on the index: its list and counts are not for them."""
+        perms = super().get_model_perms(request)
+        return perms if perms["view"] else dict.fromkeys(perms, False)
+
+    def changelist_view(self, request, extra_context=None):
+        if not _can(request, permissions.TASK, "view"):
+            raise PermissionDenied
+        return super().changelist_view(request, extra_context)
+
+    # Actions --------------------------------------------------------------------------------------------
     def get_actions(self, request):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False  # read-only: values are changed in the dashboard, with its checks
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # no per-object delete view: the "Delete" action goes through the service
-
     def has_expire_permission(self, request):
-        return permissions.can(request.user, permissions.TASK, "change")
+        return _can(request, permissions.TASK, "change")
 
     def has_delete_keys_permission(self, request):
-        return permissions.can(request.user, permissions.TASK, "delete")
+        return _can(request, permissions.TASK, "delete")
 
     @admin.action(description="Expire now (the next GC removes them)", permissions=["expire"])
     def expire_now(self, request, queryset):
@@ -100,3 +347,76 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
             return
         self.message_user(request, outcome.describe(verb), messages.SUCCESS)
+
+
+# Asset state --------------------------------------------------------------------------------------------
+class WithStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "with_state"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "with keys"), ("no", "without keys")]
+
+    def queryset(self, request, queryset):
+        has_keys = Exists(AssetStateStore.objects.filter(asset=OuterRef("pk")))
+        return {"yes": queryset.filter(has_keys), "no": queryset.exclude(has_keys)}.get(self.value(), queryset)
+
+
+@admin.register(Asset)
+class AssetAdmin(admin.ModelAdmin):
+    """Asset state keys are keyed by (asset_id, key), a composite primary key that Django 5.2's admin cannot
+    register: this lists the assets of the user's scope with their number of keys, each linking to the
+    dashboard's asset page, where its keys are read and changed (with the same services). Read-only; only for
+    users with ``view`` on asset state."""
+
+    list_display = ("name", "uri", "group", "key_count", "dashboard")
+    list_display_links = None
+    list_filter = (WithStateFilter,)
+    search_fields = ("name", "uri")
+    sortable_by = ()
+    ordering = ("id",)
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = CappedCountPaginator
+    list_per_page = 100
+    actions = None
+
+    def get_queryset(self, request):
+        key_count = (
+            AssetStateStore.objects.filter(asset=OuterRef("pk"))
+            .order_by()
+            .values("asset")
+            .annotate(n=Count("key"))
+            .values("n")
+        )
+        return selectors.scoped_assets(scope_of(request.user)).defer("extra").annotate(key_count=Subquery(key_count))
+
+    def get_object(self, request, object_id, from_field=None):
+        return _raise_404_if_none(super().get_object(request, object_id, from_field))
+
+    @admin.display(description="keys")
+    def key_count(self, obj) -> int:
+        return obj.key_count or 0
+
+    @admin.display(description="state")
+    def dashboard(self, obj):
+        return format_html('<a href="{}">Keys in the dashboard</a>', reverse("asset-detail", args=[obj.pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """An asset's page is the dashboard's (404 when missing or out of scope)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        asset = self.get_object(request, object_id)
+        return HttpResponseRedirect(reverse("asset-detail", args=[asset.pk]))
+
+    def has_view_permission(self, request, obj=None):
+        return _can(request, permissions.ASSET, "view")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -32,6 +32,7 @@ class AccessScopeAdmin(admin.ModelAdmin):
     list_filter = ("kind", "group")
     search_fields = ("pattern", "group__name", "user__username")
     autocomplete_fields = ("group", "user")
+    readonly_fields = ("created_at",)  # set when granted, not typed in
 
 
 class AccessScopeInline(admin.TabularInline):
