@@ -50,26 +50,18 @@ def glob_regex(pattern: str) -> str:
     return "^" + "".join(parts) + "$"
 
 
-def _literal_prefix(pattern: str) -> tuple[str, bool]:
-    """The text before the first wildcard, and whether the pattern is that text followed by one ``*``."""
-    cut = min((i for i, c in enumerate(pattern) if c in "*?"), default=len(pattern))
-    return pattern[:cut], pattern[cut:] == "*"
-
-
 def glob_q(field: str, patterns: tuple[str, ...]) -> Q:
-    """Rows whose ``field`` matches one of ``patterns``: exact names as ``IN``, ``prefix*`` as a prefix
-    match, anything else as a regular expression. No pattern matches nothing."""
+    """Rows whose ``field`` matches one of ``patterns``: names without a wildcard as ``IN`` (an index
+    lookup), the others as a regular expression, case-sensitive on every database (SQLite's ``LIKE``, which
+    ``startswith`` uses, ignores case). No pattern matches nothing."""
     exact, condition = [], Q(pk__in=[])
     for pattern in patterns:
-        prefix, is_prefix = _literal_prefix(pattern)
-        if prefix == pattern:
-            exact.append(pattern)
-        elif pattern == "*":
+        if pattern == "*":
             return Q()
-        elif is_prefix:
-            condition |= Q(**{f"{field}__startswith": prefix})
-        else:
+        if "*" in pattern or "?" in pattern:
             condition |= Q(**{f"{field}__regex": glob_regex(pattern)})
+        else:
+            exact.append(pattern)
     if exact:
         condition |= Q(**{f"{field}__in": exact})
     return condition
