@@ -3,9 +3,11 @@
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from statestore_admin.dashboard.views import visible_overview  # one rule for both faces' overview figures
 from statestore_admin.state import gc, permissions, selectors
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
@@ -123,16 +125,50 @@ class SearchAssetKeys(OwnView):
         return Response({"items": items, "next_cursor": page.next_cursor})
 
 
+class ViewsAnyStore(drf_permissions.BasePermission):
+    """GET by a user who may view task state, asset state or both."""
+
+    def has_permission(self, request, view):
+        return bool(permissions.viewable_stores(request.user))
+
+
+STATS_DESCRIPTION = """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry and
+configuration.
+
+Open to users who may view either store; each store's figures only to those who may view it. Without view
+on task state, `task_keys`, `task_keys_estimated`, `expired`, `expiring_24h`, `never_expire` and `gc_runs`
+(garbage collection deletes task state only) are `null`; without view on asset state, `asset_keys` and
+`asset_keys_estimated` are `null`. A user with a scope counts only their DAGs and assets, and gets no GC
+runs (an empty list)."""
+
+
 class Stats(OwnView):
+    permission_classes = [ViewsAnyStore]
+
     @extend_schema(
         operation_id="state_store_stats",
         tags=["statestore-admin"],
+        description=STATS_DESCRIPTION,
         responses={200: OpenApiTypes.OBJECT, 401: ERRORS[401], 403: ERRORS[403]},
     )
     def get(self, request):
-        """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry, configuration."""
-        overview = selectors.overview(timezone.now(), scope=scope_of(request.user))
+        """The overview's figures: totals, expiry, configuration; each store's only with view on it."""
+        stores = permissions.viewable_stores(request.user)
+        overview = visible_overview(selectors.overview(timezone.now(), scope=scope_of(request.user)), stores)
         totals = overview.totals
+        gc_runs = None
+        if overview.gc_runs is not None:
+            gc_runs = [
+                {
+                    "started_at": iso(r.started_at),
+                    "finished_at": iso(r.finished_at),
+                    "outcome": r.outcome,
+                    "rows_deleted": r.rows_deleted,
+                    "batches": r.batches,
+                    "host": r.host,
+                }
+                for r in overview.gc_runs
+            ]
         return Response(
             {
                 "task_keys": totals.task_keys,
@@ -145,17 +181,7 @@ class Stats(OwnView):
                 "config": [{"option": v.name, "value": v.raw, "source": v.source} for v in overview.config],
                 "config_error": overview.config_error,
                 "backend_modes": [{"mode": mode, "explanation": text} for mode, text in overview.backend_modes],
-                "gc_runs": [
-                    {
-                        "started_at": iso(r.started_at),
-                        "finished_at": iso(r.finished_at),
-                        "outcome": r.outcome,
-                        "rows_deleted": r.rows_deleted,
-                        "batches": r.batches,
-                        "host": r.host,
-                    }
-                    for r in overview.gc_runs
-                ],
+                "gc_runs": gc_runs,
             }
         )
 

@@ -1,6 +1,17 @@
 """The actions: a GET shows a form or a confirmation (a dialog for htmx, a page without JavaScript),
 a POST calls one service. Success answers htmx with 204 and events (toast, refresh, close); bad input
 answers 422 with the form and its messages; nothing is changed then.
+
+Values are shown only to users who may ``view`` their store (issue 12), whatever else they may do:
+
+- The value editors (task and asset) need ``view`` as well as ``change``, on GET and POST: one cannot
+  edit a value one may not read, and the dialog would show it. Without ``view`` they answer 403.
+- The expiry editor needs ``change`` only: it shows the key's name and expiry, never its value.
+- The confirmations (expire, delete, clear) need the action's permission only. With ``view`` they list
+  the keys with a preview of their values; without it, the keys' names and where they live, no preview
+  (and no download link). The number of keys acted on, and how many are worker-side references a delete
+  leaves behind, are shown to everyone who may act: they describe the action, not a value.
+- Toasts and messages name keys and counts, never values.
 """
 
 import json
@@ -15,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Invalid, NotFound
+from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import decode_json_text, parse_datetime_aware, pretty
@@ -88,10 +99,20 @@ def _confirmed_at(request):
         raise Invalid({NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}) from None
 
 
+def _require_view_to_edit(user, store: str) -> None:
+    """The value editors show and replace a value: ``change`` is not enough without ``view``."""
+    permissions.require(user, store, "change")
+    if not permissions.can(user, store, "view"):
+        raise Forbidden(
+            f"Editing a value needs the permission to view {store} state as well as to change it: "
+            f"ask an administrator for “Can view {store} state store”."
+        )
+
+
 # Task keys ----------------------------------------------------------------------------------------
 @require_http_methods(["GET", "POST"])
 def task_key_edit(request, key_id):
-    permissions.require(request.user, permissions.TASK, "change")
+    _require_view_to_edit(request.user, permissions.TASK)
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
 
@@ -202,10 +223,13 @@ def _int_or_400(value, field):
 
 @require_http_methods(["GET", "POST"])
 def task_keys_action(request, action):
+    """Expire or delete task keys (a selection or a task instance's). The confirmation lists the keys;
+    their value previews only for users who may view task state (see the module's docstring)."""
     label, done, service, effect = TASK_ACTIONS[action]
     permissions.require(request.user, permissions.TASK, "delete" if action == "delete" else "change")
     params = request.POST if request.method == "POST" else request.GET
     errors, run = [], None
+    show_values = permissions.can(request.user, permissions.TASK, "view")
     if params.get("run"):  # an unknown run is a 404, like any page of it
         selectors.get_run(_int_or(params.get("run"), 0), scope=scope_of(request.user))
     try:
@@ -225,7 +249,11 @@ def task_keys_action(request, action):
         rows = selection.queryset(scope_of(request.user))
         count = rows.count()
         previews = selectors.with_previews(rows)
-        sample = list(previews.order_by("task_id", "map_index", "key")[:SAMPLE])
+        ordered = previews.order_by("task_id", "map_index", "key")
+        if show_values:
+            sample = list(ordered[:SAMPLE])
+        else:  # names and places only: the values (and their previews) are not even read
+            sample = list(ordered.values("key", "task_id", "map_index")[:SAMPLE])
         refs = previews.filter(is_ref=True).count() if action == "delete" else 0
     except (ValidationError, NotFound) as exc:
         errors = _error_messages(exc)
@@ -243,6 +271,7 @@ def task_keys_action(request, action):
         "danger": action == "delete",
         "more": count - len(sample),
         "refs": refs,
+        "show_values": show_values,
     }
     return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
 
@@ -250,7 +279,7 @@ def task_keys_action(request, action):
 # Asset keys ---------------------------------------------------------------------------------------
 @require_http_methods(["GET", "POST"])
 def asset_key_edit(request, asset_id):
-    permissions.require(request.user, permissions.ASSET, "change")
+    _require_view_to_edit(request.user, permissions.ASSET)
     key = selectors.get_asset_key(
         asset_id, request.GET.get("key", request.POST.get("key", "")), scope=scope_of(request.user)
     )
@@ -291,7 +320,8 @@ def asset_key_add(request, asset_id):
 
 @require_http_methods(["GET", "POST"])
 def asset_keys_delete(request, asset_id):
-    """Delete chosen keys of an asset, or clear all of its state (``all=1``)."""
+    """Delete chosen keys of an asset, or clear all of its state (``all=1``). The confirmation lists the
+    keys; their value previews only for users who may view asset state (see the module's docstring)."""
     permissions.require(request.user, permissions.ASSET, "delete")
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     params = request.POST if request.method == "POST" else request.GET
@@ -313,13 +343,21 @@ def asset_keys_delete(request, asset_id):
     except ValidationError as exc:
         errors = _error_messages(exc)
     rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
+    show_values = permissions.can(request.user, permissions.ASSET, "view")
+    if rows is None:
+        sample = []
+    elif show_values:
+        sample = list(rows[:SAMPLE])
+    else:  # key names only: the values (and their previews) are not even read
+        sample = list(rows.values("key")[:SAMPLE])
     context = {
         "asset": asset,
         "keys": keys,
         "errors": errors,
         "count": rows.count() if rows is not None else 0,
-        "sample": list(rows[:SAMPLE]) if rows is not None else [],
+        "sample": sample,
         "confirmed_at": timezone.now().isoformat(),
+        "show_values": show_values,
     }
     context["more"] = context["count"] - len(context["sample"])
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

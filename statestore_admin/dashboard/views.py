@@ -3,6 +3,7 @@
 Filters and cursors live in the query string, so every view of a list can be shared as a link.
 """
 
+from dataclasses import replace
 from functools import wraps
 
 from django.shortcuts import redirect, render
@@ -10,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from statestore_admin.state import permissions, selectors
-from statestore_admin.state.errors import NotFound
+from statestore_admin.state.errors import Forbidden, NotFound
 from statestore_admin.state.scopes import scope_of
 
 PANEL = "keys-panel"
@@ -45,23 +46,52 @@ def _int(value, default: int) -> int:
         return default
 
 
+def requires_view_of_any(view):
+    """403 unless the user may view at least one store."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not permissions.viewable_stores(request.user):
+            raise Forbidden("You do not have permission to view task or asset state.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def visible_overview(overview: selectors.Overview, stores: list[str]) -> selectors.Overview:
+    """``overview`` with the figures of the stores the user may not view replaced by None: task keys,
+    their expiry counts and the GC runs (GC deletes task state only) need ``view`` on task state, asset keys
+    ``view`` on asset state (issue 12: without view, a store's counts are hidden too)."""
+    totals = overview.totals
+    if permissions.TASK not in stores:
+        totals = replace(totals, task_keys=None, task_keys_estimated=None)
+        overview = replace(overview, expired=None, expiring=None, never=None, gc_runs=None)
+    if permissions.ASSET not in stores:
+        totals = replace(totals, asset_keys=None, asset_keys_estimated=None)
+    return replace(overview, totals=totals)
+
+
 def home(request):
+    """The overview: each store's figures only to users who may view that store; the configuration to
+    anyone who may view either."""
     now = timezone.now()
-    can_tasks = permissions.can(request.user, permissions.TASK, "view")
+    stores = permissions.viewable_stores(request.user)
+    overview = selectors.overview(now, scope=scope_of(request.user)) if stores else None
     return render(
         request,
         "overview/index.html",
-        {
-            "overview": selectors.overview(now, scope=scope_of(request.user)) if can_tasks else None,
-            "now": now,
-        },
+        {"overview": visible_overview(overview, stores) if overview else None, "now": now},
     )
 
 
-@requires_view(permissions.TASK, permissions.ASSET)
+@requires_view_of_any
 def largest_values(request):
+    """The largest values of the stores the user may view (both, or the one)."""
+    stores = tuple(permissions.viewable_stores(request.user))
     return render(
-        request, "overview/_largest.html", {"largest": selectors.largest_values(scope=scope_of(request.user))}
+        request,
+        "overview/_largest.html",
+        {"largest": selectors.largest_values(scope=scope_of(request.user), stores=stores)},
     )
 
 
