@@ -95,7 +95,8 @@ def test_airflow_database_url_alone_is_enough(tmp_path, airflow_postgres_databas
         "shell",
         "--no-imports",
         "-c",
-        "from statestore_admin.state.selectors import store_totals as s; from statestore_admin.state.scopes import EVERYTHING; "
+        "from statestore_admin.state.selectors import store_totals as s; "
+        "from statestore_admin.state.scopes import EVERYTHING; "
         "t = s(EVERYTHING); print(t.task_keys, t.asset_keys)",
         env=dict(env),
     )

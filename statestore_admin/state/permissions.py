@@ -41,7 +41,7 @@ def capabilities(user) -> dict[str, dict[str, bool]]:
     return {store: {action: can(user, store, action) for action in ACTIONS} for store in STORES}
 
 
-RESTORE_ACTIONS = ("add", "change", "delete")  # a restore adds, overwrites and deletes keys
+RESTORE_ACTIONS = ("view", "add", "change", "delete")  # a restore shows, adds, overwrites and deletes keys
 
 
 def viewable_stores(user) -> list[str]:

@@ -24,6 +24,8 @@ ROLES: dict[str, list[tuple[str, str]]] = {
         *[(app, f"{action}_{model}") for app, model in STORE_MODELS for action in ("view", "add", "change", "delete")],
         *[("tokens", f"{action}_apitoken") for action in ("view", "change", "delete")],
         ("state", "view_auditevent"),
+        ("auth", "view_group"),  # the scope admin's group and user pickers
+        ("auth", "view_user"),
         ("state", "view_gcrun"),
         *[("state", f"{action}_accessscope") for action in ("view", "add", "change", "delete")],
     ],

@@ -35,8 +35,9 @@ def validate_pattern(pattern: str) -> str:
 
 
 def glob_regex(pattern: str) -> str:
-    """The anchored regular expression of a glob, valid for Python's ``re`` and PostgreSQL's ``~`` alike:
-    ``*`` → ``.*``, ``?`` → ``.``, every other non-alphanumeric character escaped."""
+    r"""The anchored regular expression of a glob, the same for Python's ``re`` (and so SQLite's REGEXP) and
+    PostgreSQL's ``~``: ``*`` → ``.*``, ``?`` → ``.``, every other non-alphanumeric character escaped;
+    ``(?s)`` so that ``.`` matches a newline in both, ``\A`` and ``\Z`` for the very start and end."""
     parts = []
     for char in pattern:
         if char == "*":
@@ -47,7 +48,7 @@ def glob_regex(pattern: str) -> str:
             parts.append(char)
         else:
             parts.append("\\" + char)
-    return "^" + "".join(parts) + "$"
+    return "(?s)\\A" + "".join(parts) + "\\Z"
 
 
 def glob_q(field: str, patterns: tuple[str, ...]) -> Q:
@@ -92,14 +93,12 @@ class Scope:
     def allows_dag(self, dag_id: str | None) -> bool:
         if self.all_dags:
             return True
-        return dag_id is not None and any(re.match(glob_regex(p), dag_id, re.S) for p in self.dags)
+        return dag_id is not None and any(re.match(glob_regex(p), dag_id) for p in self.dags)
 
     def allows_asset(self, name: str | None, uri: str | None) -> bool:
         if self.all_assets:
             return True
-        return any(
-            value is not None and re.match(glob_regex(p), value, re.S) for p in self.assets for value in (name, uri)
-        )
+        return any(value is not None and re.match(glob_regex(p), value) for p in self.assets for value in (name, uri))
 
     def dag_q(self, field: str = "dag_id") -> Q:
         """A filter on a column holding a dag_id (for small tables: the audit trail, ``dag``)."""

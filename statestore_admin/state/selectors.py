@@ -73,10 +73,12 @@ def status_filter(status: str, now: datetime) -> Q:
 # Overview -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StoreTotals:
-    task_keys: int
-    asset_keys: int
-    task_keys_estimated: bool = False
-    asset_keys_estimated: bool = False
+    """Each store's number of keys; None for a store the user may not view (its count is hidden too)."""
+
+    task_keys: int | None
+    asset_keys: int | None
+    task_keys_estimated: bool | None = False
+    asset_keys_estimated: bool | None = False
 
 
 def _row_count(model) -> tuple[int, bool]:
@@ -91,13 +93,21 @@ def _row_count(model) -> tuple[int, bool]:
     return model.objects.count(), False
 
 
-def store_totals(scope: Scope) -> StoreTotals:
-    """Both tables' sizes; for a scoped user, exact counts of their DAGs' and assets' keys."""
-    if not scope.restricted:
-        task, task_estimated = _row_count(TaskStateStore)
-        asset, asset_estimated = _row_count(AssetStateStore)
-        return StoreTotals(task, asset, task_estimated, asset_estimated)
-    return StoreTotals(scoped_task_keys(scope).count(), scoped_asset_keys(scope).count())
+def store_totals(scope: Scope, stores: tuple[str, ...] = ("task", "asset")) -> StoreTotals:
+    """The sizes of ``stores`` (the others None, not counted); for a scoped user, exact counts of their
+    DAGs' and assets' keys."""
+    counted = {}
+    for store, model, scoped in (
+        ("task", TaskStateStore, scoped_task_keys),
+        ("asset", AssetStateStore, scoped_asset_keys),
+    ):
+        if store not in stores:
+            counted[store] = (None, None)
+        elif scope.restricted:
+            counted[store] = (scoped(scope).count(), False)
+        else:
+            counted[store] = _row_count(model)
+    return StoreTotals(counted["task"][0], counted["asset"][0], counted["task"][1], counted["asset"][1])
 
 
 # Scopes (state.scopes) -----------------------------------------------------------------------------
@@ -146,23 +156,24 @@ BACKEND_MODES = {
 @dataclass
 class Overview:
     totals: StoreTotals
-    expired: int
-    expiring: int
-    never: int
-    gc_runs: list[GcRun]
+    expired: int | None
+    expiring: int | None
+    never: int | None
+    gc_runs: list[GcRun] | None  # None: not shown to this user
     config: list[ConfigValue]
     config_error: str | None
     backend_modes: list[tuple[str, str]] = field(default_factory=list)
     retention_days: int | None = None
 
 
-def overview(now: datetime, *, scope: Scope) -> Overview:
-    """The overview's figures; a scoped user's count only their DAGs and assets, and GC runs (which span
-    every DAG) are not shown to them."""
+def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overview:
+    """The overview's figures of the ``stores`` the user may view (the others are None and not counted):
+    a scoped user's count only their DAGs and assets. GC runs delete task state and span every DAG: they
+    are shown to unscoped viewers of task state only."""
     # One count per status, each a range of idx_task_state_store_expires_at (an index-only scan on
     # PostgreSQL): several times faster than one aggregate pass over a large table.
     counts = {
-        status: scoped_task_keys(scope).filter(status_filter(status, now)).count()
+        status: scoped_task_keys(scope).filter(status_filter(status, now)).count() if "task" in stores else None
         for status in (EXPIRED, EXPIRING, NEVER)
     }
     config = airflow_config()
@@ -184,8 +195,8 @@ def overview(now: datetime, *, scope: Scope) -> Overview:
     if by_name.get(("workers", "state_store_backend")):
         modes.append(("worker", BACKEND_MODES["worker"]))
     return Overview(
-        totals=store_totals(scope),
-        gc_runs=[] if scope.restricted else list(GcRun.objects.all()[:5]),
+        totals=store_totals(scope, stores),
+        gc_runs=list(GcRun.objects.all()[:5]) if "task" in stores and not scope.restricted else None,
         config=values,
         config_error=error,
         backend_modes=modes,
