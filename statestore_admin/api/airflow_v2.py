@@ -71,12 +71,21 @@ class LenientJSONParser(JSONParser):
 
 
 class StorePermission(drf_permissions.BasePermission):
-    """view for GET, change for PUT/PATCH (add too for new keys, in the service), delete for DELETE."""
+    """view for GET, add or change for PUT (the service checks which: add for a new key, change for an
+    existing one), change for PATCH, delete for DELETE."""
 
-    ACTIONS = {"GET": "view", "HEAD": "view", "OPTIONS": "view", "PUT": "view", "PATCH": "change", "DELETE": "delete"}
+    ACTIONS = {
+        "GET": ("view",),
+        "HEAD": ("view",),
+        "OPTIONS": ("view",),
+        "PUT": ("add", "change"),
+        "PATCH": ("change",),
+        "DELETE": ("delete",),
+    }
 
     def has_permission(self, request, view):
-        return permissions.can(request.user, view.store, self.ACTIONS.get(request.method, "change"))
+        actions = self.ACTIONS.get(request.method, ("change",))
+        return any(permissions.can(request.user, view.store, action) for action in actions)
 
 
 def iso(value: datetime | None) -> str | None:

@@ -4,6 +4,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 
 from .models import AccessScope, GcRun
+from .scopes import scope_of
 
 
 @admin.register(GcRun)
@@ -11,6 +12,11 @@ class GcRunAdmin(admin.ModelAdmin):
     """GC runs are written by state_store_clean only: read-only here."""
 
     list_display = ("started_at", "outcome", "rows_deleted", "batches", "batch_size", "cutoff", "host")
+
+    def has_view_permission(self, request, obj=None):
+        """GC spans every DAG: not shown to a user with a scope (as on the overview)."""
+        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
+
     list_filter = ("outcome", "host")
     date_hierarchy = "started_at"
 

@@ -36,6 +36,16 @@ def require(who, store: str, action: str) -> None:
         raise Forbidden(f"You do not have permission to {action} {store} state.")
 
 
+def require_any(who, store: str, actions: tuple[str, ...]) -> None:
+    """At least one of ``actions`` (an upsert: ``add`` or ``change``, the service then checks which it does)."""
+    if isinstance(who, Actor):
+        if who.is_system:
+            return
+        who = who.user
+    if not any(can(who, store, action) for action in actions):
+        raise Forbidden(f"You do not have permission to {' or '.join(actions)} {store} state.")
+
+
 def capabilities(user) -> dict[str, dict[str, bool]]:
     """``{"task": {"view": True, ...}, "asset": {...}}`` for templates."""
     return {store: {action: can(user, store, action) for action in ACTIONS} for store in STORES}

@@ -231,7 +231,7 @@ def set_task_key(
 ) -> TaskStateStore:
     """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
     (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one."""
-    permissions.require(actor, permissions.TASK, "add" if mode == CREATE else "view")
+    permissions.require_any(actor, permissions.TASK, ("add",) if mode == CREATE else ("add", "change"))
     scope_of(actor).require_dag(scope.dag_id)
     key = clean_key(key)
     text = encode_value(value)
@@ -376,7 +376,9 @@ def set_asset_key(
 ) -> AssetStateStore:
     """Write an asset key, recorded as written by the API (as Airflow's PUT does). ``mode``: CREATE (add;
     an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound)."""
-    permissions.require(actor, permissions.ASSET, {CREATE: "add", UPDATE: "change"}.get(mode, "view"))
+    permissions.require_any(
+        actor, permissions.ASSET, {CREATE: ("add",), UPDATE: ("change",)}.get(mode, ("add", "change"))
+    )
     key = clean_key(key)
     text = encode_value(value)
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
