@@ -20,7 +20,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.db.models.functions import Length
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
@@ -382,14 +382,7 @@ class AssetAdmin(admin.ModelAdmin):
     actions = None
 
     def get_queryset(self, request):
-        key_count = (
-            AssetStateStore.objects.filter(asset=OuterRef("pk"))
-            .order_by()
-            .values("asset")
-            .annotate(n=Count("key"))
-            .values("n")
-        )
-        return selectors.scoped_assets(scope_of(request.user)).defer("extra").annotate(key_count=Subquery(key_count))
+        return selectors.assets_with_key_counts(scope_of(request.user))
 
     def get_object(self, request, object_id, from_field=None):
         return _raise_404_if_none(super().get_object(request, object_id, from_field))

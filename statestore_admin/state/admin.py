@@ -12,13 +12,12 @@ class GcRunAdmin(admin.ModelAdmin):
     """GC runs are written by state_store_clean only: read-only here."""
 
     list_display = ("started_at", "outcome", "rows_deleted", "batches", "batch_size", "cutoff", "host")
+    list_filter = ("outcome", "host")
+    date_hierarchy = "started_at"
 
     def has_view_permission(self, request, obj=None):
         """GC spans every DAG: not shown to a user with a scope (as on the overview)."""
         return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
-
-    list_filter = ("outcome", "host")
-    date_hierarchy = "started_at"
 
     def has_add_permission(self, request):
         return False

@@ -452,8 +452,8 @@ def _active() -> Exists:
     return Exists(AssetActive.objects.filter(name=OuterRef("name"), uri=OuterRef("uri")))
 
 
-def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50, *, scope: Scope) -> Page:
-    """Assets with their number of keys and whether they are active: one query a page."""
+def assets_with_key_counts(scope: Scope) -> QuerySet:
+    """The assets in ``scope``, each with ``key_count`` (None for none), without their ``extra``."""
     key_count = (
         AssetStateStore.objects.filter(asset=OuterRef("pk"))
         .order_by()
@@ -461,12 +461,17 @@ def assets(cursor: str | None = None, q: str = "", with_state: bool = False, siz
         .annotate(n=Count("key"))
         .values("n")
     )
-    rows = scoped_assets(scope).annotate(active=_active(), key_count=Subquery(key_count))
+    return scoped_assets(scope).defer("extra").annotate(key_count=Subquery(key_count))
+
+
+def assets(cursor: str | None = None, q: str = "", with_state: bool = False, size: int = 50, *, scope: Scope) -> Page:
+    """Assets with their number of keys and whether they are active: one query a page."""
+    rows = assets_with_key_counts(scope).annotate(active=_active())
     if q:
         rows = rows.filter(Q(name__icontains=q) | Q(uri__icontains=q) | Q(group__icontains=q))
     if with_state:
         rows = rows.filter(Exists(AssetStateStore.objects.filter(asset=OuterRef("pk"))))
-    return paginate(rows.defer("extra"), ["id"], cursor, size)
+    return paginate(rows, ["id"], cursor, size)
 
 
 def get_asset(asset_id: int, *, scope: Scope) -> Asset:
