@@ -112,7 +112,20 @@ def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
     first = run_manage("demo_setup", env=dict(env))
     assert first.returncode == 0, first.stderr
     assert "Demo data:" in first.stdout and "login: demo / " in first.stdout
+    assert "demo-viewer (Viewer), demo-etl (Operator, scoped to demo-team-etl)" in first.stdout
     password = first.stdout.split("login: demo / ")[1].split()[0]
+    scoped = run_manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.contrib.auth.models import User; from statestore_admin.state.scopes import scope_of; "
+        "u = User.objects.get(username='demo-etl'); "
+        f"print(sorted(g.name for g in u.groups.all()), scope_of(u).describe(), u.check_password({password!r}))",
+        env=dict(env),
+    )
+    assert scoped.stdout.strip() == ("['Operator', 'demo-team-etl'] DAGs etl_*; assets s3://warehouse/raw/* True"), (
+        scoped.stderr
+    )
     db = sqlite3.connect(tmp_path / "var" / "airflow.sqlite3")
     total = db.execute("SELECT count(*) FROM task_state_store").fetchone()[0]
     assert total >= 40

@@ -2,14 +2,20 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
+from statestore_admin.state import scopes
+from statestore_admin.state.roles import OPERATOR, VIEWER
 
 DEMO_USERNAME = "demo"
+# Users to try the roles and a scope with (the same password): (name, role, team group or None)
+DEMO_ROLE_USERS = (("demo-viewer", VIEWER, None), ("demo-etl", OPERATOR, "demo-team-etl"))
+DEMO_TEAM_SCOPE = {"dags": ["etl_*"], "assets": ["s3://warehouse/raw/*"]}
 
 
 class Command(BaseCommand):
@@ -46,6 +52,26 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
-        self.stdout.write(
-            self.style.SUCCESS(f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n")
+        for name, role, team in DEMO_ROLE_USERS:
+            self._role_user(name, role, team, password)
+        others = ", ".join(
+            f"{name} ({role}{f', scoped to {team}' if team else ''})" for name, role, team in DEMO_ROLE_USERS
         )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"
+                f"  also, with the same password: {others}\n"
+            )
+        )
+
+    def _role_user(self, name: str, role: str, team: str | None, password: str) -> None:
+        """A user in a role group (and a team group whose scope is ``DEMO_TEAM_SCOPE``)."""
+        user, created = get_user_model().objects.get_or_create(username=name)
+        if created:
+            user.set_password(password)
+            user.save()
+        user.groups.add(Group.objects.get(name=role))
+        if team:
+            group, _ = Group.objects.get_or_create(name=team)
+            scopes.grant(group, **DEMO_TEAM_SCOPE)
+            user.groups.add(group)
