@@ -50,7 +50,8 @@ class Command(BaseCommand):
         password = password_file.read_text().strip()
         user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
         user.is_staff = user.is_superuser = True
-        user.set_password(password)
+        if not user.check_password(password):  # a new hash of the same password would revoke the demo's tokens
+            user.set_password(password)
         user.save()
         for name, role, team in DEMO_ROLE_USERS:
             self._role_user(name, role, team, password)
