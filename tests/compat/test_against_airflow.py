@@ -360,7 +360,9 @@ def test_airflow_database_url_alone_is_enough(airflow, golden, tmp_path):
         "shell",
         "--no-imports",
         "-c",
-        "from statestore_admin.state.selectors import store_totals as s; t = s(); print(t.task_keys, t.asset_keys)",
+        "from statestore_admin.state.selectors import store_totals as s; "
+        "from statestore_admin.state.scopes import EVERYTHING; "
+        "t = s(EVERYTHING); print(t.task_keys, t.asset_keys)",
     )
     expected = f"{len(query(db, TASK_ROWS))} {len(query(db, ASSET_ROWS))}"
     assert totals.stdout.strip() == expected, totals.stderr
