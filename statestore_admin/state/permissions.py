@@ -28,12 +28,7 @@ def can(user, store: str, action: str) -> bool:
 
 def require(who, store: str, action: str) -> None:
     """``who`` is an ``Actor`` (a command acting as the system may do everything) or a user."""
-    if isinstance(who, Actor):
-        if who.is_system:
-            return
-        who = who.user
-    if not can(who, store, action):
-        raise Forbidden(f"You do not have permission to {action} {store} state.")
+    require_any(who, store, (action,))
 
 
 def require_any(who, store: str, actions: tuple[str, ...]) -> None:
