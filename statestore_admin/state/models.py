@@ -225,3 +225,86 @@ class AccessScope(models.Model):
             validate_pattern(self.pattern)
         except ValidationError as exc:
             raise ValidationError({"pattern": exc.messages}) from None
+
+
+class StatsSnapshot(models.Model):
+    """Exact figures of the state store at one time, taken by ``state_store_stats`` (and at the end of
+    ``state_store_clean``) in one bounded pass; pages show them with their age where exactness would cost a
+    scan. Per-DAG figures are ``StatsSnapshotDag`` rows; the rest are columns and small JSON lists here.
+
+    JSON shapes (lists, in order):
+    - ``expiry_histogram``: ``[{"day": "YYYY-MM-DD", "keys": n, "bytes": n}]``, the next 30 days (UTC), by
+      the day keys expire (what GC will delete then);
+    - ``size_histogram``: ``[{"store": "task"|"asset", "up_to": bytes or null (larger), "keys": n}]``;
+    - ``largest``: the 50 largest values, ``[{"store", "key", "size", "key_id", "dag_id", "run_id",
+      "task_id", "map_index", "asset_id", "asset_name", "asset_uri"}]`` (task fields None for asset keys and
+      the reverse);
+    - ``top_tasks``: ``[{"dag_id", "task_id", "keys", "bytes"}]``, the 50 first by keys and by bytes;
+    - ``top_assets``: ``[{"asset_id", "name", "uri", "keys", "bytes"}]``, the 50 first by keys and by bytes.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    taken_at = models.DateTimeField(default=timezone.now, help_text="When the pass started; figures are as of then.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    trigger = models.CharField(max_length=16, default="command", help_text="command, or gc (after state_store_clean)")
+    # Task state
+    task_keys = models.BigIntegerField(default=0)
+    task_bytes = models.BigIntegerField(default=0)
+    expired = models.BigIntegerField(default=0)
+    expiring = models.BigIntegerField(default=0, help_text="Expiring within 24 h of taken_at.")
+    never = models.BigIntegerField(default=0)
+    live = models.BigIntegerField(default=0, help_text="Not expired (expiring ones and never-expiring ones included).")
+    dags = models.IntegerField(default=0)
+    # Asset state
+    asset_keys = models.BigIntegerField(default=0)
+    asset_bytes = models.BigIntegerField(default=0)
+    assets = models.IntegerField(default=0, help_text="Assets that have state.")
+    # Distributions
+    expiry_histogram = models.JSONField(default=list, blank=True)
+    size_histogram = models.JSONField(default=list, blank=True)
+    largest = models.JSONField(default=list, blank=True)
+    top_tasks = models.JSONField(default=list, blank=True)
+    top_assets = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-taken_at"]
+        indexes = [models.Index(fields=["status", "-taken_at"], name="statssnap_status_taken_idx")]
+
+    def __str__(self) -> str:
+        return f"Snapshot {self.taken_at:%Y-%m-%d %H:%M:%S} {self.status}: {self.task_keys} task keys"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        return (self.finished_at - self.taken_at).total_seconds() if self.finished_at else None
+
+
+class StatsSnapshotDag(models.Model):
+    """One DAG's task state in a snapshot (every DAG with state has a row)."""
+
+    snapshot = models.ForeignKey(StatsSnapshot, on_delete=models.CASCADE, related_name="dag_rows")
+    dag_id = models.CharField(max_length=250)
+    keys = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+    expired = models.BigIntegerField(default=0)
+    expiring = models.BigIntegerField(default=0)
+    never = models.BigIntegerField(default=0)
+    runs = models.IntegerField(default=0, help_text="DAG runs with state.")
+    last_updated = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dag_id"]
+        constraints = [models.UniqueConstraint(fields=["snapshot", "dag_id"], name="statssnapdag_uniq")]
+        indexes = [
+            models.Index(fields=["dag_id", "snapshot"], name="statssnapdag_dag_idx"),
+            models.Index(fields=["snapshot", "-keys"], name="statssnapdag_keys_idx"),
+            models.Index(fields=["snapshot", "-bytes"], name="statssnapdag_bytes_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dag_id}: {self.keys} keys (snapshot {self.snapshot_id})"
