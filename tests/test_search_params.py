@@ -7,7 +7,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from statestore_admin.state.errors import Invalid
-from statestore_admin.state.selectors import MATCHES, STATUSES, SearchQuery
+from statestore_admin.state.search import MATCHES, STATUSES, SearchQuery
 from statestore_admin.tokens.models import ApiToken
 
 from .conftest import BOTH_DATABASES

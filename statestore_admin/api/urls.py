@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import airflow_v2, audit, ours
+from . import airflow_v2, audit, gc, ours, search
 
 
 class KeyConverter:
@@ -43,10 +43,10 @@ urlpatterns = [
     path(f"{TASK}/<key:key>", api(airflow_v2.TaskStateStoreItem), name="task-state-store-key"),
     path(ASSET, api(airflow_v2.AssetStateStoreCollection), name="asset-state-store"),
     path(f"{ASSET}/<key:key>", api(airflow_v2.AssetStateStoreItem), name="asset-state-store-key"),
-    path("api/statestore/v1/search/task-keys", api(ours.SearchTaskKeys), name="api-search-task-keys"),
-    path("api/statestore/v1/search/asset-keys", api(ours.SearchAssetKeys), name="api-search-asset-keys"),
+    path("api/statestore/v1/search/task-keys", api(search.SearchTaskKeys), name="api-search-task-keys"),
+    path("api/statestore/v1/search/asset-keys", api(search.SearchAssetKeys), name="api-search-asset-keys"),
     path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
-    path("api/statestore/v1/gc/dry-run", api(ours.GcDryRun), name="api-gc-dry-run"),
+    path("api/statestore/v1/gc/dry-run", api(gc.GcDryRun), name="api-gc-dry-run"),
     path("api/statestore/v1/audit-events", api(audit.AuditEvents), name="api-audit-events"),
     path("api/statestore/v1/audit-events/<int:id>", api(audit.AuditEventDetail), name="api-audit-event"),
     path("api/statestore/v1/audit-events/<int:id>/restore", api(audit.RestoreEvent), name="api-audit-event-restore"),

@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, audit_views, views
+from . import actions, audit_views, search_views, views
 
 
 class TaskActionConverter:
@@ -32,7 +32,7 @@ urlpatterns = [
     path("assets/<int:asset_id>/key/edit/", actions.asset_key_edit, name="asset-key-edit"),
     path("assets/<int:asset_id>/add/", actions.asset_key_add, name="asset-key-add"),
     path("assets/<int:asset_id>/delete/", actions.asset_keys_delete, name="asset-keys-delete"),
-    path("search/", views.search, name="search"),
+    path("search/", search_views.search, name="search"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.revoke_api_token, name="api-token-revoke"),
     path("keys/task/<int:key_id>/", views.task_key, name="task-key"),

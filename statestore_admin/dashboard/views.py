@@ -148,54 +148,6 @@ def asset_detail(request, asset_id):
     return render_page(request, "assets/detail.html", {"asset": asset, "page": page}, "assets/_keys_panel.html")
 
 
-def search(request):
-    """Across both stores; each store's results appear only to users who may view that store."""
-    from django.contrib import messages
-    from django.http import HttpResponseBadRequest
-
-    from statestore_admin.state.errors import Invalid
-
-    now = timezone.now()
-    params = request.GET
-    try:
-        query = selectors.SearchQuery.from_params(params)
-        invalid = ""
-    except Invalid as exc:  # a hand-made link: say what is wrong rather than search with other filters
-        invalid = " ".join(m for ms in exc.message_dict.values() for m in ms)
-        if request.htmx:
-            return HttpResponseBadRequest(invalid, content_type="text/plain; charset=utf-8")
-        messages.error(request, invalid)
-        valid = params.copy()  # the form keeps the other filters; nothing is searched
-        for name in exc.message_dict:
-            valid.pop(name, None)
-        query = selectors.SearchQuery.from_params(valid)
-    store = params.get("store") if params.get("store") in ("task", "asset") else "all"
-    searched = not invalid and any([query.key, query.dag_id, query.run_id, query.task_id, query.status, query.asset])
-    task_page = asset_page = None
-    if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
-        task_page = selectors.search_task_keys(query, now, params.get("task_cursor"), scope=scope_of(request.user))
-    if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
-        asset_page = selectors.search_asset_keys(query, params.get("asset_cursor"), scope=scope_of(request.user))
-    response = render_page(
-        request,
-        "search/index.html",
-        {
-            "query": query,
-            "store": store,
-            "searched": searched,
-            "task_page": task_page,
-            "asset_page": asset_page,
-            "statuses": selectors.STATUSES,
-            "matches": selectors.MATCHES,
-            "now": now,
-        },
-        "search/_panel.html",
-    )
-    if invalid:
-        response.status_code = 400
-    return response
-
-
 @requires_view(permissions.TASK)
 def task_key(request, key_id):
     from .audit_views import key_history

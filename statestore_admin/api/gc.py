@@ -1,0 +1,43 @@
+"""What garbage collection would delete (``/api/statestore/v1/gc/dry-run``)."""
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from statestore_admin.state import gc
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.scopes import scope_of
+
+from .airflow_v2 import MAX_INT, integer, query_int
+from .ours import READ_ERRORS, OwnView, query_errors
+
+
+class GcDryRun(OwnView):
+    @extend_schema(
+        operation_id="gc_dry_run",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        parameters=[
+            OpenApiParameter(
+                "before",
+                {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]},
+                description="Timezone-aware cutoff in the past (empty or absent: now)",
+            ),
+            OpenApiParameter(
+                "dag_id", {"type": "string", "minLength": 1}, description="Only this DAG; repeat for several DAGs."
+            ),
+            OpenApiParameter("top", integer(1, MAX_INT, 10), description="Larger values give 100"),
+        ],
+    )
+    def get(self, request):
+        """What `state_store_clean` would delete now: the same summary as its --dry-run."""
+        params = request.query_params
+        try:
+            plan = gc.GcPlan(
+                cutoff=gc.parse_cutoff(params.get("before"), timezone.now()), dag_ids=tuple(params.getlist("dag_id"))
+            )
+        except Invalid as exc:
+            raise query_errors(exc, params, {"dag_ids": "dag_id", "cutoff": "before"}) from None
+        summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100), scope=scope_of(request.user))
+        return Response(summary.as_dict())

@@ -1,0 +1,101 @@
+"""Search across task and asset keys (``/api/statestore/v1/search/...``)."""
+
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from statestore_admin.state import permissions
+from statestore_admin.state import search as searching
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.scopes import scope_of
+
+from .airflow_v2 import MAX_INT, asset_entry, integer, iso, query_int
+from .ours import READ_ERRORS, OwnView, query_errors
+
+SEARCH_PARAMS = [
+    OpenApiParameter("key", str, description="Text to find in keys"),
+    OpenApiParameter("match", str, enum=["", *searching.MATCHES], default="contains", description="Empty: contains"),
+    OpenApiParameter("cursor", str, description="next_cursor of the previous page (a bad one: the first page)"),
+    OpenApiParameter("limit", integer(1, MAX_INT, 50), description="Larger values give 200 items"),
+]
+
+
+def search_query(request) -> searching.SearchQuery:
+    try:
+        return searching.SearchQuery.from_params(request.query_params)
+    except Invalid as exc:
+        raise query_errors(exc, request.query_params) from None
+
+
+class SearchTaskKeys(OwnView):
+    @extend_schema(
+        operation_id="search_task_keys",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        parameters=[
+            *SEARCH_PARAMS,
+            OpenApiParameter("dag_id", str),
+            OpenApiParameter("run_id", str),
+            OpenApiParameter("task_id", str),
+            OpenApiParameter("status", str, enum=["", *searching.STATUSES], description="Empty: any"),
+        ],
+    )
+    def get(self, request):
+        """Task keys across all DAGs, newest first, keyset-paginated (no total count)."""
+        page = searching.search_task_keys(
+            search_query(request),
+            timezone.now(),
+            request.query_params.get("cursor"),
+            query_int(request, "limit", 50, 1),
+            scope=scope_of(request.user),
+        )
+        items = [
+            {
+                "id": k.id,
+                "dag_id": k.dag_id,
+                "run_id": k.run_id,
+                "task_id": k.task_id,
+                "map_index": k.map_index,
+                "key": k.key,
+                "preview": k.preview,
+                "size": k.size,
+                "is_ref": k.is_ref,
+                "updated_at": iso(k.updated_at),
+                "expires_at": iso(k.expires_at),
+            }
+            for k in page.items
+        ]
+        return Response({"items": items, "next_cursor": page.next_cursor})
+
+
+class SearchAssetKeys(OwnView):
+    store = permissions.ASSET
+
+    @extend_schema(
+        operation_id="search_asset_keys",
+        tags=["statestore-admin"],
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
+    )
+    def get(self, request):
+        """Asset keys across all assets, keyset-paginated (no total count)."""
+        query = search_query(request)
+        page = searching.search_asset_keys(
+            query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1), scope=scope_of(request.user)
+        )
+        items = [
+            {
+                "asset_id": k.asset_id,
+                "asset_name": k.asset.name,
+                "asset_uri": k.asset.uri,
+                "key": k.key,
+                "preview": k.preview,
+                "size": k.size,
+                "is_ref": k.is_ref,
+                "updated_at": iso(k.updated_at),
+                "last_updated_by": asset_entry(k)["last_updated_by"],
+            }
+            for k in page.items
+        ]
+        return Response({"items": items, "next_cursor": page.next_cursor})
