@@ -46,14 +46,26 @@ class ViewsAnyStore(drf_permissions.BasePermission):
         return bool(permissions.viewable_stores(request.user))
 
 
-STATS_DESCRIPTION = """The overview's figures: totals (estimated above 100,000 rows on PostgreSQL), expiry and
-configuration.
+STATS_DESCRIPTION = """The overview's figures: totals, expiry and configuration, with the latest statistics
+snapshot's exact figures and age.
+
+Each figure comes with `<figure>_estimated` (true: not an exact current count) and `how[<figure>]`, how it was
+obtained, so that the endpoint answers in a bounded time whatever the tables' size:
+`exact` (below 100,000 rows, counted now), `estimated` (above: PostgreSQL's planner estimate,
+`pg_class.reltuples` or the row estimate of the status's query, a planning-only `EXPLAIN`), `capped` (a count
+stopped at 10,000: the figure is a lower bound, "more than") or `snapshot` (a scoped caller's figure on a
+large table: the exact sum of their DAGs in the latest snapshot, as of `snapshot.taken_at`; not estimated).
+
+`snapshot` is null until `manage.py state_store_stats` has run; otherwise `{taken_at, age_seconds, figures}`
+with `figures` the snapshot's exact `task_keys`, `asset_keys`, `expired`, `expiring_24h` (within 24 h of
+`taken_at`) and `never_expire`, as this caller may see them.
 
 Open to users who may view either store; each store's figures only to those who may view it. Without view
-on task state, `task_keys`, `task_keys_estimated`, `expired`, `expiring_24h`, `never_expire` and `gc_runs`
-(garbage collection deletes task state only) are `null`; without view on asset state, `asset_keys` and
-`asset_keys_estimated` are `null`. A user with a scope counts only their DAGs and assets, and gets no GC
-runs (an empty list)."""
+on task state, `task_keys`, `expired`, `expiring_24h`, `never_expire` (their `_estimated` flags too) and
+`gc_runs` (garbage collection deletes task state only) are `null`; without view on asset state, `asset_keys`
+and `asset_keys_estimated` are `null`. A user with a scope counts only their DAGs and assets (the snapshot's
+`asset_keys` is `null` for an asset scope: a snapshot does not split asset keys by asset), and gets no GC
+runs (`null`)."""
 
 
 class Stats(OwnView):
@@ -83,15 +95,36 @@ class Stats(OwnView):
                 }
                 for r in overview.gc_runs
             ]
+        figures = {
+            "task_keys": totals.task,
+            "asset_keys": totals.asset,
+            "expired": overview.statuses[selectors.EXPIRED],
+            "expiring_24h": overview.statuses[selectors.EXPIRING],
+            "never_expire": overview.statuses[selectors.NEVER],
+        }
+        seen = overview.snapshot
+        snapshot = None
+        if seen is not None:
+            snapshot = {
+                "taken_at": iso(seen.taken_at),
+                "age_seconds": round(seen.age_seconds(timezone.now()), 1),
+                "figures": {
+                    "task_keys": seen.task_keys,
+                    "asset_keys": seen.asset_keys,
+                    "expired": seen.expired,
+                    "expiring_24h": seen.expiring,
+                    "never_expire": seen.never,
+                },
+            }
         return Response(
             {
-                "task_keys": totals.task_keys,
-                "task_keys_estimated": totals.task_keys_estimated,
-                "asset_keys": totals.asset_keys,
-                "asset_keys_estimated": totals.asset_keys_estimated,
-                "expired": overview.expired,
-                "expiring_24h": overview.expiring,
-                "never_expire": overview.never,
+                **{
+                    part: value
+                    for name, figure in figures.items()
+                    for part, value in ((name, figure.value), (f"{name}_estimated", figure.estimated))
+                },
+                "how": {name: figure.how for name, figure in figures.items() if figure.value is not None},
+                "snapshot": snapshot,
                 "config": [{"option": v.name, "value": v.raw, "source": v.source} for v in overview.config],
                 "config_error": overview.config_error,
                 "backend_modes": [{"mode": mode, "explanation": text} for mode, text in overview.backend_modes],

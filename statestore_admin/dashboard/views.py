@@ -68,12 +68,13 @@ def home(request):
 
 @requires_view_of_any
 def largest_values(request):
-    """The largest values of the stores the user may view (both, or the one)."""
+    """The largest values of the stores the user may view (both, or the one): live on small tables, from
+    the latest statistics snapshot on large ones."""
     stores = tuple(permissions.viewable_stores(request.user))
     return render(
         request,
         "overview/_largest.html",
-        {"largest": selectors.largest_values(scope=scope_of(request.user), stores=stores)},
+        {"largest": selectors.largest_values(scope=scope_of(request.user), stores=stores), "now": timezone.now()},
     )
 
 
@@ -81,8 +82,9 @@ def largest_values(request):
 def dag_list(request):
     now = timezone.now()
     prefix = request.GET.get("prefix", "")
-    page = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix, scope=scope_of(request.user))
-    return render_page(request, "dags/list.html", {"page": page, "prefix": prefix, "now": now}, "dags/_panel.html")
+    dags = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix, scope=scope_of(request.user))
+    context = {"page": dags.page, "dags": dags, "prefix": prefix, "now": now}
+    return render_page(request, "dags/list.html", context, "dags/_panel.html")
 
 
 @requires_view(permissions.TASK)

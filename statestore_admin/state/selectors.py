@@ -6,6 +6,7 @@ the number of rows; none runs an exact ``COUNT(*)`` over a whole state table.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore,
 from statestore_admin.airflow.router import airflow_alias
 
 from .errors import Invalid, NotFound
-from .models import AuditEvent, AuditKey, GcRun
+from .models import AuditEvent, AuditKey, GcRun, StatsSnapshotDag
 from .pagination import Page, decode_cursor, encode_cursor, paginate
 from .scopes import Scope
 
@@ -71,43 +72,129 @@ def status_filter(status: str, now: datetime) -> Q:
 
 
 # Overview -----------------------------------------------------------------------------------------
+# How a figure was obtained. Exact counts are cheap on small tables only: above ESTIMATE_ABOVE rows a
+# table's figures are PostgreSQL's planner estimates (pg_class.reltuples, EXPLAIN's row estimate of each
+# status: planning only, no row read), a count stopped at a cap (a LIMIT-ed subquery) or the latest
+# statistics snapshot's exact figures (``state_store_stats``), shown with its age.
+EXACT, ESTIMATED, CAPPED, SNAPSHOT = "exact", "estimated", "capped", "snapshot"
+COUNT_CAP = 10_000  # a count on a large table stops here ("more than 10,000"): ~2 ms of index entries
+
+
+def _short(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1_000:.0f}k"
+    return f"{n:,}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One count: ``how`` it was obtained (``EXACT``; ``ESTIMATED``: the planner's; ``CAPPED``: the count
+    stopped at ``value``, there are more; ``SNAPSHOT``: exact as of the latest snapshot). ``value`` None:
+    hidden from this user (a store they may not view), not counted."""
+
+    value: int | None
+    how: str = EXACT
+
+    @property
+    def estimated(self) -> bool | None:
+        return None if self.value is None else self.how in (ESTIMATED, CAPPED)
+
+    @property
+    def capped(self) -> bool | None:
+        return None if self.value is None else self.how == CAPPED
+
+    @property
+    def text(self) -> str:
+        if self.value is None:
+            return ""
+        if self.how == ESTIMATED:
+            return f"≈ {_short(self.value)}"
+        if self.how == CAPPED:
+            return f"more than {self.value:,}"
+        return f"{self.value:,}"
+
+
+HIDDEN = Figure(None)
+
+
 @dataclass(frozen=True)
 class StoreTotals:
     """Each store's number of keys; None for a store the user may not view (its count is hidden too)."""
 
-    task_keys: int | None
-    asset_keys: int | None
-    task_keys_estimated: bool | None = False
-    asset_keys_estimated: bool | None = False
+    task: Figure = HIDDEN
+    asset: Figure = HIDDEN
+
+    @property
+    def task_keys(self) -> int | None:
+        return self.task.value
+
+    @property
+    def asset_keys(self) -> int | None:
+        return self.asset.value
+
+    @property
+    def task_keys_estimated(self) -> bool | None:
+        return self.task.estimated
+
+    @property
+    def asset_keys_estimated(self) -> bool | None:
+        return self.asset.estimated
 
 
-def _row_count(model) -> tuple[int, bool]:
-    """Exact count for small tables; PostgreSQL's planner estimate above ``ESTIMATE_ABOVE`` rows."""
+def _capped_count(rows: QuerySet, cap: int) -> Figure:
+    """``SELECT count(*) FROM (SELECT … LIMIT cap + 1)``: exact up to ``cap``, else "more than ``cap``"."""
+    n = rows.values("pk")[: cap + 1].count()
+    return Figure(n) if n <= cap else Figure(cap, CAPPED)
+
+
+def _row_count(model) -> Figure:
+    """A state table's size: exact below ``ESTIMATE_ABOVE`` rows (a count of at most that many index
+    entries); above, PostgreSQL's estimate (``pg_class.reltuples``, as of the table's last ANALYZE), or on
+    another database (or a never-analyzed table) "more than ``ESTIMATE_ABOVE``"."""
     connection = connections[airflow_alias()]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
             row = cursor.fetchone()
         if row and row[0] >= ESTIMATE_ABOVE:
-            return int(row[0]), True
-    return model.objects.count(), False
+            return Figure(int(row[0]), ESTIMATED)
+    return _capped_count(model.objects.all(), ESTIMATE_ABOVE)
+
+
+def _estimate(rows: QuerySet) -> Figure:
+    """The count of ``rows`` on a large table: PostgreSQL's row estimate of their query (``EXPLAIN``, planning
+    only), checked by a capped count when the planner expects few (then exact if there are at most
+    ``COUNT_CAP``); on another database the capped count alone."""
+    if connections[rows.db].vendor == "postgresql":
+        plan = json.loads(rows.values("pk").explain(format="json"))
+        estimate = int(plan[0]["Plan"]["Plan Rows"])
+        if estimate > COUNT_CAP:
+            return Figure(estimate, ESTIMATED)
+        counted = _capped_count(rows, COUNT_CAP)
+        return counted if counted.how == EXACT else Figure(max(estimate, COUNT_CAP), ESTIMATED)
+    return _capped_count(rows, COUNT_CAP)
 
 
 def store_totals(scope: Scope, stores: tuple[str, ...] = ("task", "asset")) -> StoreTotals:
-    """The sizes of ``stores`` (the others None, not counted); for a scoped user, exact counts of their
-    DAGs' and assets' keys."""
-    counted = {}
-    for store, model, scoped in (
-        ("task", TaskStateStore, scoped_task_keys),
-        ("asset", AssetStateStore, scoped_asset_keys),
-    ):
-        if store not in stores:
-            counted[store] = (None, None)
-        elif scope.restricted:
-            counted[store] = (scoped(scope).count(), False)
-        else:
-            counted[store] = _row_count(model)
-    return StoreTotals(counted["task"][0], counted["asset"][0], counted["task"][1], counted["asset"][1])
+    """The sizes of ``stores`` (the others None, not counted), live: estimated above ``ESTIMATE_ABOVE``
+    rows; for a scoped user, counts of their DAGs' and assets' keys, capped at ``COUNT_CAP`` on a large
+    table (the overview shows the snapshot's exact sums there)."""
+    return StoreTotals(
+        **{
+            store: _live_total(store, scope, _row_count(model)) if store in stores else HIDDEN
+            for store, model in (("task", TaskStateStore), ("asset", AssetStateStore))
+        }
+    )
+
+
+def _live_total(store: str, scope: Scope, size: Figure) -> Figure:
+    whole = scope.all_dags if store == "task" else scope.all_assets
+    if whole:
+        return size
+    rows = scoped_task_keys(scope) if store == "task" else scoped_asset_keys(scope)
+    return Figure(rows.count()) if size.how == EXACT else _capped_count(rows, COUNT_CAP)
 
 
 # Scopes (state.scopes) -----------------------------------------------------------------------------
@@ -151,31 +238,123 @@ BACKEND_MODES = {
     "worker": "A worker-side backend stores the values elsewhere: the values here are references "
     '({"__airflow_state_ref__": …}) to objects this dashboard cannot read or delete.',
 }
+STATS_COMMAND = "python manage.py state_store_stats"
+
+
+@dataclass(frozen=True)
+class SnapshotFigures:
+    """The latest statistics snapshot's exact figures that this user may see, as of ``taken_at``: None for a
+    store they may not view, and for figures a snapshot cannot split by their scope (asset keys of an asset
+    scope). A scoped user's task figures are the sums of their DAGs' rows."""
+
+    taken_at: datetime
+    task_keys: int | None = None
+    expired: int | None = None
+    expiring: int | None = None
+    never: int | None = None
+    asset_keys: int | None = None
+
+    def age_seconds(self, now: datetime) -> float:
+        return max(0.0, (now - self.taken_at).total_seconds())
+
+    @property
+    def text(self) -> dict[str, str]:
+        """Each shown figure with thousands separators."""
+        names = ("task_keys", "expired", "expiring", "never", "asset_keys")
+        return {name: f"{getattr(self, name):,}" for name in names if getattr(self, name) is not None}
+
+
+def _latest_snapshot():
+    from . import stats  # stats reads this module
+
+    return stats.latest_snapshot()
+
+
+def snapshot_figures(snapshot, *, scope: Scope, stores: tuple[str, ...]) -> SnapshotFigures | None:
+    if snapshot is None:
+        return None
+    task = dict.fromkeys(("task_keys", "expired", "expiring", "never"))
+    if "task" in stores:
+        if scope.all_dags:
+            task = {name: getattr(snapshot, name) for name in task}
+        else:
+            from . import stats
+
+            totals = stats.scoped_totals(snapshot, scope=scope)
+            task = {"task_keys": totals.keys, "expired": totals.expired, "expiring": totals.expiring}
+            task["never"] = totals.never
+    asset_keys = snapshot.asset_keys if "asset" in stores and scope.all_assets else None
+    return SnapshotFigures(taken_at=snapshot.taken_at, asset_keys=asset_keys, **task)
 
 
 @dataclass
 class Overview:
     totals: StoreTotals
-    expired: int | None
-    expiring: int | None
-    never: int | None
+    statuses: dict[str, Figure]  # EXPIRED, EXPIRING, NEVER
     gc_runs: list[GcRun] | None  # None: not shown to this user
     config: list[ConfigValue]
     config_error: str | None
     backend_modes: list[tuple[str, str]] = field(default_factory=list)
     retention_days: int | None = None
+    snapshot: SnapshotFigures | None = None  # None: no snapshot taken yet
+    stats_command: str = STATS_COMMAND
+
+    @property
+    def expired(self) -> int | None:
+        return self.statuses[EXPIRED].value
+
+    @property
+    def expiring(self) -> int | None:
+        return self.statuses[EXPIRING].value
+
+    @property
+    def never(self) -> int | None:
+        return self.statuses[NEVER].value
+
+    @property
+    def estimated(self) -> bool:
+        """Some figure is not an exact current count."""
+        figures = (self.totals.task, self.totals.asset, *self.statuses.values())
+        return any(f.value is not None and f.how != EXACT for f in figures)
+
+
+_OVERVIEW_STATUSES = (EXPIRED, EXPIRING, NEVER)
+
+
+def _task_figures(now: datetime, scope: Scope, seen: SnapshotFigures | None) -> tuple[Figure, dict[str, Figure]]:
+    """The task keys and their count per status, within a bounded time whatever the table's size: exact on a
+    small table; on a large one PostgreSQL's estimates (every DAG), the snapshot's sums of the user's DAGs,
+    or without a snapshot their counts capped at ``COUNT_CAP``."""
+    size = _row_count(TaskStateStore)
+    if size.how == EXACT:
+        rows = scoped_task_keys(scope)
+        total = size if scope.all_dags else Figure(rows.count())
+        return total, {s: Figure(rows.filter(status_filter(s, now)).count()) for s in _OVERVIEW_STATUSES}
+    if scope.all_dags:
+        rows = TaskStateStore.objects.all()
+        return size, {s: _estimate(rows.filter(status_filter(s, now))) for s in _OVERVIEW_STATUSES}
+    if seen is not None:
+        return Figure(seen.task_keys, SNAPSHOT), {
+            EXPIRED: Figure(seen.expired, SNAPSHOT),
+            EXPIRING: Figure(seen.expiring, SNAPSHOT),
+            NEVER: Figure(seen.never, SNAPSHOT),
+        }
+    rows = scoped_task_keys(scope)
+    return _capped_count(rows, COUNT_CAP), {
+        s: _capped_count(rows.filter(status_filter(s, now)), COUNT_CAP) for s in _OVERVIEW_STATUSES
+    }
 
 
 def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overview:
     """The overview's figures of the ``stores`` the user may view (the others are None and not counted):
     a scoped user's count only their DAGs and assets. GC runs delete task state and span every DAG: they
-    are shown to unscoped viewers of task state only."""
-    # One count per status, each a range of idx_task_state_store_expires_at (an index-only scan on
-    # PostgreSQL): several times faster than one aggregate pass over a large table.
-    counts = {
-        status: scoped_task_keys(scope).filter(status_filter(status, now)).count() if "task" in stores else None
-        for status in (EXPIRED, EXPIRING, NEVER)
-    }
+    are shown to unscoped viewers of task state only. Beside them, the latest snapshot's exact figures.
+    A fixed number of queries, each bounded whatever the table's size (see ``_task_figures``)."""
+    seen = snapshot_figures(_latest_snapshot(), scope=scope, stores=stores) if stores else None
+    task, statuses = HIDDEN, dict.fromkeys(_OVERVIEW_STATUSES, HIDDEN)
+    if "task" in stores:
+        task, statuses = _task_figures(now, scope, seen)
+    asset = _live_total("asset", scope, _row_count(AssetStateStore)) if "asset" in stores else HIDDEN
     config = airflow_config()
     try:
         values = config.state_store_values()
@@ -195,47 +374,116 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
     if by_name.get(("workers", "state_store_backend")):
         modes.append(("worker", BACKEND_MODES["worker"]))
     return Overview(
-        totals=store_totals(scope, stores),
+        totals=StoreTotals(task, asset),
+        statuses=statuses,
         gc_runs=list(GcRun.objects.all()[:5]) if "task" in stores and not scope.restricted else None,
         config=values,
         config_error=error,
         backend_modes=modes,
         retention_days=by_name.get(("state_store", "default_retention_days")),
-        **counts,
+        snapshot=seen,
     )
 
 
 @dataclass(frozen=True)
 class LargeValue:
+    """One of the largest values; its place (a task key's id, DAG and task, or an asset's id and name)."""
+
     store: str
     key: str
     size: int
-    task_key: TaskStateStore | None = None
-    asset_key: AssetStateStore | None = None
+    key_id: int | None = None
+    dag_id: str | None = None
+    task_id: str | None = None
+    asset_id: int | None = None
+    asset_name: str | None = None
 
 
-def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"), limit: int = 10):
-    """The biggest values of ``stores`` in ``scope`` (a scan of both tables: loaded on its own, after the page)."""
-    task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
-    asset = (
-        scoped_asset_keys(scope)
-        .select_related("asset")
-        .annotate(size=Length("value"))
-        .order_by("-size", "asset_id", "key")[:limit]
+@dataclass(frozen=True)
+class Largest:
+    """``source``: "live" (small tables: read now), "snapshot" (the latest snapshot's list, as of
+    ``taken_at``) or "none" (large tables and no snapshot yet: run ``command``)."""
+
+    rows: list[LargeValue]
+    source: str
+    taken_at: datetime | None = None
+    command: str = STATS_COMMAND
+
+    def age_seconds(self, now: datetime) -> float | None:
+        return None if self.taken_at is None else max(0.0, (now - self.taken_at).total_seconds())
+
+
+def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"), limit: int = 10) -> Largest:
+    """The biggest values of ``stores`` in ``scope``. Finding them costs a scan of the tables: done live on
+    small tables only; above ``ESTIMATE_ABOVE`` rows they come from the latest snapshot's top 50 (filtered
+    by the user's scope and stores), and without a snapshot there is none (no scan)."""
+    large = any(
+        _row_count(model).how != EXACT
+        for store, model in (("task", TaskStateStore), ("asset", AssetStateStore))
+        if store in stores
     )
-    rows = [LargeValue("task", k.key, k.size, task_key=k) for k in task] if "task" in stores else []
-    rows += [LargeValue("asset", k.key, k.size, asset_key=k) for k in asset] if "asset" in stores else []
-    return sorted(rows, key=lambda r: -r.size)[:limit]
+    if large:
+        snapshot = _latest_snapshot()
+        if snapshot is None:
+            return Largest([], "none")
+        rows = [
+            LargeValue(
+                item["store"],
+                item["key"],
+                item["size"],
+                key_id=item.get("key_id"),
+                dag_id=item.get("dag_id"),
+                task_id=item.get("task_id"),
+                asset_id=item.get("asset_id"),
+                asset_name=item.get("asset_name"),
+            )
+            for item in snapshot.largest
+            if item.get("store") in stores
+            and (
+                scope.allows_dag(item.get("dag_id"))
+                if item.get("store") == "task"
+                else scope.allows_asset(item.get("asset_name"), item.get("asset_uri"))
+            )
+        ]
+        return Largest(sorted(rows, key=lambda r: -r.size)[:limit], "snapshot", snapshot.taken_at)
+    rows = []
+    if "task" in stores:
+        task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
+        rows += [LargeValue("task", k.key, k.size, key_id=k.pk, dag_id=k.dag_id, task_id=k.task_id) for k in task]
+    if "asset" in stores:
+        asset = (
+            scoped_asset_keys(scope)
+            .select_related("asset")
+            .annotate(size=Length("value"))
+            .order_by("-size", "asset_id", "key")[:limit]
+        )
+        rows += [LargeValue("asset", k.key, k.size, asset_id=k.asset_id, asset_name=k.asset.name) for k in asset]
+    return Largest(sorted(rows, key=lambda r: -r.size)[:limit], "live")
 
 
 # DAGs and runs ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DagSummary:
+    """One DAG's task state: ``source`` "live" (counted now), "snapshot" (as of the snapshot) or
+    "missing" (not in the last snapshot: newer than it); the figures are None unless counted."""
+
     dag_id: str
-    keys: int
-    runs: int
-    expired: int
+    keys: int | None
+    runs: int | None
+    expired: int | None
     last_updated: datetime | None
+    source: str = "live"
+
+
+@dataclass(frozen=True)
+class DagList:
+    """A page of DAGs; ``source``: "live" (small table), "snapshot" (figures of the snapshot taken at
+    ``taken_at``) or "none" (a large table and no snapshot yet: the DAGs without figures; run ``command``)."""
+
+    page: Page
+    source: str
+    taken_at: datetime | None = None
+    command: str = STATS_COMMAND
 
 
 # A loose index scan over idx_task_state_store_lookup (dag_id, …): one index probe per distinct DAG.
@@ -248,48 +496,130 @@ WITH RECURSIVE dags(dag_id, n) AS (
 )
 SELECT dag_id FROM dags WHERE dag_id IS NOT NULL
 """
+_LIKE = " AND dag_id LIKE %s ESCAPE '\\'"
 
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+_CODEPOINT_COLLATIONS = {"C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic"}
+
+
+def _codepoint_order() -> bool:
+    """Whether dag_id sorts by code point (PostgreSQL's C collations, SQLite's BINARY): then the dag_ids
+    starting with a prefix are one range of the lookup index, which a LIKE under PostgreSQL's C.UTF-8 does
+    not use on its own (it would read the index on past the prefix's DAGs)."""
+    connection = connections[airflow_alias()]
+    if connection.vendor != "postgresql":
+        return connection.vendor == "sqlite"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(NULLIF(c.collname, 'default'), d.datcollate) FROM pg_attribute a "
+            "LEFT JOIN pg_collation c ON c.oid = a.attcollation "
+            "JOIN pg_database d ON d.datname = current_database() "
+            "WHERE a.attrelid = 'task_state_store'::regclass AND a.attname = 'dag_id'"
+        )
+        row = cursor.fetchone()
+    return bool(row) and row[0] in _CODEPOINT_COLLATIONS
+
+
+def _distinct_dags(after: str, prefix: str, limit: int, ranged: bool = False) -> list[str]:
+    """Up to ``limit`` dag_ids after ``after`` starting with ``prefix``, in order; ``ranged`` (see
+    ``_codepoint_order``): the prefix's range of the lookup index only, else the index filtered from ``after``."""
+    like = _LIKE if prefix else ""
+    params = [_like_prefix(prefix)] if prefix else []
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix and ranged and ord(prefix[-1]) < 0x10FFFF else None
+    if upper:
+        like += " AND dag_id >= %s AND dag_id < %s"
+        params += [prefix, upper]
+    sql = _DISTINCT_DAGS.format(like=like, like_t=like.replace("dag_id", "t.dag_id"))
+    with connections[airflow_alias()].cursor() as db:
+        db.execute(sql, [after, *params, *params, limit])
+        return [row[0] for row in db.fetchall()]
+
+
+def _literal_prefix(pattern: str) -> str:
+    for n, char in enumerate(pattern):
+        if char in "*?":
+            return pattern[:n]
+    return pattern
+
+
+_SCAN_CHUNK = 200
+
+
+def _scoped_dag_page(scope: Scope, after: str, prefix: str, size: int) -> list[str]:
+    """The first ``size`` + 1 DAGs of a scoped user after ``after`` starting with ``prefix``: a loose index
+    scan under each pattern's literal prefix (etl_ for etl_*), so that the user's page costs probes of
+    their DAGs, not of every DAG. A pattern starting with a wildcard: every dag_id, matched in Python."""
+    prefixes = set()
+    for pattern in scope.dags:
+        start = _literal_prefix(pattern)
+        if not start:
+            return [d for d in scoped_dag_ids(scope) if d > after and d.startswith(prefix)][: size + 1]
+        if start.startswith(prefix) or prefix.startswith(start):
+            prefixes.add(max(start, prefix, key=len))
+    found, ranged = set(), _codepoint_order() if prefixes else False
+    for start in {p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)}:
+        position, matches = after, 0
+        while matches <= size:
+            chunk = _distinct_dags(position, start, _SCAN_CHUNK, ranged)
+            for dag_id in chunk:
+                if scope.allows_dag(dag_id) and dag_id.startswith(prefix) and dag_id.startswith(start):
+                    found.add(dag_id)
+                    matches += 1
+            if len(chunk) < _SCAN_CHUNK:
+                break
+            position = chunk[-1]
+    return sorted(found)[: size + 1]
+
+
 def dags_with_state(
     now: datetime, cursor: str | None = None, prefix: str = "", size: int = 50, *, scope: Scope
-) -> Page:
-    """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …): two queries
-    (a scoped user's: their DAGs among every dag_id, then the counts)."""
+) -> DagList:
+    """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …), and their figures:
+    counted live on a small table; on a large one (above ``ESTIMATE_ABOVE`` rows) read from the latest
+    snapshot's per-DAG rows (a DAG newer than it: "missing"), none without a snapshot."""
     decoded = decode_cursor(cursor, 1)
     after = decoded[0] if decoded and isinstance(decoded[0], str) else ""
-    allowed = scoped_dag_ids(scope)
-    if allowed is not None:
-        dag_ids = [d for d in allowed if d > after and d.startswith(prefix)][: size + 1]
+    if scope.all_dags:
+        dag_ids = _distinct_dags(after, prefix, size + 1, bool(prefix) and _codepoint_order())
     else:
-        like = " AND dag_id LIKE %s ESCAPE '\\'" if prefix else ""
-        sql = _DISTINCT_DAGS.format(like=like, like_t=like.replace("dag_id", "t.dag_id"))
-        params = [after, _like_prefix(prefix), _like_prefix(prefix), size + 1] if prefix else [after, size + 1]
-        with connections[airflow_alias()].cursor() as db:
-            db.execute(sql, params)
-            dag_ids = [row[0] for row in db.fetchall()]
+        dag_ids = _scoped_dag_page(scope, after, prefix, size)
     more = len(dag_ids) > size
     dag_ids = dag_ids[:size]
-    stats = {
-        row["dag_id"]: row
-        for row in TaskStateStore.objects.filter(dag_id__in=dag_ids)
-        .values("dag_id")
-        .annotate(
-            keys=Count("id"),
-            runs=Count("dag_run", distinct=True),
-            expired=Count("id", filter=status_filter(EXPIRED, now)),
-            last_updated=Max("updated_at"),
-        )
-    }
-    items = [
-        DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
+    page = Page([], encode_cursor([dag_ids[-1]]) if more else None, cursor)
+    if _row_count(TaskStateStore).how == EXACT:
+        stats = {
+            row["dag_id"]: row
+            for row in TaskStateStore.objects.filter(dag_id__in=dag_ids)
+            .values("dag_id")
+            .annotate(
+                keys=Count("id"),
+                runs=Count("dag_run", distinct=True),
+                expired=Count("id", filter=status_filter(EXPIRED, now)),
+                last_updated=Max("updated_at"),
+            )
+        }
+        page.items = [
+            DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
+            for d in dag_ids
+            if d in stats
+        ]
+        return DagList(page, "live")
+    snapshot = _latest_snapshot()
+    if snapshot is None:
+        page.items = [DagSummary(d, None, None, None, None, source="missing") for d in dag_ids]
+        return DagList(page, "none")
+    rows = {row.dag_id: row for row in StatsSnapshotDag.objects.filter(snapshot=snapshot, dag_id__in=dag_ids)}
+    page.items = [
+        DagSummary(d, r.keys, r.runs, r.expired, r.last_updated, source="snapshot")
+        if (r := rows.get(d))
+        else DagSummary(d, None, None, None, None, source="missing")
         for d in dag_ids
-        if d in stats
     ]
-    return Page(items, encode_cursor([dag_ids[-1]]) if more else None, cursor)
+    return DagList(page, "snapshot", snapshot.taken_at)
 
 
 def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size: int = 50, *, scope: Scope) -> Page:
