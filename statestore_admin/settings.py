@@ -153,6 +153,8 @@ STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", defaul
 # Also append every audit event to Airflow's own audit log (the `log` table), in the same transaction
 # as the change: Airflow's Audit Log page and /api/v2/eventLogs then show the dashboard's changes.
 AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
+# Seconds a substring (`contains`) key search may scan before it stops and shows what it found so far.
+SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
 
 # REST API -------------------------------------------------------------------------------------
 # API tokens expire after at most this many days (also the default; `create_api_token --expires-in`).

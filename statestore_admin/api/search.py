@@ -16,7 +16,12 @@ from .ours import READ_ERRORS, OwnView, query_errors
 SEARCH_PARAMS = [
     OpenApiParameter("key", str, description="Text to find in keys"),
     OpenApiParameter("match", str, enum=["", *searching.MATCHES], default="contains", description="Empty: contains"),
-    OpenApiParameter("cursor", str, description="next_cursor of the previous page (a bad one: the first page)"),
+    OpenApiParameter(
+        "cursor",
+        str,
+        description="next_cursor of the previous page, or of a search cut short to continue it (a bad one: the "
+        "first page)",
+    ),
     OpenApiParameter("limit", integer(1, MAX_INT, 50), description="Larger values give 200 items"),
 ]
 
@@ -26,6 +31,10 @@ def search_query(request) -> searching.SearchQuery:
         return searching.SearchQuery.from_params(request.query_params)
     except Invalid as exc:
         raise query_errors(exc, request.query_params) from None
+
+
+def search_body(page: searching.SearchPage, items: list) -> dict:
+    return {"items": items, "next_cursor": page.next_cursor, "cut_short": page.cut_short, "scanned_to": page.scanned_to}
 
 
 class SearchTaskKeys(OwnView):
@@ -42,7 +51,13 @@ class SearchTaskKeys(OwnView):
         ],
     )
     def get(self, request):
-        """Task keys across all DAGs, newest first, keyset-paginated (no total count)."""
+        """Task keys across all DAGs, newest first, keyset-paginated (no total count).
+
+        A substring search (`match=contains`, the default) without `dag_id` reads the table by ranges of ids
+        and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are
+        the matches found so far (fewer than `limit`, maybe none), `scanned_to` is the lowest id searched,
+        and `next_cursor` continues the search below it (every match is found once). Prefix and exact
+        searches, or a `dag_id`, are faster."""
         page = searching.search_task_keys(
             search_query(request),
             timezone.now(),
@@ -66,7 +81,7 @@ class SearchTaskKeys(OwnView):
             }
             for k in page.items
         ]
-        return Response({"items": items, "next_cursor": page.next_cursor})
+        return Response(search_body(page, items))
 
 
 class SearchAssetKeys(OwnView):
@@ -79,7 +94,11 @@ class SearchAssetKeys(OwnView):
         parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
     )
     def get(self, request):
-        """Asset keys across all assets, keyset-paginated (no total count)."""
+        """Asset keys across all assets, keyset-paginated (no total count).
+
+        A substring search (`match=contains`, the default) reads the table by ranges of asset ids and stops
+        after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are the matches
+        found so far, `scanned_to` is the highest asset id searched, and `next_cursor` continues the search."""
         query = search_query(request)
         page = searching.search_asset_keys(
             query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1), scope=scope_of(request.user)
@@ -98,4 +117,4 @@ class SearchAssetKeys(OwnView):
             }
             for k in page.items
         ]
-        return Response({"items": items, "next_cursor": page.next_cursor})
+        return Response(search_body(page, items))

@@ -32,10 +32,15 @@ def search(request):
     store = params.get("store") if params.get("store") in ("task", "asset") else "all"
     searched = not invalid and any([query.key, query.dag_id, query.run_id, query.task_id, query.status, query.asset])
     task_page = asset_page = None
+    deadline = searching.search_deadline()  # one time budget for both stores
     if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
-        task_page = searching.search_task_keys(query, now, params.get("task_cursor"), scope=scope_of(request.user))
+        task_page = searching.search_task_keys(
+            query, now, params.get("task_cursor"), scope=scope_of(request.user), deadline=deadline
+        )
     if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
-        asset_page = searching.search_asset_keys(query, params.get("asset_cursor"), scope=scope_of(request.user))
+        asset_page = searching.search_asset_keys(
+            query, params.get("asset_cursor"), scope=scope_of(request.user), deadline=deadline
+        )
     response = render_page(
         request,
         "search/index.html",
@@ -47,6 +52,7 @@ def search(request):
             "asset_page": asset_page,
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
+            "budget": searching.time_budget(),
             "now": now,
         },
         "search/_panel.html",

@@ -1,0 +1,283 @@
+"""The substring search's time budget (issue 13): a ``contains`` key search no index can serve stops at its
+deadline (``SEARCH_TIME_BUDGET_SECONDS``), returns what it found so far, says so, and continues from where the
+scan stopped, finding every match exactly once, in both stores, for scoped users too.
+
+The budget is made 0 s and the scan's chunks a few ids, so that a search is cut after one chunk: no timing in
+the tests (speed is measured by bench/pages_bench.py)."""
+
+import html
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext, override_settings
+from django.utils import timezone
+
+from statestore_admin.state import search as searching
+from statestore_admin.state.models import AccessScope
+from statestore_admin.state.pagination import decode_cursor, decode_cursor_for, encode_cursor
+from statestore_admin.state.scopes import EVERYTHING, Scope
+from statestore_admin.state.search import SearchQuery
+from statestore_admin.tokens.models import ApiToken
+
+from .conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
+
+TASK_API = "/api/statestore/v1/search/task-keys"
+ASSET_API = "/api/statestore/v1/search/asset-keys"
+CUT = re.compile(
+    r'<div class="warning" role="status">\s*<p>Stopped after 0 s having searched (keys down to id|asset keys up to '
+    r"asset id) (\d+): (\d+) found so far\.\s*Search by prefix or exact key, or add a DAG filter, to search faster\."
+)
+
+
+@pytest.fixture
+def world(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
+    """Task keys of two DAGs interleaved (every third one matches ``job``), and asset keys of two teams' assets
+    (some assets with two matching keys, some with none)."""
+    runs = {dag: dag_run_factory(dag_id=dag) for dag in ("etl_a", "ml_b")}
+    tasks = []
+    for number in range(18):
+        dag = "etl_a" if number % 2 else "ml_b"
+        key = f"job_{number}" if number % 3 == 0 else f"other_{number}"
+        tasks.append(task_key_factory(runs[dag], task_id=f"t{number}", key=key))
+    assets = []
+    for number in range(8):
+        asset = asset_factory(name=f"{'etl' if number % 2 else 'ml'}.asset_{number}")
+        for key in (f"JOB_b{number}", f"job_a{number}", "watermark") if number % 3 else ("watermark",):
+            assets.append(asset_key_factory(asset, key=key))
+    return {"tasks": tasks, "assets": assets}
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """Chunks of 2 ids (task keys) or 2 asset ids (asset keys), and a budget of 0 s: one chunk a request."""
+    for name in ("FIRST_CHUNK", "MIN_CHUNK", "MAX_CHUNK"):
+        monkeypatch.setattr(searching, name, 2)
+    with override_settings(SEARCH_TIME_BUDGET_SECONDS=0):
+        yield
+
+
+def expected_tasks(world, dags=("etl_a", "ml_b"), word="job"):
+    rows = [k for k in world["tasks"] if word in k.key.lower() and k.dag_id in dags]
+    return [k.id for k in sorted(rows, key=lambda k: -k.id)]
+
+
+def expected_assets(world, prefix=""):
+    rows = [k for k in world["assets"] if "job" in k.key.lower() and k.asset.name.startswith(prefix)]
+    return [(k.asset_id, k.key) for k in sorted(rows, key=lambda k: (k.asset_id, k.key))]
+
+
+def follow(fetch, limit=1000):
+    """Every page of a search, by its next_cursor: (pages, items in order)."""
+    pages, items, cursor = [], [], None
+    while len(pages) < limit:
+        page = fetch(cursor)
+        pages.append(page)
+        items += page.items
+        if page.next_cursor is None:
+            return pages, items
+        cursor = page.next_cursor
+    raise AssertionError("the search never ended")
+
+
+# The domain ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [1, 2, 50])
+def test_a_cut_search_continues_to_every_task_match_exactly_once(world, tiny_chunks, size):
+    query = SearchQuery(key="JOB")
+    pages, items = follow(
+        lambda cursor: searching.search_task_keys(query, timezone.now(), cursor, size, scope=EVERYTHING)
+    )
+    assert [k.id for k in items] == expected_tasks(world)  # newest first, no duplicate, no gap
+    cut = [page for page in pages if page.cut_short]
+    assert cut and all(len(page.items) < size or size == 1 for page in cut)
+    for page in cut:  # what it found lies in what it says it searched, and the cursor resumes below that
+        assert all(k.id >= page.scanned_to for k in page.items)
+        assert len({k.id for k in page.items}) == len(page.items)
+    assert not pages[-1].cut_short and pages[-1].next_cursor is None
+
+
+@pytest.mark.parametrize("size", [1, 3, 50])
+def test_a_cut_search_continues_to_every_asset_match_exactly_once(world, tiny_chunks, size):
+    query = SearchQuery(key="JOB")
+    pages, items = follow(lambda cursor: searching.search_asset_keys(query, cursor, size, scope=EVERYTHING))
+    assert [(k.asset_id, k.key) for k in items] == expected_assets(world)
+    cut = [page for page in pages if page.cut_short]
+    assert cut and all(k.asset_id <= page.scanned_to for page in cut for k in page.items)
+    assert not pages[-1].cut_short
+
+
+def test_the_first_cut_page_has_what_the_first_chunk_found(world, tiny_chunks):
+    """Budget 0: the scan reads one chunk (the two newest ids), returns its matches and stops; three queries on
+    the state table (the lowest and highest ids, then the chunk), however many rows it holds."""
+    newest = sorted(world["tasks"], key=lambda k: -k.id)[:2]
+    with CaptureQueriesContext(connections["airflow"]) as queries:
+        page = searching.search_task_keys(SearchQuery(key="job"), timezone.now(), scope=EVERYTHING)
+    assert page.cut_short and page.scanned_to == newest[-1].id
+    assert [k.id for k in page.items] == [k.id for k in newest if "job" in k.key]
+    assert len(queries) == 3
+    assert decode_cursor_for(page.next_cursor, type(newest[0]), ["-id"]) == [newest[-1].id]
+
+
+def test_a_normal_search_is_not_cut(world):
+    page = searching.search_task_keys(SearchQuery(key="job"), timezone.now(), scope=EVERYTHING)
+    assert not page.cut_short and page.next_cursor is None and page.scanned_to is None
+    assert [k.id for k in page.items] == expected_tasks(world)
+    assets = searching.search_asset_keys(SearchQuery(key="job"), scope=EVERYTHING)
+    assert not assets.cut_short and [(k.asset_id, k.key) for k in assets.items] == expected_assets(world)
+
+
+def test_small_chunks_within_the_budget_are_one_page(world, monkeypatch):
+    for name in ("FIRST_CHUNK", "MIN_CHUNK", "MAX_CHUNK"):
+        monkeypatch.setattr(searching, name, 2)
+    with override_settings(SEARCH_TIME_BUDGET_SECONDS=60):
+        page = searching.search_task_keys(SearchQuery(key="job"), timezone.now(), size=3, scope=EVERYTHING)
+        assert not page.cut_short and [k.id for k in page.items] == expected_tasks(world)[:3]
+        _, items = follow(
+            lambda cursor: searching.search_task_keys(
+                SearchQuery(key="job"), timezone.now(), cursor, 3, scope=EVERYTHING
+            )
+        )
+    assert [k.id for k in items] == expected_tasks(world)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        SearchQuery(key="job", match="prefix"),
+        SearchQuery(key="job_3", match="exact"),
+        SearchQuery(key="job", dag_id="etl_a"),
+        SearchQuery(dag_id="ml_b"),
+        SearchQuery(status="never"),
+    ],
+)
+def test_prefix_exact_and_dag_searches_are_not_budgeted(world, tiny_chunks, query):
+    page = searching.search_task_keys(query, timezone.now(), scope=EVERYTHING)
+    assert not page.cut_short and page.next_cursor is None
+    expected = [
+        k.id
+        for k in world["tasks"]
+        if (not query.key or (k.key.startswith(query.key) if query.match == "prefix" else query.key in k.key))
+        and (query.match != "exact" or k.key == query.key)
+        and (not query.dag_id or k.dag_id == query.dag_id)
+    ]
+    assert sorted(k.id for k in page.items) == sorted(expected) and expected
+
+
+def test_asset_prefix_search_is_not_budgeted(world, tiny_chunks):
+    page = searching.search_asset_keys(SearchQuery(key="job", match="prefix"), scope=EVERYTHING)
+    lower = {k for _, k in expected_assets(world) if k.startswith("job")}
+    assert not page.cut_short and page.next_cursor is None and lower <= {k.key for k in page.items}
+
+
+def test_a_scoped_search_resumes_within_its_scope(world, tiny_chunks):
+    scope = Scope(dags=("etl_*",), assets=("etl.*",))
+    _, tasks = follow(lambda c: searching.search_task_keys(SearchQuery(key="job"), timezone.now(), c, 2, scope=scope))
+    assert [k.id for k in tasks] == expected_tasks(world, dags=("etl_a",))
+    _, assets = follow(lambda c: searching.search_asset_keys(SearchQuery(key="job"), c, 2, scope=scope))
+    assert [(k.asset_id, k.key) for k in assets] == expected_assets(world, prefix="etl.")
+
+
+def test_a_bad_or_foreign_cursor_is_the_first_page(world, tiny_chunks):
+    first = searching.search_task_keys(SearchQuery(key="job"), timezone.now(), scope=EVERYTHING)
+    for cursor in ("not-a-cursor", encode_cursor(["x"]), encode_cursor([1, 2, 3])):
+        page = searching.search_task_keys(SearchQuery(key="job"), timezone.now(), cursor, scope=EVERYTHING)
+        assert page.cursor is None and [k.id for k in page.items] == [k.id for k in first.items]
+        assets = searching.search_asset_keys(SearchQuery(key="job"), cursor, scope=EVERYTHING)
+        assert assets.cursor is None
+
+
+# The API -------------------------------------------------------------------------------------------
+@pytest.fixture
+def api(client, operator):
+    _, token = ApiToken.issue(operator, "tests")
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client
+
+
+def follow_api(client, url, params):
+    bodies, cursor = [], None
+    while len(bodies) < 1000:
+        body = client.get(url, {**params, **({"cursor": cursor} if cursor else {})}).json()
+        bodies.append(body)
+        if body["next_cursor"] is None:
+            return bodies
+        cursor = body["next_cursor"]
+    raise AssertionError("the search never ended")
+
+
+def test_api_says_cut_short_and_continues(api, world, tiny_chunks):
+    bodies = follow_api(api, TASK_API, {"key": "job", "limit": 2})
+    assert [i["id"] for b in bodies for i in b["items"]] == expected_tasks(world)
+    assert any(b["cut_short"] for b in bodies) and not bodies[-1]["cut_short"]
+    assert all(isinstance(b["scanned_to"], int) for b in bodies if b["cut_short"])
+    assets = follow_api(api, ASSET_API, {"key": "job"})
+    assert [(i["asset_id"], i["key"]) for b in assets for i in b["items"]] == expected_assets(world)
+    assert any(b["cut_short"] for b in assets)
+
+
+def test_api_normal_and_prefix_searches_are_not_cut(api, world, tiny_chunks):
+    body = api.get(TASK_API, {"key": "job", "match": "prefix"}).json()
+    assert body["cut_short"] is False and body["scanned_to"] is None and body["next_cursor"] is None
+    with override_settings(SEARCH_TIME_BUDGET_SECONDS=60):
+        body = api.get(TASK_API, {"key": "job"}).json()
+    assert body["cut_short"] is False and [i["id"] for i in body["items"]] == expected_tasks(world)
+
+
+def test_api_scoped_caller_never_sees_other_dags_while_resuming(client, user_factory, world, tiny_chunks):
+    from .conftest import ALL_PERMS
+
+    user = user_factory("etl-operator", perms=ALL_PERMS)
+    AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
+    AccessScope.objects.create(user=user, kind="asset", pattern="etl.*")
+    _, token = ApiToken.issue(user, "tests")
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    bodies = follow_api(client, TASK_API, {"key": "job", "limit": 1})
+    assert {i["dag_id"] for b in bodies for i in b["items"]} == {"etl_a"}
+    assert [i["id"] for b in bodies for i in b["items"]] == expected_tasks(world, dags=("etl_a",))
+    assets = follow_api(client, ASSET_API, {"key": "job"})
+    assert [(i["asset_id"], i["key"]) for b in assets for i in b["items"]] == expected_assets(world, prefix="etl.")
+
+
+# The page ------------------------------------------------------------------------------------------
+def continue_link(page_html, param):
+    """The notice's Continue link's value of ``param`` (None when the search was not cut)."""
+    match = re.search(r'<a rel="next" href="([^"]+)">Continue searching', page_html)
+    if not match:
+        return None
+    return parse_qs(urlparse(html.unescape(match.group(1))).query)[param][0]
+
+
+def test_page_says_the_search_was_cut_and_continues_it(client, operator, world, tiny_chunks):
+    client.force_login(operator)
+    shown, params, notices = [], {"key": "job", "store": "task"}, 0
+    for _ in range(100):
+        page = client.get("/search/", params).content.decode()
+        found = CUT.search(page)
+        shown += [int(i) for i in re.findall(r'name="ids" value="(\d+)"', page)]
+        if not found:
+            break
+        notices += 1
+        assert found.group(1) == "keys down to id" and int(found.group(3)) <= 50
+        params = {**params, "task_cursor": continue_link(page, "task_cursor")}
+    assert notices > 1 and "No task key matches." not in page
+    assert shown == expected_tasks(world)
+
+
+def test_page_cuts_each_store_and_continues_each(client, operator, world, tiny_chunks):
+    client.force_login(operator)
+    page = client.get("/search/", {"key": "job"}).content.decode()
+    stores = {m.group(1) for m in CUT.finditer(page)}
+    assert stores == {"keys down to id", "asset keys up to asset id"}
+    assert "No task key matches." not in page and "No asset key matches." not in page
+    cursor = continue_link(page.split("<h2>Asset state</h2>")[1], "asset_cursor")
+    assert cursor and decode_cursor(cursor, 1) is not None
+
+
+def test_page_without_cut_has_no_notice(client, operator, world):
+    client.force_login(operator)
+    page = client.get("/search/", {"key": "job"}).content.decode()
+    assert 'role="status"><p>Stopped' not in page and not CUT.search(page)
+    assert "stops after 2 s" in page  # the form says what a contains search costs
