@@ -153,7 +153,7 @@ STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", defaul
 # Also append every audit event to Airflow's own audit log (the `log` table), in the same transaction
 # as the change: Airflow's Audit Log page and /api/v2/eventLogs then show the dashboard's changes.
 AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
-# Seconds a substring (`contains`) key search may scan before it stops and shows what it found so far.
+# Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
 
 # REST API -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import search as searching
 from statestore_admin.state.models import AccessScope
 from statestore_admin.state.pagination import decode_cursor, decode_cursor_for, encode_cursor
@@ -29,7 +30,7 @@ TASK_API = "/api/statestore/v1/search/task-keys"
 ASSET_API = "/api/statestore/v1/search/asset-keys"
 CUT = re.compile(
     r'<div class="warning" role="status">\s*<p>Stopped after 0 s having searched (keys down to id|asset keys up to '
-    r"asset id) (\d+): (\d+) found so far\.\s*Search by prefix or exact key, or add a DAG filter, to search faster\."
+    r"asset id) (\d+): (\d+) found so far\.\s*Add a DAG filter to search faster: keys are indexed by DAG\."
 )
 
 
@@ -146,30 +147,42 @@ def test_small_chunks_within_the_budget_are_one_page(world, monkeypatch):
 @pytest.mark.parametrize(
     "query",
     [
-        SearchQuery(key="job", match="prefix"),
-        SearchQuery(key="job_3", match="exact"),
         SearchQuery(key="job", dag_id="etl_a"),
+        SearchQuery(key="job", match="prefix", dag_id="ml_b"),
         SearchQuery(dag_id="ml_b"),
         SearchQuery(status="never"),
     ],
 )
-def test_prefix_exact_and_dag_searches_are_not_budgeted(world, tiny_chunks, query):
+def test_dag_filtered_and_keyless_searches_are_not_budgeted(world, tiny_chunks, query):
     page = searching.search_task_keys(query, timezone.now(), scope=EVERYTHING)
     assert not page.cut_short and page.next_cursor is None
     expected = [
         k.id
         for k in world["tasks"]
         if (not query.key or (k.key.startswith(query.key) if query.match == "prefix" else query.key in k.key))
-        and (query.match != "exact" or k.key == query.key)
         and (not query.dag_id or k.dag_id == query.dag_id)
+        and (not query.status or k.expires_at is None)
     ]
     assert sorted(k.id for k in page.items) == sorted(expected) and expected
 
 
-def test_asset_prefix_search_is_not_budgeted(world, tiny_chunks):
-    page = searching.search_asset_keys(SearchQuery(key="job", match="prefix"), scope=EVERYTHING)
-    lower = {k for _, k in expected_assets(world) if k.startswith("job")}
-    assert not page.cut_short and page.next_cursor is None and lower <= {k.key for k in page.items}
+@pytest.mark.parametrize("match", ["prefix", "exact"])
+def test_prefix_and_exact_searches_without_a_dag_are_budgeted_too(world, tiny_chunks, match):
+    """No index leads with the key: a prefix or exact search without a DAG filter is a scan like a substring one."""
+    key = "job" if match == "prefix" else world["tasks"][0].key
+    query = SearchQuery(key=key, match=match)
+    pages, items = follow(lambda c: searching.search_task_keys(query, timezone.now(), c, 2, scope=EVERYTHING))
+    lookup = "key__startswith" if match == "prefix" else "key"  # the database's own prefix (SQLite's ignores case)
+    wanted = list(TaskStateStore.objects.filter(**{lookup: key}).order_by("-id").values_list("id", flat=True))
+    assert [k.id for k in items] == wanted and wanted
+    assert any(page.cut_short for page in pages)
+    pages, assets = follow(
+        lambda c: searching.search_asset_keys(SearchQuery(key="job", match="prefix"), c, 2, scope=EVERYTHING)
+    )
+    assert [(k.asset_id, k.key) for k in assets] == list(
+        AssetStateStore.objects.filter(key__startswith="job").order_by("asset_id", "key").values_list("asset_id", "key")
+    )
+    assert any(page.cut_short for page in pages)
 
 
 def test_a_scoped_search_resumes_within_its_scope(world, tiny_chunks):
@@ -218,8 +231,8 @@ def test_api_says_cut_short_and_continues(api, world, tiny_chunks):
     assert any(b["cut_short"] for b in assets)
 
 
-def test_api_normal_and_prefix_searches_are_not_cut(api, world, tiny_chunks):
-    body = api.get(TASK_API, {"key": "job", "match": "prefix"}).json()
+def test_api_dag_filtered_and_unhurried_searches_are_not_cut(api, world, tiny_chunks):
+    body = api.get(TASK_API, {"key": "job", "match": "prefix", "dag_id": "etl_a"}).json()
     assert body["cut_short"] is False and body["scanned_to"] is None and body["next_cursor"] is None
     with override_settings(SEARCH_TIME_BUDGET_SECONDS=60):
         body = api.get(TASK_API, {"key": "job"}).json()

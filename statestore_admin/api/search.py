@@ -53,11 +53,11 @@ class SearchTaskKeys(OwnView):
     def get(self, request):
         """Task keys across all DAGs, newest first, keyset-paginated (no total count).
 
-        A substring search (`match=contains`, the default) without `dag_id` reads the table by ranges of ids
+        A key search (any `match`) without `dag_id` is served by no index: it reads the table by ranges of ids
         and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are
         the matches found so far (fewer than `limit`, maybe none), `scanned_to` is the lowest id searched,
-        and `next_cursor` continues the search below it (every match is found once). Prefix and exact
-        searches, or a `dag_id`, are faster."""
+        and `next_cursor` continues the search below it (every match is found once). With a `dag_id` the
+        search is an index range, without a budget."""
         page = searching.search_task_keys(
             search_query(request),
             timezone.now(),
@@ -96,7 +96,7 @@ class SearchAssetKeys(OwnView):
     def get(self, request):
         """Asset keys across all assets, keyset-paginated (no total count).
 
-        A substring search (`match=contains`, the default) reads the table by ranges of asset ids and stops
+        A key search (any `match`) reads the table by ranges of asset ids (no index leads with the key) and stops
         after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are the matches
         found so far, `scanned_to` is the highest asset id searched, and `next_cursor` continues the search."""
         query = search_query(request)

@@ -1,14 +1,15 @@
 """Search across task and asset keys: one parser of the parameters (``SearchQuery.from_params``) for the
 Search page and the search API, and the queries.
 
-A substring (``contains``) key search is the one search no index can serve (Airflow owns the schema: there is
-no trigram index, and the lookup index leads with ``dag_id``). Without a DAG filter it is a **budgeted scan**:
+A key search without a DAG filter is one no index can serve, whatever its match (Airflow owns the schema: there
+is no trigram index, no index leads with ``key``, and the lookup index leads with ``dag_id``); a substring
+(``contains``) search never can. Such a search is a **budgeted scan**:
 the table is read by ranges of its primary key (task keys newest id first, asset keys by ascending asset id) in
 chunks sized to take a fraction of the budget, until the page is full, the table is read, or the deadline
 (``SEARCH_TIME_BUDGET_SECONDS``, 2 s by default, checked between chunks) has passed. A search stopped by the
 deadline returns what it found so far with ``cut_short`` and a ``next_cursor`` that resumes where the scan
-stopped, so that continuing finds every match exactly once. Prefix, exact, status and DAG-filtered searches
-are one query, as before.
+stopped, so that continuing finds every match exactly once. Searches with a DAG filter, and those without a
+key (by status, run or task), are one query.
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ class SearchQuery:
         return bool(self.dag_id or self.run_id or self.task_id or self.status)
 
     @property
-    def substring(self) -> bool:
-        """A ``contains`` key search: no index serves it."""
-        return bool(self.key) and self.match == "contains"
+    def budgeted(self) -> bool:
+        """A key search of task keys without a DAG filter: no index serves it (any match)."""
+        return bool(self.key) and not self.dag_id
 
 
 @dataclass
@@ -107,7 +108,7 @@ class SearchPage(Page):
 
 
 def time_budget() -> float:
-    """``SEARCH_TIME_BUDGET_SECONDS``: how long a substring search may scan."""
+    """``SEARCH_TIME_BUDGET_SECONDS``: how long a key search no index serves may scan."""
     return max(0.0, float(settings.SEARCH_TIME_BUDGET_SECONDS))
 
 
@@ -201,7 +202,7 @@ def search_task_keys(
     scope: Scope,
     deadline: float | None = None,
 ) -> SearchPage:
-    """Task keys, newest first. A substring search without a DAG filter is a budgeted scan (``SearchPage``),
+    """Task keys, newest first. A key search without a DAG filter is a budgeted scan (``SearchPage``),
     stopped at ``deadline`` (default: ``search_deadline()``)."""
     if query.dag_id and not scope.allows_dag(query.dag_id):
         return SearchPage([], None, cursor)
@@ -213,7 +214,7 @@ def search_task_keys(
             rows = rows.filter(**{name: getattr(query, name)})
     if query.status in STATUSES:
         rows = rows.filter(status_filter(query.status, now))
-    if query.substring and not query.dag_id:
+    if query.budgeted:
         return _scan_task_keys(with_previews(rows), cursor, size, search_deadline() if deadline is None else deadline)
     return _unbudgeted(paginate(with_previews(rows), ["-id"], cursor, size))
 
@@ -221,7 +222,8 @@ def search_task_keys(
 def search_asset_keys(
     query: SearchQuery, cursor: str | None = None, size: int = 50, *, scope: Scope, deadline: float | None = None
 ) -> SearchPage:
-    """Asset keys by asset and key. A substring search is a budgeted scan (``SearchPage``), stopped at
+    """Asset keys by asset and key. A key search is a budgeted scan (``SearchPage``: the primary key leads
+    with the asset id), stopped at
     ``deadline`` (default: ``search_deadline()``)."""
     if query.task_only:
         return SearchPage([], None, None)
@@ -229,6 +231,6 @@ def search_asset_keys(
     if query.asset:
         rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
     rows = with_previews(rows).defer("asset__extra")
-    if query.substring:
+    if query.key:
         return _scan_asset_keys(rows, cursor, size, search_deadline() if deadline is None else deadline)
     return _unbudgeted(paginate(rows, ["asset_id", "key"], cursor, size))
