@@ -17,7 +17,8 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import gc, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import AuditEvent, AuditKey, GcRun
+from statestore_admin.state.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.state.scopes import EVERYTHING
 
 from .conftest import BOTH_DATABASES
 
@@ -73,12 +74,74 @@ SURVIVORS = {
 }
 
 
+@pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
+def batch_order(request, monkeypatch):
+    """PostgreSQL's batches in either order, whatever the planner expects (gc._batch_order). SQLite's are
+    always in index order."""
+    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    return request.param if connections["airflow"].vendor == "postgresql" else gc.INDEX
+
+
 @pytest.mark.parametrize(("batch_size", "batches"), [(0, 1), (1, 5), (3, 2), (100, 1)])
-def test_reference_scenario(reference, batch_size, batches):
+def test_reference_scenario(reference, batch_size, batches, batch_order):
     summary = clean_json(batch_size=batch_size)
     assert keys() == SURVIVORS
     assert AssetStateStore.objects.count() == 2
     assert (summary["rows_deleted"], summary["batches"], summary["outcome"]) == (4, batches, "completed")
+    assert summary["batch_order"] == ("one statement" if batch_size == 0 else batch_order)
+    assert summary["safe_batches"] == 0
+
+
+def test_batches_in_either_order_select_exactly(dag_run_factory, task_key_factory, batch_order):
+    """Many pages, expired and live rows interleaved, a DAG filter: batches of at most N, exactly the rows."""
+    now = timezone.now()
+    for dag_id in ("a", "b"):
+        TaskStateStore.objects.bulk_create(
+            [
+                TaskStateStore(
+                    dag_run=(run := dag_run_factory(dag_id=dag_id)) if i == 0 else run,
+                    dag_id=dag_id,
+                    run_id=run.run_id,
+                    task_id="t",
+                    map_index=-1,
+                    key=f"k{i:04d}",
+                    value="x" * 200,
+                    updated_at=now,
+                    expires_at=None if i % 5 == 0 else now + timedelta(hours=1 if i % 3 else -1),
+                )
+                for i in range(600)
+            ]
+        )
+    expired_a = TaskStateStore.objects.filter(dag_id="a", expires_at__lt=now).count()
+    summary = clean_json(batch_size=37, dag_id=["a"])
+    assert (summary["rows_deleted"], summary["batch_order"]) == (expired_a, batch_order)
+    assert summary["batches"] == expired_a // 37 + 1
+    assert not TaskStateStore.objects.filter(dag_id="a", expires_at__lt=now).exists()
+    assert TaskStateStore.objects.filter(dag_id="b", expires_at__lt=now).count() == expired_a
+    assert TaskStateStore.objects.count() == 1200 - expired_a
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_batch_order_follows_the_planners_estimate(dag_run_factory):
+    """Physical order when the planner expects about one expired row per heap page or more, else the index."""
+    now = timezone.now()
+    run = dag_run_factory()
+
+    def rows(expired: int):
+        TaskStateStore.objects.all().delete()
+        TaskStateStore.objects.bulk_create(
+            TaskStateStore(
+                dag_run=run, dag_id=run.dag_id, run_id=run.run_id, task_id="t", map_index=-1, key=f"k{i:05d}",
+                value="v" * 100, updated_at=now, expires_at=now + timedelta(days=-1 if i < expired else 1),
+            )
+            for i in range(5_000)
+        )  # fmt: skip
+        with connections["airflow"].cursor() as cursor:
+            cursor.execute("ANALYZE task_state_store")
+        return gc._batch_order(connections["airflow"], gc.GcPlan(cutoff=timezone.now(), batch_size=100))
+
+    assert rows(2_500) == gc.PHYSICAL
+    assert rows(3) == gc.INDEX
 
 
 def test_batch_size_comes_from_airflow_config(reference, monkeypatch):
@@ -197,7 +260,8 @@ def test_bad_numbers_are_refused(reference, options, option):
     assert not GcRun.objects.exists() and not AuditEvent.objects.exists()
 
 
-def test_dry_run_is_bounded_and_deletes_nothing(reference):
+def test_dry_run_is_bounded_and_deletes_nothing(reference, monkeypatch):
+    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 200_000)  # exact figures (the capped path: tests below)
     load_scale_data(100_000, expired_fraction=1.0)
     out, _ = clean(dry_run=True)
     lines = out.splitlines()
@@ -209,6 +273,80 @@ def test_dry_run_is_bounded_and_deletes_nothing(reference):
     summary = json.loads(clean(dry_run=True, json=True, top=1)[0])
     assert summary["rows"] == 100_004 and len(summary["by_dag"]) == 1 and len(summary["sample"]) == 5
     assert summary["by_dag"][0] == {"dag_id": "scale_test", "rows": 100_000}
+    assert (summary["rows_estimated"], summary["rows_more_than"], summary["by_dag_source"]) == (False, None, "exact")
+    assert summary["snapshot_taken_at"] is None and summary["snapshot_age_seconds"] is None
+
+
+def dry(**plan) -> gc.DryRunSummary:
+    return gc.dry_run(gc.GcPlan(cutoff=timezone.now(), **plan), scope=EVERYTHING)
+
+
+def snapshot(taken_at, expired: dict[str, int], status=StatsSnapshot.Status.DONE):
+    taken = StatsSnapshot.objects.create(taken_at=taken_at, finished_at=taken_at, status=status)
+    StatsSnapshotDag.objects.bulk_create(
+        StatsSnapshotDag(snapshot=taken, dag_id=dag_id, keys=n + 1, expired=n) for dag_id, n in expired.items()
+    )
+    return taken
+
+
+def test_dry_run_past_the_cap_counts_no_more_than_the_cap(reference, monkeypatch):
+    """Past DRY_RUN_EXACT_CAP expired rows: "more than the cap", the planner's estimate on PostgreSQL (none on
+    SQLite), no DAG figures without a statistics snapshot; the expiry range and the sample stay exact."""
+    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 2)
+    summary = dry()
+    answer = summary.as_dict()
+    postgres = connections["airflow"].vendor == "postgresql"
+    assert (answer["rows_more_than"], answer["rows_estimated"]) == (2, postgres)
+    assert answer["rows"] >= 3 if postgres else answer["rows"] is None
+    assert (answer["dags"], answer["by_dag"], answer["by_dag_source"], answer["snapshot_taken_at"]) == (
+        None, [], None, None
+    )  # fmt: skip
+    assert [s["key"] for s in answer["sample"]] == ["expired", "expired", "minus_60s", "one_second"]
+    assert answer["oldest_expiry"] == answer["sample"][0]["expires_at"]
+    assert answer["newest_expiry"] == answer["sample"][-1]["expires_at"]
+    text = "\n".join(summary.lines())
+    assert "Dry run: more than 2 task state rows expired before" in text
+    assert ("by the planner's estimate" in text) == postgres and ("no estimate here" in text) != postgres
+    assert "By DAG: not counted" in text and "run state_store_stats" in text
+    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 4)  # exactly at the cap: still exact
+    assert (dry().rows, dry().rows_more_than, dry().by_dag_source, dry().dags) == (4, None, "exact", 1)
+
+
+def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkeypatch):
+    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 2)
+    now = timezone.now()
+    snapshot(now - timedelta(days=2), {"old": 99})
+    snapshot(now - timedelta(minutes=30), {"never": 1}, status=StatsSnapshot.Status.FAILED)
+    taken = snapshot(now - timedelta(hours=3), {"reference": 40, "other": 70, "quiet": 0, "third": 5})
+    summary = dry(dag_ids=())
+    answer = summary.as_dict()
+    assert answer["by_dag"] == [{"dag_id": "other", "rows": 70}, {"dag_id": "reference", "rows": 40},
+                                {"dag_id": "third", "rows": 5}]  # fmt: skip
+    assert (answer["by_dag_source"], answer["dags"]) == ("snapshot", 3)
+    assert answer["snapshot_taken_at"] == gc._iso(taken.taken_at)
+    assert 3 * 3600 <= answer["snapshot_age_seconds"] < 3 * 3600 + 60
+    text = "\n".join(summary.lines())
+    assert "By DAG (top 3 of 3), expired at the statistics snapshot of" in text and "(3 h 0 min ago)" in text
+    only = dry(
+        dag_ids=("reference", "old"),
+    ).as_dict()  # the DAG filter applies to the snapshot's rows too
+    assert (only["by_dag"], only["dags"]) == ([{"dag_id": "reference", "rows": 40}], 1)
+    top = gc.dry_run(gc.GcPlan(cutoff=timezone.now()), top=1, scope=EVERYTHING).as_dict()
+    assert top["by_dag"] == [{"dag_id": "other", "rows": 70}] and top["dags"] == 3
+
+
+def test_dry_run_under_the_cap_ignores_snapshots(reference):
+    snapshot(timezone.now(), {"other": 70})
+    answer = dry().as_dict()
+    assert (answer["rows"], answer["by_dag"], answer["by_dag_source"]) == (
+        4, [{"dag_id": "reference", "rows": 4}], "exact"
+    )  # fmt: skip
+
+
+def test_dry_run_text_under_the_cap_is_the_commands(reference):
+    cutoff = timezone.now() - timedelta(seconds=1)
+    out, _ = clean(dry_run=True, before=cutoff.isoformat())
+    assert out.splitlines() == gc.dry_run(gc.GcPlan(cutoff=cutoff), scope=EVERYTHING).lines()
 
 
 def test_dry_run_lists_oldest_first(reference):
@@ -309,13 +447,20 @@ def test_plan_accepts_its_edges():
     assert plan.max_batches == 1 and gc.GcPlan(cutoff=timezone.now(), max_batches=None).max_batches is None
 
 
-def test_dry_run_json_of_the_command_is_the_api_answer(reference, client, operator):
+@pytest.mark.parametrize("cap", [10_000, 1])
+def test_dry_run_json_of_the_command_is_the_api_answer(reference, client, operator, monkeypatch, cap):
+    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", cap)
+    if cap == 1:
+        snapshot(timezone.now() - timedelta(minutes=5), {"reference": 4})
     cutoff = (timezone.now() - timedelta(seconds=30)).isoformat()
     command = json.loads(clean(dry_run=True, json=True, before=cutoff, dag_id=["reference"])[0])
     client.force_login(operator)
     api = client.get("/api/statestore/v1/gc/dry-run", {"before": cutoff, "dag_id": "reference"}).json()
-    assert command == api
-    assert (command["rows"], command["outcome"], command["dag_ids"]) == (3, "dry_run", ["reference"])
+    age = command.pop("snapshot_age_seconds"), api.pop("snapshot_age_seconds")  # answered a moment apart
+    assert command == api and (age[0] is None) == (age[1] is None) == (cap > 1)
+    assert (command["outcome"], command["dag_ids"]) == ("dry_run", ["reference"])
+    assert command["rows"] == 3 if cap > 1 else command["rows_more_than"] == 1
+    assert command["by_dag_source"] == ("exact" if cap > 1 else "snapshot")
     assert [s["key"] for s in command["sample"]] == ["expired", "expired", "minus_60s"]
     assert set(command["sample"][0]) == {
         "key", "value", "updated_at", "expires_at", "dag_id", "run_id", "task_id", "map_index"

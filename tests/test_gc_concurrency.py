@@ -104,6 +104,13 @@ def expired_count():
     return TaskStateStore.objects.filter(expires_at__lt=timezone.now()).count()
 
 
+@pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
+def batch_order(request, monkeypatch):
+    """PostgreSQL's batches in either order, whatever the planner expects (gc._batch_order)."""
+    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    return request.param
+
+
 def test_sigterm_between_batches_keeps_committed_batches_and_a_rerun_finishes(expired_and_live):
     expired_and_live(2_000, live=25)
     process = manage("--batch-size", "100", "--sleep", "0.3", "-v", "2")
@@ -188,9 +195,10 @@ def run_threads(*targets):
 
 
 @pytest.mark.usefixtures("postgres_only")
-def test_a_key_rewritten_during_gc_survives(expired_and_live):
+def test_a_key_rewritten_during_gc_survives(expired_and_live, batch_order):
     """A writer upserts every third expired key with a later expiry while GC runs: no error, and every key
-    it wrote is there afterwards (re-checked under the row lock, or re-inserted after the delete)."""
+    it wrote is there afterwards (the optimistic DELETE re-checks the expiry on the newest row version, a
+    safe batch re-checks it under the row lock, or the writer re-inserts a key deleted just before)."""
     run = expired_and_live(600, live=0)
     rewritten = []
 
@@ -207,14 +215,14 @@ def test_a_key_rewritten_during_gc_survives(expired_and_live):
             rewritten.append(key)
 
     result, errors = run_threads(writer)
-    assert not errors and result.outcome == "completed"
+    assert not errors and (result.outcome, result.batch_order) == ("completed", batch_order)
     gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=5), actor=GC_ACTOR)  # rows skipped while the writer held them
     assert set(TaskStateStore.objects.values_list("key", flat=True)) == set(rewritten)
     assert len(rewritten) == 200 and expired_count() == 0
 
 
 @pytest.mark.usefixtures("postgres_only")
-def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live):
+def test_airflow_gc_at_the_same_time_no_error_no_double_count(expired_and_live, batch_order):
     """Airflow 3.3.2's cleanup algorithm (ids into Python, DELETE … IN, batch 7) runs beside ours."""
     expired_and_live(700, live=20)
     airflow_deleted = []
@@ -289,7 +297,7 @@ def test_progress_bar_on_a_terminal(expired_and_live):
 
 @pytest.mark.usefixtures("postgres_only")
 @pytest.mark.parametrize("batch_size", [0, 50])
-def test_rows_held_by_a_long_transaction_are_skipped_not_waited_on(expired_and_live, batch_size):
+def test_rows_held_by_a_long_transaction_are_skipped_not_waited_on(expired_and_live, batch_size, batch_order):
     """`airflow db clean` deletes expired rows in one long transaction: GC neither fails nor waits on the
     rows it holds (a lock timeout of 0.5 s would fail it), and the two never count a row twice."""
     expired_and_live(300, live=10)
@@ -301,4 +309,45 @@ def test_rows_held_by_a_long_transaction_are_skipped_not_waited_on(expired_and_l
         db_clean.commit()
     assert (result.outcome, held, result.rows_deleted) == ("completed", 100, 200)
     assert ("were skipped" in result.message) == (batch_size == 0)  # batch size 0 fell back to SKIP LOCKED
+    assert (result.safe_batches > 0) == (batch_size > 0)  # an optimistic batch met the held rows: retried safely
     assert expired_count() == 0 and TaskStateStore.objects.count() == 10
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_held_row_makes_an_optimistic_batch_fall_back_not_wait(expired_and_live, batch_order, monkeypatch):
+    """A writer is re-writing one expired key (its transaction still open) while GC runs in batches: the
+    optimistic batch that meets the row waits at most OPTIMISTIC_LOCK_TIMEOUT, not the plan's lock_timeout,
+    then is retried with SKIP LOCKED. Every other expired row goes; the key, once committed, keeps its new
+    expiry. In physical order only that batch falls back; in index order the held row would come first in
+    every batch, so the rest of the run is safe batches (still one fallback)."""
+    monkeypatch.setattr(gc, "OPTIMISTIC_LOCK_TIMEOUT", 0.2)
+    run = expired_and_live(300, live=10)
+    with psycopg.connect(libpq_url()) as writer:
+        writer.execute(
+            "UPDATE task_state_store SET value = '2', expires_at = now() + interval '1 day' "
+            "WHERE dag_run_id = %s AND key = 'k00123'",
+            [run.id],
+        )  # not committed: the row is held
+        plan = gc.GcPlan(cutoff=timezone.now(), batch_size=50, lock_timeout=60)
+        result = gc.run_gc(plan, actor=GC_ACTOR)
+        assert result.delete_seconds < 30  # never the 60 s lock_timeout: the batch fell back
+        writer.commit()
+    assert (result.outcome, result.batch_order, result.safe_batches) == ("completed", batch_order, 1)
+    assert result.rows_deleted == 299 and result.message == ""
+    assert TaskStateStore.objects.get(key="k00123").value == "2"
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 11
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_row_deleted_elsewhere_while_held_is_not_counted(expired_and_live, batch_order, monkeypatch):
+    """Airflow's own GC holds (deletes, uncommitted) some expired rows: our optimistic batch falls back, the
+    held rows are left to Airflow, and after it commits nothing is left and nothing was counted twice."""
+    monkeypatch.setattr(gc, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
+    expired_and_live(200, live=5)
+    with psycopg.connect(libpq_url()) as airflow:
+        held = airflow.execute("DELETE FROM task_state_store WHERE key IN ('k00010', 'k00150')").rowcount
+        result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=40, lock_timeout=60), actor=GC_ACTOR)
+        airflow.commit()
+    assert (held, result.outcome, result.rows_deleted) == (2, "completed", 198)
+    assert result.safe_batches == (2 if batch_order == gc.PHYSICAL else 1)
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 5

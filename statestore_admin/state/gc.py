@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 
 from django.conf import settings
 from django.db import DatabaseError, connections, router, transaction
@@ -45,7 +46,7 @@ from statestore_admin.airflow.router import airflow_alias
 from . import audit
 from .actors import Actor
 from .errors import Invalid
-from .models import AuditEvent, GcRun
+from .models import AuditEvent, GcRun, StatsSnapshot
 from .scopes import Scope, scope_of
 from .values import parse_datetime_aware
 
@@ -163,16 +164,58 @@ def _decoded(text: str):
         return text  # not JSON (written outside Airflow): shown as it is
 
 
+# The dry run counts expired rows exactly up to this many (a count of at most DRY_RUN_EXACT_CAP + 1 rows read
+# through the expires_at index); beyond it the rows are the planner's estimate and the DAGs come from the
+# latest statistics snapshot, so that the answer costs the same at 20 thousand keys and at 10 million.
+DRY_RUN_EXACT_CAP = 10_000
+
+
+def _latest_snapshot() -> StatsSnapshot | None:
+    try:
+        from .stats import latest_snapshot
+    except ImportError:  # pragma: no cover - the statistics module's own reader, when it is there
+        return StatsSnapshot.objects.filter(status=StatsSnapshot.Status.DONE).order_by("-taken_at").first()
+    return latest_snapshot()
+
+
+def _human(n: int) -> str:
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _age(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return "less than a minute"
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes // 60
+    return f"{hours} h {minutes % 60} min" if hours < 48 else f"{hours // 24} days"
+
+
 @dataclass(frozen=True)
 class DryRunSummary:
+    """What a run would delete. ``rows`` is exact unless ``rows_more_than`` is set (the exact count stopped
+    past that cap): then ``rows`` is the planner's estimate (``rows_estimated``, PostgreSQL) or None (SQLite).
+    ``by_dag`` and ``dags`` come from the expired rows (``by_dag_source`` "exact"), or past the cap from the
+    latest statistics snapshot ("snapshot": its ``expired`` figures as of ``snapshot_taken_at``), or are
+    unknown (None: no snapshot)."""
+
     plan: GcPlan
     backend: BackendStatus
-    rows: int
-    dags: int
+    rows: int | None
+    dags: int | None
     by_dag: list[tuple[str, int]]
     oldest: datetime | None
     newest: datetime | None
     sample: list[TaskStateStore]
+    rows_estimated: bool = False
+    rows_more_than: int | None = None
+    by_dag_source: str | None = "exact"
+    snapshot_taken_at: datetime | None = None
+    answered_at: datetime = field(default_factory=timezone.now)
 
     @property
     def cutoff(self) -> datetime:
@@ -184,8 +227,15 @@ class DryRunSummary:
             return ""
         return f"Nothing would be deleted: [state_store] backend is {self.backend.reason}."
 
+    @property
+    def snapshot_age_seconds(self) -> float | None:
+        if self.snapshot_taken_at is None:
+            return None
+        return max((self.answered_at - self.snapshot_taken_at).total_seconds(), 0.0)
+
     def as_dict(self) -> dict:
         """The summary as the API (``gc/dry-run``) and ``state_store_clean --dry-run --json`` print it."""
+        age = self.snapshot_age_seconds
         return {
             "dry_run": True,
             "outcome": "dry_run" if self.backend.is_metastore else GcRun.Outcome.SKIPPED.value,
@@ -196,8 +246,13 @@ class DryRunSummary:
             "cutoff": _iso(self.plan.cutoff),
             "dag_ids": list(self.plan.dag_ids),
             "rows": self.rows,
+            "rows_estimated": self.rows_estimated,
+            "rows_more_than": self.rows_more_than,
             "dags": self.dags,
             "by_dag": [{"dag_id": dag_id, "rows": rows} for dag_id, rows in self.by_dag],
+            "by_dag_source": self.by_dag_source,
+            "snapshot_taken_at": _iso(self.snapshot_taken_at),
+            "snapshot_age_seconds": round(age, 1) if age is not None else None,
             "oldest_expiry": _iso(self.oldest),
             "newest_expiry": _iso(self.newest),
             "sample": [
@@ -215,6 +270,71 @@ class DryRunSummary:
             ],
         }
 
+    def lines(self) -> list[str]:
+        """The summary as ``state_store_clean --dry-run`` prints it (text)."""
+        if self.message:
+            return [self.message]
+        before = self.plan.cutoff.isoformat()
+        if self.rows_more_than is None:
+            lines = [f"Dry run: {self.rows} task state row(s) expired before {before} would be deleted."]
+        else:
+            estimate = f"≈ {_human(self.rows)} by the planner's estimate" if self.rows_estimated else "no estimate here"
+            lines = [
+                f"Dry run: more than {self.rows_more_than:,} task state rows expired before {before} would be "
+                f"deleted ({estimate}; counted exactly up to {self.rows_more_than:,})."
+            ]
+        if self.rows == 0:
+            return lines
+        lines.append(f"Expiry range: {_when(self.oldest)} (oldest) to {_when(self.newest)} (newest).")
+        of = f" of {self.dags}" if self.dags is not None else ""
+        if self.by_dag_source == "exact":
+            lines.append(f"By DAG (top {len(self.by_dag)}{of}):")
+        elif self.by_dag_source == "snapshot":
+            lines.append(
+                f"By DAG (top {len(self.by_dag)}{of}), expired at the statistics snapshot of "
+                f"{_when(self.snapshot_taken_at)} ({_age(self.snapshot_age_seconds)} ago):"
+            )
+        else:
+            lines.append("By DAG: not counted (too many rows and no statistics snapshot; run state_store_stats).")
+        width = max((len(d) for d, _ in self.by_dag), default=0)
+        lines += [f"  {dag_id:<{width}}  {rows:>10}" for dag_id, rows in self.by_dag]
+        counted = f"{len(self.sample)} of {self.rows}" if self.rows_more_than is None else f"the {len(self.sample)}"
+        lines.append(f"Sample ({counted}, oldest first):")
+        lines += [
+            f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
+            f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
+            for r in self.sample
+        ]
+        lines.append("Asset state and keys without expiry (NEVER_EXPIRE) are never deleted.")
+        return lines
+
+
+def _when(value) -> str:
+    return value.isoformat() if value else "-"
+
+
+def _capped_count(plan: GcPlan, cap: int) -> int:
+    """The expired rows, counted up to ``cap + 1`` (an index-only walk of the expires_at index at most)."""
+    connection = connections[airflow_alias()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM task_state_store WHERE {_where(plan.dag_ids)} LIMIT %s) AS capped",
+            [*_params(plan), cap + 1],
+        )
+        return cursor.fetchone()[0]
+
+
+def _snapshot_by_dag(plan: GcPlan, top: int) -> tuple[datetime | None, int | None, list[tuple[str, int]]]:
+    """The latest snapshot's expired rows by DAG: (taken_at, DAGs with expired rows, the top ones)."""
+    snapshot = _latest_snapshot()
+    if snapshot is None:
+        return None, None, []
+    dags = snapshot.dag_rows.filter(expired__gt=0)
+    if plan.dag_ids:
+        dags = dags.filter(dag_id__in=plan.dag_ids)
+    top_dags = list(dags.order_by("-expired", "dag_id").values_list("dag_id", "expired")[:top])
+    return snapshot.taken_at, dags.count(), top_dags
+
 
 def dry_run(
     plan: GcPlan, top: int = 10, sample: int = 5, config: AirflowConfig | None = None, *, scope: Scope
@@ -222,21 +342,44 @@ def dry_run(
     """What a run would delete, in a bounded number of bounded queries whatever the table size. GC spans
     every DAG: a user with a ``scope`` may not preview it (Forbidden).
 
-    With a backend other than the metastore's nothing would be deleted: the summary says so and counts nothing.
+    Up to ``DRY_RUN_EXACT_CAP`` expired rows everything is exact. Past it: the rows are the planner's
+    estimate (PostgreSQL; at least the cap + 1), the DAGs come from the latest statistics snapshot (or are
+    not counted), the oldest and newest expiry are the two ends of the expires_at index range, and the
+    sample its first rows. With a backend other than the metastore's nothing would be deleted: the summary
+    says so and counts nothing.
     """
     scope.require_unrestricted("Garbage collection")
     status = backend_status(config)
     if not status.is_metastore:
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
     rows = expired_rows(plan.cutoff, plan.dag_ids)
-    stats = rows.aggregate(
-        rows=Count("id"), dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at")
-    )
-    by_dag = list(
-        rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top]
-    )
     examples = list(rows.order_by("expires_at", "id")[:sample])
-    return DryRunSummary(plan, status, stats["rows"], stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
+    cap = DRY_RUN_EXACT_CAP
+    counted = _capped_count(plan, cap)
+    if counted <= cap:
+        stats = rows.aggregate(dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at"))
+        by_dag = list(
+            rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top]
+        )
+        return DryRunSummary(plan, status, counted, stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
+    ends = rows.aggregate(oldest=Min("expires_at"), newest=Max("expires_at"))  # two index lookups
+    connection = connections[airflow_alias()]
+    estimate = _estimated_rows(connection, _where(plan.dag_ids), _params(plan))
+    taken_at, dags, by_dag = _snapshot_by_dag(plan, top)
+    return DryRunSummary(
+        plan,
+        status,
+        max(estimate, cap + 1) if estimate is not None else None,
+        dags,
+        by_dag,
+        ends["oldest"],
+        ends["newest"],
+        examples,
+        rows_estimated=estimate is not None,
+        rows_more_than=cap,
+        by_dag_source="snapshot" if taken_at else None,
+        snapshot_taken_at=taken_at,
+    )
 
 
 @dataclass
@@ -290,6 +433,8 @@ class GcResult:
     started_at: datetime = field(default_factory=timezone.now)
     finished_at: datetime | None = None
     message: str = ""
+    batch_order: str = ""
+    safe_batches: int = 0
     record: GcRun | None = None
     event: AuditEvent | None = None
 
@@ -310,6 +455,8 @@ class GcResult:
             "duration_seconds": round(self.duration, 3),
             "delete_seconds": round(self.delete_seconds, 3),
             "backend": self.backend.backend,
+            "batch_order": self.batch_order,
+            "safe_batches": self.safe_batches,
             "message": self.message,
             "run_id": self.record.pk if self.record else None,
             "audit_event_id": self.event.pk if self.event else None,
@@ -324,19 +471,23 @@ def _where(dag_ids: tuple[str, ...]) -> str:
     return f"expires_at < %s AND dag_id IN ({placeholders})"
 
 
+def _params(plan: GcPlan) -> list:
+    return [connections[airflow_alias()].ops.adapt_datetimefield_value(plan.cutoff), *plan.dag_ids]
+
+
 def _statement(vendor: str, plan: GcPlan, skip_locked: bool = False) -> tuple[str, list]:
-    """The DELETE of one batch. ``skip_locked``: batch size 0's fallback, one statement that skips held rows."""
+    """Batch size 0's one DELETE (``skip_locked``: its fallback, one statement that skips held rows), and
+    SQLite's batches. PostgreSQL's batches are ``_PgBatches``."""
     where = _where(plan.dag_ids)
-    params = [connections[airflow_alias()].ops.adapt_datetimefield_value(plan.cutoff), *plan.dag_ids]
+    params = _params(plan)
     if plan.batch_size == 0 and not skip_locked:
         return f"DELETE FROM task_state_store WHERE {where}", params
     if vendor == "postgresql":
         # The rows are locked by the subquery, so their physical addresses (ctid) cannot change before the
         # DELETE; deleting by ctid is a TID scan instead of one primary-key lookup per row (2x faster).
-        limit = f"ORDER BY expires_at LIMIT {int(plan.batch_size)} " if plan.batch_size else ""
         sql = (
             "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store "
-            f"WHERE {where} {limit}FOR UPDATE SKIP LOCKED))"
+            f"WHERE {where} FOR UPDATE SKIP LOCKED))"
         )
         return sql, params
     sql = (
@@ -344,6 +495,90 @@ def _statement(vendor: str, plan: GcPlan, skip_locked: bool = False) -> tuple[st
         f"ORDER BY expires_at LIMIT {int(plan.batch_size)})"
     )
     return sql, params
+
+
+# An optimistic batch waits at most this long (seconds, and never longer than the plan's lock_timeout) on
+# a row another transaction holds, then is rolled back and run again the safe way (FOR UPDATE SKIP LOCKED).
+OPTIMISTIC_LOCK_TIMEOUT = 0.1
+# Batches walk the heap in physical order when the planner expects at least this many expired rows per
+# heap page (most pages then hold some: one sequential pass reads fewer pages than the random visits of
+# the expires_at index order); fewer expired rows are found through the index.
+PHYSICAL_ORDER_ROWS_PER_PAGE = 1.0
+PHYSICAL, INDEX = "physical", "index"
+
+
+def _estimated_rows(connection, where: str, params: list) -> int | None:
+    """PostgreSQL's planner estimate of the rows ``where`` matches (no scan); None elsewhere."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM task_state_store WHERE {where}", params)
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def _batch_order(connection, plan: GcPlan) -> str:
+    """Physical (heap) order when expired rows are spread over most pages, else the expires_at index's."""
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute("SELECT relpages FROM pg_class WHERE oid = 'task_state_store'::regclass")
+        pages = max(cursor.fetchone()[0], 1)
+        expected = _estimated_rows(connection, _where(plan.dag_ids), _params(plan)) or 0
+    return PHYSICAL if expected >= pages * PHYSICAL_ORDER_ROWS_PER_PAGE else INDEX
+
+
+class _PgBatches:
+    """PostgreSQL's batches of at most ``plan.batch_size`` rows, optimistic first.
+
+    Each batch statement picks up to N row addresses (ctid) of expired rows, deletes those rows while
+    re-checking ``expires_at < cutoff`` (so that a row re-written with a later expiry since the pick
+    survives: PostgreSQL re-evaluates the condition on the newest row version before deleting it), and
+    returns (rows deleted, rows picked, the last address picked). Optimistic batches lock nothing before
+    deleting; one that meets a row another transaction holds waits at most ``OPTIMISTIC_LOCK_TIMEOUT``,
+    rolls back and is run again the safe way, whose pick is ``FOR UPDATE SKIP LOCKED``: held rows are
+    left for the next run.
+
+    - Physical order: the pick walks the heap from the last address the previous batch picked (a TID
+      range scan; the planner is kept to it), so every page is read once, in order. A held row is left
+      behind by the safe batch; the next batches are optimistic again.
+    - Index order: the pick walks the ``expires_at`` index (``ORDER BY expires_at``). A held row would
+      come first again in every following batch, so once one is met the rest of the run is safe batches.
+    """
+
+    def __init__(self, plan: GcPlan, order: str):
+        self.plan, self.order = plan, order
+        self.after = "(0,0)"  # physical order: the last address picked
+        self.safe = False  # index order: a held row was met
+
+    def statement(self, safe: bool) -> tuple[str, list]:
+        where, params, n = _where(self.plan.dag_ids), _params(self.plan), int(self.plan.batch_size)
+        lock = " FOR UPDATE SKIP LOCKED" if safe else ""
+        if self.order == PHYSICAL:
+            pick = f"SELECT ctid FROM task_state_store WHERE ctid > %s::tid AND {where} LIMIT {n}{lock}"
+            pick_params = [self.after, *params]
+        else:
+            pick = f"SELECT ctid FROM task_state_store WHERE {where} ORDER BY expires_at LIMIT {n}{lock}"
+            pick_params = params
+        sql = (
+            f"WITH batch AS MATERIALIZED ({pick}), gone AS (DELETE FROM task_state_store "
+            f"WHERE ctid = ANY(ARRAY(SELECT ctid FROM batch)) AND {where} RETURNING 1) "
+            "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM batch), (SELECT max(ctid) FROM batch)::text"
+        )
+        return sql, [*pick_params, *params]
+
+    def settings(self, safe: bool) -> dict[str, str]:
+        """This batch transaction's settings (SET LOCAL)."""
+        timeout = self.plan.lock_timeout if safe else min(self.plan.lock_timeout, OPTIMISTIC_LOCK_TIMEOUT)
+        local = {"lock_timeout": f"{max(int(timeout * 1000), 1)}ms"}
+        if self.order == PHYSICAL:
+            # Only a TID range scan returns rows in physical order: no index, no (parallel) sequential scan.
+            local |= {
+                "enable_indexscan": "off",
+                "enable_bitmapscan": "off",
+                "enable_seqscan": "off",
+                "max_parallel_workers_per_gather": "0",
+            }
+        return local
 
 
 def _lock_not_available(exc: DatabaseError) -> bool:
@@ -379,19 +614,61 @@ def _advisory_lock(connection) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
 
 
-def _delete_batch(connection, sql: str, params: list, plan: GcPlan, interrupter: Interrupter) -> int:
-    """Run one batch in its own transaction; return the rows it deleted."""
+def _delete_batch(
+    connection, sql: str, params: list, interrupter: Interrupter, local: dict[str, str]
+) -> tuple[int, int | None, str | None]:
+    """Run one batch statement in its own transaction with the ``local`` settings (PostgreSQL); return the
+    rows it deleted, and for ``_PgBatches`` the rows it picked and the last address picked."""
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # Both for this transaction only. Without a synchronous commit a crash can undo the last
+            # All for this transaction only. Without a synchronous commit a crash can undo the last
             # batches' deletes: the rows are still expired and the next run deletes them again.
+            local = {**local, "synchronous_commit": "off"}
             cursor.execute(
-                "SELECT set_config('lock_timeout', %s, true), set_config('synchronous_commit', 'off', true)",
-                [f"{int(plan.lock_timeout * 1000)}ms"],
+                "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(local)),
+                [item for pair in local.items() for item in pair],
             )
         with interrupter.statement():
             cursor.execute(sql, params)
-        return cursor.rowcount
+        if cursor.description:
+            deleted, picked, last = cursor.fetchone()
+            return deleted, picked, last
+        return cursor.rowcount, None, None
+
+
+def _one_statement(connection, plan: GcPlan, result: GcResult, interrupter: Interrupter) -> tuple[int, bool]:
+    """Batch size 0: every expired row in one statement."""
+    local = {"lock_timeout": f"{int(plan.lock_timeout * 1000)}ms"}
+    try:
+        return _delete_batch(connection, *_statement(connection.vendor, plan), interrupter, local)[0], True
+    except DatabaseError as exc:
+        if not _lock_not_available(exc):  # only PostgreSQL reports 55P03
+            raise
+    # One plain DELETE (as fast as it gets) waits on rows another transaction holds: `airflow db clean`,
+    # Airflow's own GC, a writer. Past lock_timeout it has rolled back; one statement that skips the held
+    # rows deletes the rest.
+    deleted = _delete_batch(connection, *_statement(connection.vendor, plan, skip_locked=True), interrupter, local)[0]
+    result.message = (
+        f"Rows another transaction held for more than {plan.lock_timeout:g}s were skipped; "
+        "the next run deletes those that are still there."
+    )
+    return deleted, True
+
+
+def _pg_batch(connection, batches: _PgBatches, result: GcResult, interrupter: Interrupter) -> tuple[int, bool]:
+    """One PostgreSQL batch, optimistic unless a held row was met (``_PgBatches``)."""
+    safe = batches.safe
+    try:
+        deleted, picked, last = _delete_batch(connection, *batches.statement(safe), interrupter, batches.settings(safe))
+    except DatabaseError as exc:
+        if safe or not _lock_not_available(exc):
+            raise
+        result.safe_batches += 1  # rolled back: the same batch again, skipping the held rows
+        deleted, picked, last = _delete_batch(connection, *batches.statement(True), interrupter, batches.settings(True))
+        batches.safe = batches.order == INDEX
+    if last:
+        batches.after = last
+    return deleted, picked < batches.plan.batch_size
 
 
 def _run_batches(
@@ -401,29 +678,30 @@ def _run_batches(
     on_batch: Callable[[GcProgress], None] | None,
 ) -> None:
     connection = connections[airflow_alias()]
-    sql, params = _statement(connection.vendor, plan)
+    if plan.batch_size == 0:
+        result.batch_order = "one statement"
+        step = partial(_one_statement, connection, plan, result, interrupter)
+    elif connection.vendor == "postgresql":
+        batches = _PgBatches(plan, _batch_order(connection, plan))
+        result.batch_order = batches.order
+        step = partial(_pg_batch, connection, batches, result, interrupter)
+    else:  # SQLite: no row locks; it serialises writers
+        result.batch_order = INDEX
+        sql, params = _statement(connection.vendor, plan)
+
+        def step() -> tuple[int, bool]:
+            deleted = _delete_batch(connection, sql, params, interrupter, {})[0]
+            return deleted, deleted < plan.batch_size
+
     clock = time.monotonic()
     while True:
-        try:
-            deleted = _delete_batch(connection, sql, params, plan, interrupter)
-        except DatabaseError as exc:
-            if plan.batch_size or not _lock_not_available(exc):  # only PostgreSQL reports 55P03
-                raise
-            # Batch size 0 is one plain DELETE (as fast as it gets), which waits on rows another transaction
-            # holds: `airflow db clean`, Airflow's own GC, a writer. Past lock_timeout it has rolled back;
-            # one statement that skips the held rows deletes the rest.
-            fallback_sql, fallback_params = _statement(connection.vendor, plan, skip_locked=True)
-            deleted = _delete_batch(connection, fallback_sql, fallback_params, plan, interrupter)
-            result.message = (
-                f"Rows another transaction held for more than {plan.lock_timeout:g}s were skipped; "
-                "the next run deletes those that are still there."
-            )
+        deleted, finished = step()
         result.batches += 1
         result.rows_deleted += deleted
         result.delete_seconds = time.monotonic() - clock
         if on_batch:
             on_batch(GcProgress(result.batches, deleted, result.rows_deleted, result.delete_seconds))
-        if plan.batch_size == 0 or deleted < plan.batch_size:
+        if finished:
             result.outcome = GcRun.Outcome.COMPLETED
             return
         if plan.max_batches is not None and result.batches >= plan.max_batches:
