@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 
-from .models import AccessScope, GcRun
+from .models import AccessScope, GcRun, StatsSnapshot
 from .scopes import scope_of
 
 
@@ -17,6 +17,28 @@ class GcRunAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         """GC spans every DAG: not shown to a user with a scope (as on the overview)."""
+        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(StatsSnapshot)
+class StatsSnapshotAdmin(admin.ModelAdmin):
+    """Statistics snapshots are written by state_store_stats (and state_store_clean) only: read-only here."""
+
+    list_display = ("taken_at", "status", "trigger", "task_keys", "task_bytes", "expired", "asset_keys", "dags")
+    list_filter = ("status", "trigger")
+    date_hierarchy = "taken_at"
+
+    def has_view_permission(self, request, obj=None):
+        """A snapshot spans every DAG and asset: not shown to a user with a scope (as GC runs)."""
         return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
 
     def has_add_permission(self, request):

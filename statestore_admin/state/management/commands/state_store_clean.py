@@ -1,5 +1,10 @@
 """`manage.py state_store_clean`: delete expired task state, as Airflow's `airflow state-store clean`.
 
+A real run that completed, stopped at --max-batches or was skipped (custom backend) then records a
+statistics snapshot (``state.stats``, trigger "gc"), unless ``--no-stats``. A snapshot that fails is
+reported on stderr (and recorded as failed); it does not change the run's outcome or exit code. A
+snapshot taken is described with --json ("stats") or at --verbosity 3.
+
 Exit codes: 0 done (also: nothing to delete, dry run, custom backend skipped, stopped at
 --max-batches); 1 database or other error; 2 invalid option or Airflow configuration; 3 another run
 holds the lock; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM), committed batches kept.
@@ -15,7 +20,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
-from statestore_admin.state import gc
+from statestore_admin.state import gc, stats
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
@@ -67,6 +72,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--top", type=int, default=10, help="Dry run: DAGs listed (default 10).")
         parser.add_argument("--json", action="store_true", help="Print a JSON summary instead of text.")
+        parser.add_argument(
+            "--no-stats", action="store_true", help="Do not record a statistics snapshot after a real run."
+        )
 
     def execute(self, *args, **options):
         # Deletes and counts over a large table outlast a page's query deadline: GC has its own.
@@ -102,7 +110,11 @@ class Command(BaseCommand):
                 "deleting rows does not delete the external objects (as in Airflow)."
             )
         result = self.run(plan, config)
-        self.report(result)
+        if not self.as_json:
+            self.report(result)
+        snapshot = None if options["no_stats"] else self.snapshot(result)
+        if self.as_json:
+            self.report(result, snapshot)
         if result.outcome == GcRun.Outcome.LOCKED:
             sys.exit(EXIT_LOCKED)
         if result.outcome == GcRun.Outcome.INTERRUPTED:
@@ -147,9 +159,28 @@ class Command(BaseCommand):
         elif self.verbosity >= 2 and not self.as_json:
             self.stdout.write(line)
 
-    def report(self, result: gc.GcResult):
+    # -- statistics snapshot after a real run ---------------------------------------------------
+    STATS_AFTER = (GcRun.Outcome.COMPLETED, GcRun.Outcome.PARTIAL, GcRun.Outcome.SKIPPED)
+
+    def snapshot(self, result: gc.GcResult) -> dict | None:
+        """Record a snapshot after the run (not after a locked or interrupted one); never fails the command."""
+        if result.outcome not in self.STATS_AFTER:
+            return None
+        try:
+            snapshot = stats.take_snapshot(trigger="gc")
+        except KeyboardInterrupt:
+            self.stderr.write("Statistics snapshot interrupted (recorded as failed); the GC run itself is done.")
+            sys.exit(128 + signal.SIGINT)
+        except Exception as exc:
+            self.stderr.write(f"Statistics snapshot failed (the GC run itself is done): {type(exc).__name__}: {exc}")
+            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        if self.verbosity >= 3 and not self.as_json:  # the GC's own line stays the last one at lower verbosity
+            self.stdout.write(stats.describe(snapshot))
+        return {"id": snapshot.pk, "status": snapshot.status, "duration_seconds": snapshot.duration_seconds}
+
+    def report(self, result: gc.GcResult, snapshot: dict | None = None):
         if self.as_json:
-            self.stdout.write(json.dumps(result.as_dict()))
+            self.stdout.write(json.dumps({**result.as_dict(), "stats": snapshot}))
             return
         failed = result.outcome in (GcRun.Outcome.LOCKED, GcRun.Outcome.INTERRUPTED)
         if self.verbosity < 1 and not failed:
