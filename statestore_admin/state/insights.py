@@ -1,0 +1,425 @@
+"""What the Insights page, its JSON API and ``/metrics`` show: reads of the statistics snapshots
+(``StatsSnapshot``, ``StatsSnapshotDag``, taken by ``state_store_stats``) and of the GC runs (``GcRun``).
+
+Nothing here reads Airflow's state tables (except ``selectors.scoped_dag_ids``, a loose index scan, for a
+user with a DAG scope): every figure is as of a snapshot, shown with its time.
+
+Who sees what (the rules of the overview, issue 12):
+
+- a store's figures need ``view`` on it (``stores``: ``permissions.viewable_stores(user)``);
+- a scoped user's task figures are sums of their DAGs' ``StatsSnapshotDag`` rows; figures of the whole store
+  that cannot be split by DAG or asset (the expiry and size histograms, the asset totals for an asset scope)
+  are not shown to them, and the snapshot's top lists are filtered to what their scope allows;
+- GC runs span every DAG: only unscoped viewers of task state see them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Sum
+
+from . import selectors, stats
+from .errors import Invalid
+from .models import GcRun, StatsSnapshot, StatsSnapshotDag
+from .scopes import Scope
+
+DAYS = (7, 30, 90)
+DEFAULT_DAYS = 30
+MAX_POINTS = 120  # points of a line chart; above, the last snapshot of each period is kept
+TOP_DAG_SERIES = 5  # DAGs drawn over time
+TOP = 10  # rows of each top list
+MAX_GC_RUNS = 200
+
+
+def parse_days(value) -> int:
+    """``days`` from a query string: one of ``DAYS``, empty for the default; ``Invalid`` (code ``enum``)
+    otherwise."""
+    if value in (None, ""):
+        return DEFAULT_DAYS
+    choices = tuple(str(d) for d in DAYS)
+    if str(value) not in choices:
+        typed = repr(str(value)).replace("%", "%%")
+        raise Invalid(
+            {
+                "days": [
+                    Invalid(
+                        f"Unknown days {typed}: use one of {', '.join(choices)}.",
+                        code="enum",
+                        params={"choices": choices},
+                    )
+                ]
+            }
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What a user may see here. ``task``/``asset``: view on the store (their DAGs' and assets' figures);
+    ``task_wide``/``asset_wide``: the whole store's figures (view, and no scope on that kind);
+    ``gc``: the GC runs (view on task state, no scope at all)."""
+
+    task: bool
+    asset: bool
+    task_wide: bool
+    asset_wide: bool
+    gc: bool
+
+    @property
+    def anything(self) -> bool:
+        return self.task or self.asset
+
+
+def access(*, scope: Scope, stores: tuple[str, ...]) -> Access:
+    task, asset = "task" in stores, "asset" in stores
+    return Access(
+        task=task,
+        asset=asset,
+        task_wide=task and scope.all_dags,
+        asset_wide=asset and scope.all_assets,
+        gc=task and not scope.restricted,
+    )
+
+
+def _scoped_dags(scope: Scope, acc: Access) -> list[str] | None:
+    """The dag_ids to sum for this user (None: the whole store's columns)."""
+    return None if acc.task_wide else selectors.scoped_dag_ids(scope) or []
+
+
+# Latest snapshot --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Latest:
+    """The latest finished snapshot's figures that the user may see (None: hidden)."""
+
+    snapshot: StatsSnapshot
+    task_keys: int | None
+    task_bytes: int | None
+    expired: int | None
+    expiring: int | None
+    never: int | None
+    live: int | None
+    dags: int | None
+    asset_keys: int | None
+    asset_bytes: int | None
+    assets: int | None
+
+    @property
+    def taken_at(self) -> datetime:
+        return self.snapshot.taken_at
+
+    def age_seconds(self, now: datetime) -> float:
+        return max(0.0, (now - self.snapshot.taken_at).total_seconds())
+
+
+def latest(*, scope: Scope, stores: tuple[str, ...]) -> Latest | None:
+    """The latest finished snapshot, as this user may see it; None if there is none."""
+    snapshot = stats.latest_snapshot()
+    if snapshot is None:
+        return None
+    acc = access(scope=scope, stores=stores)
+    task = dict.fromkeys(("task_keys", "task_bytes", "expired", "expiring", "never", "live", "dags"))
+    if acc.task_wide:
+        task = {name: getattr(snapshot, name) for name in task}
+    elif acc.task:
+        totals = stats.scoped_totals(snapshot, scope)
+        task = {
+            "task_keys": totals.keys,
+            "task_bytes": totals.bytes,
+            "expired": totals.expired,
+            "expiring": totals.expiring,
+            "never": totals.never,
+            "live": totals.live,
+            "dags": None,  # not counted for a scope: "today's DAGs with state" would not be the snapshot's
+        }
+    asset = dict.fromkeys(("asset_keys", "asset_bytes", "assets"))
+    if acc.asset_wide:
+        asset = {name: getattr(snapshot, name) for name in asset}
+    return Latest(snapshot=snapshot, **task, **asset)
+
+
+# Over time --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    """One snapshot in a series: the store totals the user may see (None: hidden)."""
+
+    taken_at: datetime
+    task_keys: int | None
+    task_bytes: int | None
+    asset_keys: int | None
+    asset_bytes: int | None
+
+
+@dataclass(frozen=True)
+class DagSeries:
+    dag_id: str
+    keys: list[int]  # one per point of the series (0: no state in that snapshot)
+    bytes: list[int]
+
+
+@dataclass(frozen=True)
+class Series:
+    days: int
+    since: datetime
+    points: list[Point] = field(default_factory=list)
+    dags: list[DagSeries] = field(default_factory=list)  # the top DAGs of the latest snapshot (by keys)
+
+
+def _thin(points: list[dict], since: datetime, now: datetime) -> list[dict]:
+    """At most ``MAX_POINTS``: the last snapshot of each of ``MAX_POINTS`` equal periods."""
+    if len(points) <= MAX_POINTS:
+        return points
+    width = (now - since) / MAX_POINTS
+    kept: dict[int, dict] = {}
+    for point in points:  # oldest first: the last one of a period wins
+        kept[int((point["taken_at"] - since) / width)] = point
+    return list(kept.values())
+
+
+def _scoped_sums(since: datetime, dag_ids: list[str]) -> dict[datetime, tuple[int, int]]:
+    """Keys and bytes of ``dag_ids`` at each done snapshot since ``since`` (one grouped query of the per-DAG
+    rows, through their (dag_id, snapshot) index)."""
+    rows = (
+        StatsSnapshotDag.objects.filter(
+            dag_id__in=dag_ids, snapshot__status=StatsSnapshot.Status.DONE, snapshot__taken_at__gte=since
+        )
+        .values("snapshot__taken_at")
+        .annotate(keys=Sum("keys"), bytes=Sum("bytes"))
+        .order_by()
+    )
+    return {row["snapshot__taken_at"]: (row["keys"] or 0, row["bytes"] or 0) for row in rows}
+
+
+def _top_dag_ids(snapshot: StatsSnapshot, dag_ids: list[str] | None, limit: int) -> list[str]:
+    rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
+    if dag_ids is not None:
+        rows = rows.filter(dag_id__in=dag_ids)
+    return list(rows.order_by("-keys", "dag_id").values_list("dag_id", flat=True)[:limit])
+
+
+def series(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Series:
+    """Keys and bytes per store at each done snapshot of the last ``days`` days (oldest first, at most
+    ``MAX_POINTS``), and the same for the top ``TOP_DAG_SERIES`` DAGs (in the user's scope) of the latest
+    snapshot."""
+    since = now - timedelta(days=days)
+    acc = access(scope=scope, stores=stores)
+    if not acc.anything:
+        return Series(days, since)
+    dag_ids = _scoped_dags(scope, acc) if acc.task else []
+    top_names = []
+    if acc.task:
+        newest = stats.latest_snapshot()
+        top_names = _top_dag_ids(newest, dag_ids, TOP_DAG_SERIES) if newest is not None else []
+    found = stats.snapshot_series(since=since, dag_ids=top_names)
+    raw = _thin(found.points, since, now)
+    if not raw:
+        return Series(days, since)
+    scoped = _scoped_sums(since, dag_ids) if acc.task and dag_ids is not None else {}
+    points = []
+    for p in raw:
+        if acc.task_wide:
+            task = (p["task_keys"], p["task_bytes"])
+        elif acc.task:
+            task = scoped.get(p["taken_at"], (0, 0))
+        else:
+            task = (None, None)
+        asset = (p["asset_keys"], p["asset_bytes"]) if acc.asset_wide else (None, None)
+        points.append(Point(p["taken_at"], *task, *asset))
+    top_dags = []
+    for name in top_names:
+        by_time = {row["taken_at"]: (row["keys"], row["bytes"]) for row in found.dags.get(name, [])}
+        figures = [by_time.get(p.taken_at, (0, 0)) for p in points]
+        top_dags.append(DagSeries(name, [k for k, _ in figures], [b for _, b in figures]))
+    return Series(days, since, points, top_dags)
+
+
+# The latest snapshot's distributions ------------------------------------------------------------
+@dataclass(frozen=True)
+class ExpiryDay:
+    day: str  # YYYY-MM-DD (UTC)
+    keys: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """``days``: what GC will delete on each of the next 30 days (the whole store: None for a DAG scope);
+    ``by_status``: the user's task keys by expiry status (expired, expiring in 24 h, never, later)."""
+
+    taken_at: datetime
+    days: list[ExpiryDay] | None
+    by_status: dict[str, int]
+
+
+_LATEST = object()  # "not given": the functions below read the latest snapshot themselves
+
+
+def expiry(*, scope: Scope, stores: tuple[str, ...], figures: Latest | None = _LATEST) -> Expiry | None:
+    """None without a snapshot or without view on task state. ``figures``: ``latest()``'s, if already read."""
+    figures = latest(scope=scope, stores=stores) if figures is _LATEST else figures
+    if figures is None or figures.task_keys is None:
+        return None
+    acc = access(scope=scope, stores=stores)
+    days = None
+    if acc.task_wide:
+        days = [ExpiryDay(str(d["day"]), int(d["keys"]), int(d["bytes"])) for d in figures.snapshot.expiry_histogram]
+    later = max(0, (figures.live or 0) - (figures.expiring or 0) - (figures.never or 0))
+    by_status = {
+        selectors.EXPIRED: figures.expired or 0,
+        selectors.EXPIRING: figures.expiring or 0,
+        "later": later,
+        selectors.NEVER: figures.never or 0,
+    }
+    return Expiry(figures.taken_at, days, by_status)
+
+
+@dataclass(frozen=True)
+class SizeBucket:
+    store: str
+    up_to: int | None  # bytes; None: larger than the previous bucket
+    keys: int
+
+
+def sizes(*, scope: Scope, stores: tuple[str, ...], figures: Latest | None = _LATEST) -> list[SizeBucket]:
+    """The latest snapshot's value size distribution of the stores whose whole figures the user may see."""
+    figures = latest(scope=scope, stores=stores) if figures is _LATEST else figures
+    if figures is None:
+        return []
+    acc = access(scope=scope, stores=stores)
+    shown = {"task": acc.task_wide, "asset": acc.asset_wide}
+    return [
+        SizeBucket(b["store"], b["up_to"], int(b["keys"]))
+        for b in figures.snapshot.size_histogram
+        if shown.get(b["store"])
+    ]
+
+
+@dataclass(frozen=True)
+class Top:
+    """The latest snapshot's largest consumers the user may see, each list ``TOP`` long at most (empty when
+    hidden). ``dags_*``: ``{"dag_id", "keys", "bytes"}``; ``tasks_*``: ``{"dag_id", "task_id", "keys",
+    "bytes"}``; ``assets_*``: ``{"asset_id", "name", "uri", "keys", "bytes"}``; ``largest``: the snapshot's
+    largest values (key names and sizes, never a value) of the stores the user may view."""
+
+    taken_at: datetime
+    dags_by_keys: list[dict]
+    dags_by_bytes: list[dict]
+    tasks_by_keys: list[dict]
+    tasks_by_bytes: list[dict]
+    assets_by_keys: list[dict]
+    assets_by_bytes: list[dict]
+    largest: list[dict]
+
+
+def _first(rows: list[dict], by: str, name, limit: int) -> list[dict]:
+    return sorted(rows, key=lambda r: (-int(r[by]), *name(r)))[:limit]
+
+
+def top(*, scope: Scope, stores: tuple[str, ...], limit: int = TOP, figures: Latest | None = _LATEST) -> Top | None:
+    figures = latest(scope=scope, stores=stores) if figures is _LATEST else figures
+    if figures is None:
+        return None
+    snapshot = figures.snapshot
+    acc = access(scope=scope, stores=stores)
+    dags_by_keys, dags_by_bytes, tasks, assets = [], [], [], []
+    if acc.task:
+        rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
+        dag_ids = _scoped_dags(scope, acc)
+        if dag_ids is not None:
+            rows = rows.filter(dag_id__in=dag_ids)
+        rows = rows.values("dag_id", "keys", "bytes")
+        dags_by_keys = list(rows.order_by("-keys", "dag_id")[:limit])
+        dags_by_bytes = list(rows.order_by("-bytes", "dag_id")[:limit])
+        tasks = [
+            {"dag_id": t["dag_id"], "task_id": t["task_id"], "keys": t["keys"], "bytes": t["bytes"]}
+            for t in snapshot.top_tasks
+            if scope.allows_dag(t["dag_id"])
+        ]
+    if acc.asset:
+        assets = [
+            {"asset_id": a["asset_id"], "name": a["name"], "uri": a["uri"], "keys": a["keys"], "bytes": a["bytes"]}
+            for a in snapshot.top_assets
+            if scope.allows_asset(a["name"], a["uri"])
+        ]
+    largest = [
+        value
+        for value in snapshot.largest
+        if (value["store"] == "task" and acc.task and scope.allows_dag(value.get("dag_id")))
+        or (
+            value["store"] == "asset"
+            and acc.asset
+            and scope.allows_asset(value.get("asset_name"), value.get("asset_uri"))
+        )
+    ][:limit]
+
+    def task_name(r):
+        return (r["dag_id"], r["task_id"])
+
+    def asset_name(r):
+        return (r["name"] or "", r["uri"] or "")
+
+    return Top(
+        taken_at=snapshot.taken_at,
+        dags_by_keys=dags_by_keys,
+        dags_by_bytes=dags_by_bytes,
+        tasks_by_keys=_first(tasks, "keys", task_name, limit),
+        tasks_by_bytes=_first(tasks, "bytes", task_name, limit),
+        assets_by_keys=_first(assets, "keys", asset_name, limit),
+        assets_by_bytes=_first(assets, "bytes", asset_name, limit),
+        largest=largest,
+    )
+
+
+# GC history -------------------------------------------------------------------------------------
+def gc_history(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> list[GcRun] | None:
+    """The GC runs started in the last ``days`` days, oldest first (at most ``MAX_GC_RUNS``, the latest);
+    None for a user who may not see them."""
+    if not access(scope=scope, stores=stores).gc:
+        return None
+    runs = list(GcRun.objects.filter(started_at__gte=now - timedelta(days=days)).order_by("-started_at")[:MAX_GC_RUNS])
+    return runs[::-1]
+
+
+def last_gc_run() -> GcRun | None:
+    """The latest finished GC run (for ``/metrics``, whose reader is unscoped)."""
+    return GcRun.objects.exclude(outcome=GcRun.Outcome.RUNNING).order_by("-started_at").first()
+
+
+# Everything the page shows ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Insights:
+    access: Access
+    days: int
+    latest: Latest | None
+    series: Series
+    expiry: Expiry | None
+    sizes: list[SizeBucket]
+    top: Top | None
+    gc_runs: list[GcRun] | None
+
+
+def insights(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Insights:
+    acc = access(scope=scope, stores=stores)
+    figures = latest(scope=scope, stores=stores)
+    if figures is None:
+        return Insights(
+            acc,
+            days,
+            None,
+            Series(days, now - timedelta(days=days)),
+            None,
+            [],
+            None,
+            gc_history(days, now, scope=scope, stores=stores),
+        )
+    return Insights(
+        access=acc,
+        days=days,
+        latest=figures,
+        series=series(days, now, scope=scope, stores=stores),
+        expiry=expiry(scope=scope, stores=stores, figures=figures),
+        sizes=sizes(scope=scope, stores=stores, figures=figures),
+        top=top(scope=scope, stores=stores, figures=figures),
+        gc_runs=gc_history(days, now, scope=scope, stores=stores),
+    )
