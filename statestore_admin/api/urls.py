@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import airflow_v2, audit, gc, ours, search
+from . import airflow_v2, audit, gc, insights, ours, search
 
 
 class KeyConverter:
@@ -47,6 +47,11 @@ urlpatterns = [
     path("api/statestore/v1/search/asset-keys", api(search.SearchAssetKeys), name="api-search-asset-keys"),
     path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
     path("api/statestore/v1/gc/dry-run", api(gc.GcDryRun), name="api-gc-dry-run"),
+    path("api/statestore/v1/insights/series", api(insights.InsightsSeries), name="api-insights-series"),
+    path("api/statestore/v1/insights/expiry", api(insights.InsightsExpiry), name="api-insights-expiry"),
+    path("api/statestore/v1/insights/sizes", api(insights.InsightsSizes), name="api-insights-sizes"),
+    path("api/statestore/v1/insights/top", api(insights.InsightsTop), name="api-insights-top"),
+    path("api/statestore/v1/insights/gc", api(insights.InsightsGc), name="api-insights-gc"),
     path("api/statestore/v1/audit-events", api(audit.AuditEvents), name="api-audit-events"),
     path("api/statestore/v1/audit-events/<int:id>", api(audit.AuditEventDetail), name="api-audit-event"),
     path("api/statestore/v1/audit-events/<int:id>/restore", api(audit.RestoreEvent), name="api-audit-event-restore"),
