@@ -425,6 +425,7 @@ def dashboard_cases(w) -> list[Case]:
     cases = [
         Case("", "GET", "/"),
         Case("overview/largest/", "GET", "/overview/largest/", any_of=VIEW_ANY),
+        Case("insights/", "GET", "/insights/"),  # a message without view, as the overview
         Case("dags/", "GET", "/dags/", needs=(TASK["view"],)),
         Case("search/", "GET", "/search/?key=key"),
         Case("audit/", "GET", "/audit/", any_of=VIEW_ANY),
@@ -788,6 +789,22 @@ def api_cases(w) -> list[Case]:
             needs=(TASK["view"],),
             unscoped_only=True,
         ),
+        Case(
+            "api/statestore/v1/insights/series", "GET", "/api/statestore/v1/insights/series", face=API, any_of=VIEW_ANY
+        ),
+        Case(
+            "api/statestore/v1/insights/expiry", "GET", "/api/statestore/v1/insights/expiry", face=API, any_of=VIEW_ANY
+        ),
+        Case("api/statestore/v1/insights/sizes", "GET", "/api/statestore/v1/insights/sizes", face=API, any_of=VIEW_ANY),
+        Case("api/statestore/v1/insights/top", "GET", "/api/statestore/v1/insights/top", face=API, any_of=VIEW_ANY),
+        Case(
+            "api/statestore/v1/insights/gc",
+            "GET",
+            "/api/statestore/v1/insights/gc",
+            face=API,
+            needs=(TASK["view"],),
+            unscoped_only=True,
+        ),
         Case("api/statestore/v1/audit-events", "GET", "/api/statestore/v1/audit-events", face=API, any_of=VIEW_ANY),
         Case(
             "api/statestore/v1/audit-events/<int:id>",
@@ -962,6 +979,7 @@ def root_cases(w) -> list[Case]:
     return [
         Case("healthz", "GET", "/healthz", face=PUBLIC),
         Case("readyz", "GET", "/readyz", face=PUBLIC),
+        Case("metrics", "GET", "/metrics", face=PUBLIC, ok=status(404)),  # off without METRICS_TOKEN/_ALLOWED_IPS
         Case("login/", "GET", "/login/", face=PUBLIC),
         Case(
             "login/",
