@@ -17,7 +17,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import os
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -38,21 +37,15 @@ log = logging.getLogger(__name__)
 PREFIX = "statestore_"
 
 
-def _setting(name: str, default: str = "") -> str | list | None:
-    """``settings.NAME``, or the environment variable of that name while settings.py does not define it."""
-    value = getattr(settings, name, None)
-    return os.environ.get(name, default) if value is None else value
-
-
 def token() -> str:
-    return str(_setting("METRICS_TOKEN") or "")
+    return settings.METRICS_TOKEN
 
 
 def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """``METRICS_ALLOWED_IPS`` as networks (a single address is a /32 or /128); invalid entries are logged
     and left out, never widened."""
-    value = _setting("METRICS_ALLOWED_IPS")
-    entries = value.split(",") if isinstance(value, str) else list(value or [])
+    value = settings.METRICS_ALLOWED_IPS
+    entries = value.split(",") if isinstance(value, str) else list(value)
     networks = []
     for entry in (e.strip() for e in entries):
         if not entry:

@@ -215,6 +215,11 @@ TOKEN_FAILURE_LIMIT = env.int("TOKEN_FAILURE_LIMIT", default=10)
 TOKEN_LOCKOUT_MINUTES = env.float("TOKEN_LOCKOUT_MINUTES", default=15)
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+
+# Prometheus metrics (README, "Metrics"): /metrics answers 404 until one of these is set. METRICS_TOKEN: a
+# scraper's bearer token; METRICS_ALLOWED_IPS: addresses or networks (CIDR) that may scrape without one.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per username, and per address
 AXES_RESET_ON_SUCCESS = False  # a success from an address must not wipe the failures counted against others
@@ -276,7 +281,7 @@ WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists(
 
 # Health endpoints (statestore_admin.health): probes speak plain HTTP to the server itself, and a redirect
 # to HTTPS (BEHIND_TLS_PROXY) would count as success for them. They answer in place.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]  # probes and scrapers on plain HTTP
 
 LOGGING = {
     "version": 1,
