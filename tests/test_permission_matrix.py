@@ -47,7 +47,7 @@ from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import audit, scopes, services
+from statestore_admin.state import audit, scopes, services, stats
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.models import AccessScope, AuditEvent, GcRun
 from statestore_admin.tokens.models import ApiToken
@@ -63,6 +63,7 @@ ASSET = {a: f"airflow.{a}_assetstatestore" for a in ("view", "add", "change", "d
 TOKENS = {a: f"tokens.{a}_apitoken" for a in ("view", "add", "change", "delete")}
 SCOPES = {a: f"state.{a}_accessscope" for a in ("view", "add", "change", "delete")}
 GCRUN = {a: f"state.{a}_gcrun" for a in ("view", "add", "change", "delete")}
+SNAPSHOTS = {a: f"state.{a}_statssnapshot" for a in ("view", "add", "change", "delete")}
 GROUPS = {a: f"auth.{a}_group" for a in ("view", "add", "change", "delete")}
 USERS = {a: f"auth.{a}_user" for a in ("view", "add", "change", "delete")}
 AXES = {
@@ -79,6 +80,7 @@ OPERATOR = frozenset({s[a] for s in (TASK, ASSET) for a in ("view", "add", "chan
 ADMIN = frozenset(
     {s[a] for s in (TASK, ASSET) for a in ("view", "add", "change", "delete")}
     | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"]}
+    | {SNAPSHOTS["view"]}
     | set(SCOPES.values())
     | {GROUPS["view"], USERS["view"]}  # the scope form's group and user pickers
 )
@@ -332,6 +334,7 @@ def build_world(who: Principal) -> SimpleNamespace:
         host="matrix-host",
         pid=1,
     )
+    w.snapshot = stats.take_snapshot()  # figures of both DAGs and assets: the insights' lists are searched too
     w.team = Group.objects.create(name="etl-team")
     scopes.grant(w.team, dags=["etl_*"], assets=["etl.*"])
     w.scope_row = AccessScope.objects.filter(group=w.team).first()
@@ -1070,6 +1073,7 @@ ADMIN_MODELS = [
         missing=NOT_FOUND,
     ),
     AdminModel("state", "gcrun", GCRUN, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
+    AdminModel("state", "statssnapshot", SNAPSHOTS, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
     AdminModel(
         "state",
         "accessscope",
@@ -1125,6 +1129,7 @@ def _make_admin_objects(w, m: AdminModel) -> list[tuple[str, object]]:
         "taskstatestore": [(ETL, w.etl_key.pk), (ML, w.ml_key.pk)],
         "asset": [(ETL, w.etl_asset.pk), (ML, w.ml_asset.pk)],
         "gcrun": [("", w.gc_run.pk)],
+        "statssnapshot": [("", w.snapshot.pk)],
         "accessscope": [("", w.scope_row.pk)],
         "group": [("", w.team.pk)],
         "user": [("", w.other_user.pk)],
@@ -1339,7 +1344,7 @@ def admin_cases(w) -> list[Case]:
     ]
     apps = {
         "airflow": (TASK["view"], ASSET["view"]),
-        "state": (GCRUN["view"], SCOPES["view"]),
+        "state": (GCRUN["view"], SCOPES["view"], SNAPSHOTS["view"]),
         "auth": (GROUPS["view"], USERS["view"]),
         "tokens": (TOKENS["view"],),
         "axes": tuple(perms["view"] for perms in AXES.values()),

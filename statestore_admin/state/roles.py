@@ -27,6 +27,7 @@ ROLES: dict[str, list[tuple[str, str]]] = {
         ("auth", "view_group"),  # the scope admin's group and user pickers
         ("auth", "view_user"),
         ("state", "view_gcrun"),
+        ("state", "view_statssnapshot"),
         *[("state", f"{action}_accessscope") for action in ("view", "add", "change", "delete")],
     ],
 }
