@@ -474,17 +474,15 @@ class ScopedTotals:
 
 
 def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
-    """The snapshot's task-state figures counting only the DAGs ``scope`` allows (``selectors.scoped_dag_ids``:
-    today's DAGs with state), summed from its per-DAG rows; for an unscoped user, the snapshot's totals."""
-    from .selectors import scoped_dag_ids
-
-    dag_ids = scoped_dag_ids(scope)
-    if dag_ids is None:
+    """The snapshot's task-state figures counting only the DAGs ``scope`` allows, summed from its per-DAG rows
+    matched against the patterns in the dashboard's database (no query of Airflow's); for a user whose scope
+    covers every DAG, the snapshot's totals."""
+    if scope.all_dags:
         return ScopedTotals(
             snapshot.task_keys, snapshot.task_bytes, snapshot.expired, snapshot.expiring, snapshot.never
         )
     names = ("keys", "bytes", "expired", "expiring", "never")
-    sums = StatsSnapshotDag.objects.filter(snapshot=snapshot, dag_id__in=dag_ids).aggregate(
+    sums = StatsSnapshotDag.objects.filter(scope.dag_q("dag_id"), snapshot=snapshot).aggregate(
         **{name: Sum(name) for name in names}
     )
     return ScopedTotals(**{name: sums[name] or 0 for name in names})
