@@ -7,18 +7,23 @@
 - Batch size 0: one ``DELETE`` statement in the database (no ids in Python). N > 0: batches of at
   most N rows, each committed on its own.
 
-Operational behaviour beyond Airflow's (PostgreSQL): batches pick rows through the ``expires_at``
-index with ``FOR UPDATE SKIP LOCKED``, so rows a writer or another GC holds are left for the next
-run instead of waited on; every transaction has a ``lock_timeout`` (batch size 0, a plain DELETE that
-waits, falls back past it to one statement that skips held rows); a session advisory lock keeps two
-runs (from any hosts) from overlapping. A row re-written with a later expiry while GC runs is
-re-checked by PostgreSQL under its lock and survives.
+Operational behaviour beyond Airflow's (PostgreSQL): batches are optimistic (``_PgBatches``): a plain
+``DELETE`` of the row addresses a batch picked, which re-checks ``expires_at < cutoff`` on the newest row
+version (a row re-written with a later expiry while GC runs survives), waiting at most
+``OPTIMISTIC_LOCK_TIMEOUT`` on a row another transaction holds; such a batch is rolled back and run again
+with ``FOR UPDATE SKIP LOCKED``, which leaves held rows for the next run. Batches walk the heap in
+physical order (a TID range scan from where the previous one stopped) when the planner expects expired
+rows on most pages, else the ``expires_at`` index. Every transaction has a ``lock_timeout`` (batch size
+0, a plain DELETE that waits, falls back past it to one statement that skips held rows); a session
+advisory lock keeps two runs (from any hosts) from overlapping.
 
 Every real run is recorded twice in the dashboard database, both written before anything is deleted:
 a ``GcRun`` row (operations) and an ``AuditEvent`` (the audit trail, action ``gc``: counts, cutoff,
 scope and outcome, never the rows). Dry runs record nothing. The rules both faces share live here too:
 ``parse_cutoff`` (the ``--before`` / ``?before=`` instant), the bounds of a ``GcPlan`` and the dry-run
-summary (``DryRunSummary.as_dict``), so that the command and the API cannot drift apart.
+summary (``DryRunSummary.as_dict`` and ``.lines()``), so that the command and the API cannot drift apart.
+The dry run costs the same at any table size: exact up to ``DRY_RUN_EXACT_CAP`` expired rows, past it
+the planner's estimate and the latest statistics snapshot's figures by DAG, labelled as such.
 """
 
 from __future__ import annotations
