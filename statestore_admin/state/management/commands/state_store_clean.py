@@ -41,10 +41,6 @@ def _usage_error(exc: Invalid, options: dict) -> CommandError:
     return CommandError(" ".join(lines), returncode=EXIT_USAGE)
 
 
-def _when(value) -> str:
-    return value.isoformat() if value else "-"
-
-
 class Command(BaseCommand):
     help = "Delete expired task_state_store rows (expires_at < now) by Airflow's rules. Safe to schedule."
     requires_system_checks = []  # a scheduled job: only the database it needs is touched
@@ -202,22 +198,5 @@ class Command(BaseCommand):
         if self.as_json:
             self.stdout.write(json.dumps(summary.as_dict()))
             return
-        write = self.stdout.write
-        if summary.message:
-            write(summary.message)
-            return
-        write(f"Dry run: {summary.rows} task state row(s) expired before {plan.cutoff.isoformat()} would be deleted.")
-        if not summary.rows:
-            return
-        write(f"Expiry range: {_when(summary.oldest)} (oldest) to {_when(summary.newest)} (newest).")
-        write(f"By DAG (top {len(summary.by_dag)} of {summary.dags}):")
-        width = max(len(d) for d, _ in summary.by_dag)
-        for dag_id, rows in summary.by_dag:
-            write(f"  {dag_id:<{width}}  {rows:>10}")
-        write(f"Sample ({len(summary.sample)} of {summary.rows}, oldest first):")
-        for r in summary.sample:
-            write(
-                f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
-                f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
-            )
-        write("Asset state and keys without expiry (NEVER_EXPIRE) are never deleted.")
+        for line in summary.lines():  # the domain's text: exact, or capped and estimated (docs/gc.md)
+            self.stdout.write(line)
