@@ -65,6 +65,7 @@ def pages(sample: dict) -> list[tuple[str, str]]:
         ("search key prefix `check`", "/search/?key=check&match=prefix"),
         ("search key exact `rows_loaded`", "/search/?key=rows_loaded&match=exact"),
         ("search status expired", "/search/?status=expired"),
+        ("search key contains `check` in a DAG", f"/search/?key=check&match=contains&dag_id={dag}"),
         ("audit `/audit/`", "/audit/"),
         ("API stats", "/api/statestore/v1/stats"),
         ("API GC dry run", "/api/statestore/v1/gc/dry-run"),
@@ -72,6 +73,9 @@ def pages(sample: dict) -> list[tuple[str, str]]:
         ("API v2 task instance's keys", ti),
         ("API v2 one task key", f"{ti}/watermark"),
         ("API v2 asset's keys", f"/api/v2/assets/{asset}/state-store"),
+        ("insights `/insights/`", "/insights/"),
+        ("API insights series", "/api/statestore/v1/insights/series"),
+        ("API insights top", "/api/statestore/v1/insights/top"),
     ]
 
 
