@@ -29,6 +29,7 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import Length, RowNumber, Substr
+from django.db.models.lookups import IsNull
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, ConfigValue, airflow_config
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
@@ -778,8 +779,12 @@ def get_task_key(key_id: int, *, scope: Scope) -> TaskStateStore:
 
 
 # Assets -------------------------------------------------------------------------------------------
-def _active() -> Exists:
-    return Exists(AssetActive.objects.filter(name=OuterRef("name"), uri=OuterRef("uri")))
+def _active() -> IsNull:
+    """Whether the asset is active: a probe of asset_active's primary key per asset. Not ``Exists``: PostgreSQL
+    turns an EXISTS in a select list into a hash of the whole asset_active table (25 ms at 50,000 assets), where
+    a scalar subquery stays one index probe per row of the page."""
+    probe = AssetActive.objects.filter(name=OuterRef("name"), uri=OuterRef("uri")).values("name")[:1]
+    return IsNull(Subquery(probe), False)
 
 
 def assets_with_key_counts(scope: Scope) -> QuerySet:
