@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import (
@@ -199,11 +200,25 @@ def _live_total(store: str, scope: Scope, size: Figure) -> Figure:
 
 
 # Scopes (state.scopes) -----------------------------------------------------------------------------
+DAG_IDS_CACHE_SECONDS = 30  # how long scoped users' pages reuse the list of DAGs with state
+
+
 def all_dag_ids_with_state() -> list[str]:
-    """Every dag_id of task_state_store, by a loose index scan of its lookup index (one probe per DAG)."""
+    """Every dag_id of task_state_store, by a loose index scan of its lookup index (one probe per DAG: 25-40 ms
+    at 2,000 DAGs), kept ``DAG_IDS_CACHE_SECONDS`` in the cache (``CACHE_URL``): a scoped user's first view of
+    a brand-new DAG may wait that long. What a scope allows is decided on these names only; the state itself
+    is always read live."""
+    cached = cache.get(_DAG_IDS_CACHE_KEY)
+    if cached is not None:
+        return cached
     with connections[airflow_alias()].cursor() as db:
         db.execute(_DISTINCT_DAGS.format(like="", like_t=""), ["", 2**31 - 1])
-        return [row[0] for row in db.fetchall()]
+        dag_ids = [row[0] for row in db.fetchall()]
+    cache.set(_DAG_IDS_CACHE_KEY, dag_ids, DAG_IDS_CACHE_SECONDS)
+    return dag_ids
+
+
+_DAG_IDS_CACHE_KEY = "statestore:dag-ids-with-state"
 
 
 def scoped_dag_ids(scope: Scope) -> list[str] | None:
