@@ -351,3 +351,34 @@ def test_a_row_deleted_elsewhere_while_held_is_not_counted(expired_and_live, bat
     assert (held, result.outcome, result.rows_deleted) == (2, "completed", 198)
     assert result.safe_batches == (2 if batch_order == gc.PHYSICAL else 1)
     assert expired_count() == 0 and TaskStateStore.objects.count() == 5
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and_live, batch_order):
+    """Optimistic batches run as single statements in autocommit with the run's settings set on the
+    session (lock_timeout, asynchronous commit, the planner kept to the TID range scan); the run puts the
+    session's own values back, and a fallback batch in between still works."""
+    expired_and_live(120, live=5)
+    names = [
+        "lock_timeout",
+        "synchronous_commit",
+        "enable_seqscan",
+        "enable_indexscan",
+        "max_parallel_workers_per_gather",
+    ]
+    connection = connections["airflow"]
+
+    def current():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(["current_setting(%s)"] * len(names)), names)
+            return cursor.fetchone()
+
+    before = current()
+    result = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=50, lock_timeout=7), actor=GC_ACTOR)
+    assert (result.outcome, result.rows_deleted, result.batches, result.batch_order) == (
+        "completed",
+        120,
+        3,
+        batch_order,
+    )
+    assert current() == before and not connection.in_atomic_block

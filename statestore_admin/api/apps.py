@@ -8,5 +8,7 @@ class ApiConfig(AppConfig):
     label = "api"
     verbose_name = "API"
 
-    def ready(self):
-        from . import schema  # noqa: F401  (registers the Bearer scheme with drf-spectacular)
+    # No ready(): the drf-spectacular extensions (schema.py) are imported by this app's URLconf, which
+    # every schema generation (/api/schema/, `manage.py spectacular`, its system check) loads before it
+    # describes a view. Importing them here cost every manage.py command ~0.2 s of DRF and
+    # drf-spectacular imports (state_store_clean's start-up, docs/benchmarks/gc.md).

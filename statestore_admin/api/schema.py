@@ -1,6 +1,7 @@
 """OpenAPI extensions for drf-spectacular: our ``Bearer`` token authentication as a security scheme.
 
-Imported by ``ApiConfig.ready`` so that schema generation (``/api/schema/``, ``check --deploy``) knows it.
+Imported by the API's URLconf (``api/urls.py``), which schema generation (``/api/schema/``, ``check --deploy``)
+loads before it describes a view; not by ``ApiConfig.ready``, so that other commands start faster.
 """
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
