@@ -7,48 +7,39 @@ from .models import AccessScope, GcRun, StatsSnapshot
 from .scopes import scope_of
 
 
+class StoreWideRecordAdmin(admin.ModelAdmin):
+    """Records written by the commands only, spanning every DAG and asset: read-only, and not shown to a
+    user with a scope (as on the overview)."""
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(GcRun)
-class GcRunAdmin(admin.ModelAdmin):
-    """GC runs are written by state_store_clean only: read-only here."""
+class GcRunAdmin(StoreWideRecordAdmin):
+    """GC runs, written by state_store_clean."""
 
     list_display = ("started_at", "outcome", "rows_deleted", "batches", "batch_size", "cutoff", "host")
     list_filter = ("outcome", "host")
     date_hierarchy = "started_at"
 
-    def has_view_permission(self, request, obj=None):
-        """GC spans every DAG: not shown to a user with a scope (as on the overview)."""
-        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(StatsSnapshot)
-class StatsSnapshotAdmin(admin.ModelAdmin):
-    """Statistics snapshots are written by state_store_stats (and state_store_clean) only: read-only here."""
+class StatsSnapshotAdmin(StoreWideRecordAdmin):
+    """Statistics snapshots, written by state_store_stats (and state_store_clean)."""
 
     list_display = ("taken_at", "status", "trigger", "task_keys", "task_bytes", "expired", "asset_keys", "dags")
     list_filter = ("status", "trigger")
     date_hierarchy = "taken_at"
-
-    def has_view_permission(self, request, obj=None):
-        """A snapshot spans every DAG and asset: not shown to a user with a scope (as GC runs)."""
-        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(AccessScope)
