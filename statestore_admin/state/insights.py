@@ -1,8 +1,8 @@
 """What the Insights page, its JSON API and ``/metrics`` show: reads of the statistics snapshots
 (``StatsSnapshot``, ``StatsSnapshotDag``, taken by ``state_store_stats``) and of the GC runs (``GcRun``).
 
-Nothing here reads Airflow's state tables (except ``selectors.scoped_dag_ids``, a loose index scan, for a
-user with a DAG scope): every figure is as of a snapshot, shown with its time.
+Nothing here reads Airflow's database: every figure is as of a snapshot, shown with its time (a scoped
+user's per-DAG rows are matched against their patterns, as ``stats.scoped_totals`` does).
 
 Who sees what (the rules of the overview, issue 12):
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from . import selectors, stats
 from .errors import Invalid
@@ -83,9 +83,9 @@ def access(*, scope: Scope, stores: tuple[str, ...]) -> Access:
     )
 
 
-def _scoped_dags(scope: Scope, acc: Access) -> list[str] | None:
-    """The dag_ids to sum for this user (None: the whole store's columns)."""
-    return None if acc.task_wide else selectors.scoped_dag_ids(scope) or []
+def _dag_filter(scope: Scope, acc: Access) -> Q | None:
+    """The per-DAG snapshot rows to sum for this user (None: the whole store's columns)."""
+    return None if acc.task_wide else scope.dag_q("dag_id")
 
 
 # Latest snapshot --------------------------------------------------------------------------------
@@ -177,13 +177,11 @@ def _thin(points: list[dict], since: datetime, now: datetime) -> list[dict]:
     return list(kept.values())
 
 
-def _scoped_sums(since: datetime, dag_ids: list[str]) -> dict[datetime, tuple[int, int]]:
-    """Keys and bytes of ``dag_ids`` at each done snapshot since ``since`` (one grouped query of the per-DAG
-    rows, through their (dag_id, snapshot) index)."""
+def _scoped_sums(since: datetime, dags: Q) -> dict[datetime, tuple[int, int]]:
+    """Keys and bytes of the DAGs ``dags`` selects at each done snapshot since ``since`` (one grouped query of
+    the per-DAG rows)."""
     rows = (
-        StatsSnapshotDag.objects.filter(
-            dag_id__in=dag_ids, snapshot__status=StatsSnapshot.Status.DONE, snapshot__taken_at__gte=since
-        )
+        StatsSnapshotDag.objects.filter(dags, snapshot__status=StatsSnapshot.Status.DONE, snapshot__taken_at__gte=since)
         .values("snapshot__taken_at")
         .annotate(keys=Sum("keys"), bytes=Sum("bytes"))
         .order_by()
@@ -191,10 +189,10 @@ def _scoped_sums(since: datetime, dag_ids: list[str]) -> dict[datetime, tuple[in
     return {row["snapshot__taken_at"]: (row["keys"] or 0, row["bytes"] or 0) for row in rows}
 
 
-def _top_dag_ids(snapshot: StatsSnapshot, dag_ids: list[str] | None, limit: int) -> list[str]:
+def _top_dag_ids(snapshot: StatsSnapshot, dags: Q | None, limit: int) -> list[str]:
     rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
-    if dag_ids is not None:
-        rows = rows.filter(dag_id__in=dag_ids)
+    if dags is not None:
+        rows = rows.filter(dags)
     return list(rows.order_by("-keys", "dag_id").values_list("dag_id", flat=True)[:limit])
 
 
@@ -206,16 +204,16 @@ def series(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -
     acc = access(scope=scope, stores=stores)
     if not acc.anything:
         return Series(days, since)
-    dag_ids = _scoped_dags(scope, acc) if acc.task else []
+    dags = _dag_filter(scope, acc)
     top_names = []
     if acc.task:
         newest = stats.latest_snapshot()
-        top_names = _top_dag_ids(newest, dag_ids, TOP_DAG_SERIES) if newest is not None else []
+        top_names = _top_dag_ids(newest, dags, TOP_DAG_SERIES) if newest is not None else []
     found = stats.snapshot_series(since=since, dag_ids=top_names)
     raw = _thin(found.points, since, now)
     if not raw:
         return Series(days, since)
-    scoped = _scoped_sums(since, dag_ids) if acc.task and dag_ids is not None else {}
+    scoped = _scoped_sums(since, dags) if acc.task and dags is not None else {}
     points = []
     for p in raw:
         if acc.task_wide:
@@ -325,9 +323,9 @@ def top(*, scope: Scope, stores: tuple[str, ...], limit: int = TOP, figures: Lat
     dags_by_keys, dags_by_bytes, tasks, assets = [], [], [], []
     if acc.task:
         rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
-        dag_ids = _scoped_dags(scope, acc)
-        if dag_ids is not None:
-            rows = rows.filter(dag_id__in=dag_ids)
+        dags = _dag_filter(scope, acc)
+        if dags is not None:
+            rows = rows.filter(dags)
         rows = rows.values("dag_id", "keys", "bytes")
         dags_by_keys = list(rows.order_by("-keys", "dag_id")[:limit])
         dags_by_bytes = list(rows.order_by("-bytes", "dag_id")[:limit])
