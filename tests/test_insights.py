@@ -197,6 +197,25 @@ def test_series_of_a_scoped_user_sums_their_dags(world):
     assert [d.dag_id for d in s.dags] == ["etl_orders"]
 
 
+def test_a_scopes_sums_are_kept_per_snapshot_and_patterns(world):
+    """A scoped user's sums are kept (done snapshots never change), but a new snapshot and other patterns are
+    summed anew: never another snapshot's or another scope's figures."""
+    etl, ml = Scope(dags=("etl_*",), assets=()), Scope(dags=("ml_*",), assets=())
+    assert insights.latest(scope=etl, stores=BOTH).task_keys == 700
+    assert [p.task_keys for p in insights.series(30, world["now"], scope=etl, stores=BOTH).points] == [300, 700]
+    assert insights.latest(scope=ml, stores=BOTH).task_keys == 1100
+    assert [d["dag_id"] for d in insights.top(scope=ml, stores=BOTH).dags_by_keys] == ["ml_secret"]
+    newer = StatsSnapshot.objects.create(
+        taken_at=world["now"] - timedelta(hours=1), finished_at=world["now"], status=StatsSnapshot.Status.DONE
+    )
+    _dag_rows(newer, [("etl_orders", 5, 50, 0), ("etl_new", 9, 90, 0), ("ml_secret", 1, 10, 0)])
+    assert insights.latest(scope=etl, stores=BOTH).task_keys == 14
+    assert [p.task_keys for p in insights.series(30, world["now"], scope=etl, stores=BOTH).points] == [300, 700, 14]
+    top = insights.top(scope=etl, stores=BOTH)
+    assert [d["dag_id"] for d in top.dags_by_keys] == ["etl_new", "etl_orders"]
+    assert insights.latest(scope=ml, stores=BOTH).task_keys == 1
+
+
 def test_series_without_view_on_task_state_hides_task_figures(world):
     s = insights.series(30, world["now"], scope=EVERYTHING, stores=("asset",))
     assert [(p.task_keys, p.asset_keys) for p in s.points] == [(None, 30), (None, 60)]

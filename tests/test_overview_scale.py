@@ -8,6 +8,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -213,6 +214,29 @@ def test_a_scoped_user_without_a_snapshot_gets_capped_counts(scoped, world, larg
     assert figures(html)["task-keys"] == "more than 1" and "python manage.py state_store_stats" in html
 
 
+def test_a_scoped_users_asset_count_on_a_large_table_is_kept_per_set_of_patterns(
+    scoped, client, user_factory, world, large, asset_factory, asset_key_factory
+):
+    """The scope's asset keys on a large asset table: counted (up to the cap), then reused for
+    ``DAG_IDS_CACHE_SECONDS`` by every user with the same asset patterns; another scope counts its own."""
+    large()
+    exact = (1, "exact")  # etl.orders: watermark
+    shown = lambda body: (body["asset_keys"], body["how"]["asset_keys"])  # noqa: E731
+    assert shown(scoped.get(STATS).json()) == exact
+    asset_key_factory(world["etl_asset"], key="second", value="2")
+    assert shown(scoped.get(STATS).json()) == exact  # the kept figure, not yet "more than 1"
+    twin = user_factory("etl-twin", perms=ALL_PERMS)
+    AccessScope.objects.create(user=twin, kind="asset", pattern="etl.*")
+    client.force_login(twin)
+    assert shown(client.get(STATS).json()) == exact  # same patterns, same figure
+    ml = user_factory("ml-op", perms=ALL_PERMS)
+    AccessScope.objects.create(user=ml, kind="asset", pattern="ml.*")
+    client.force_login(ml)
+    assert shown(client.get(STATS).json()) == (1, "capped")  # ml.features: 2 keys, more than the cap of 1
+    cache.clear()  # the figure's time is up
+    assert shown(scoped.get(STATS).json()) == (1, "capped")  # now 2 keys: more than 1
+
+
 # Largest values ---------------------------------------------------------------------------------------------
 def test_largest_values_of_large_tables_need_a_snapshot(client, operator, world, large):
     large()
@@ -312,5 +336,6 @@ def test_queries_on_large_tables_do_not_grow_with_rows(
             task_key_factory(run, key="k", expires_at=timezone.now() - timedelta(hours=n % 2))
             asset_key_factory(asset_factory(), key=f"a{n}")
         large()
+        cache.clear()  # both passes cold: a scoped user's sums of the snapshot are kept after the first
         counts.append(_queries(client, url))
     assert counts[0] == counts[1], counts

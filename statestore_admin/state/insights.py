@@ -177,23 +177,39 @@ def _thin(points: list[dict], since: datetime, now: datetime) -> list[dict]:
     return list(kept.values())
 
 
-def _scoped_sums(since: datetime, dags: Q) -> dict[datetime, tuple[int, int]]:
-    """Keys and bytes of the DAGs ``dags`` selects at each done snapshot since ``since`` (one grouped query of
-    the per-DAG rows)."""
-    rows = (
-        StatsSnapshotDag.objects.filter(dags, snapshot__status=StatsSnapshot.Status.DONE, snapshot__taken_at__gte=since)
-        .values("snapshot__taken_at")
-        .annotate(keys=Sum("keys"), bytes=Sum("bytes"))
-        .order_by()
-    )
-    return {row["snapshot__taken_at"]: (row["keys"] or 0, row["bytes"] or 0) for row in rows}
+def _scoped_sums(points: list[dict], scope: Scope) -> dict[datetime, tuple[int, int]]:
+    """Keys and bytes of the DAGs ``scope`` allows at each done snapshot of ``points`` (one grouped query of
+    the per-DAG rows, kept per set of snapshots and patterns: ``stats.for_dag_patterns``)."""
+    times = [p["taken_at"] for p in points]
+
+    def compute():
+        rows = (
+            StatsSnapshotDag.objects.filter(
+                scope.dag_q("dag_id"), snapshot__status=StatsSnapshot.Status.DONE, snapshot__taken_at__in=times
+            )
+            .values("snapshot__taken_at")
+            .annotate(keys=Sum("keys"), bytes=Sum("bytes"))
+            .order_by()
+        )
+        return {row["snapshot__taken_at"]: (row["keys"] or 0, row["bytes"] or 0) for row in rows}
+
+    return stats.for_dag_patterns("series", tuple(times), scope, compute)
 
 
-def _top_dag_ids(snapshot: StatsSnapshot, dags: Q | None, limit: int) -> list[str]:
-    rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
-    if dags is not None:
-        rows = rows.filter(dags)
-    return list(rows.order_by("-keys", "dag_id").values_list("dag_id", flat=True)[:limit])
+def _top_dags(snapshot: StatsSnapshot, scope: Scope, acc: Access, order: str, limit: int) -> list[dict]:
+    """The snapshot's top DAGs by ``order`` (``keys`` or ``bytes``) among those the user may see:
+    ``{"dag_id", "keys", "bytes"}``, kept per snapshot and patterns for a scoped user."""
+
+    def compute():
+        rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
+        dags = _dag_filter(scope, acc)
+        if dags is not None:
+            rows = rows.filter(dags)
+        return list(rows.values("dag_id", "keys", "bytes").order_by(f"-{order}", "dag_id")[:limit])
+
+    if acc.task_wide:
+        return compute()
+    return stats.for_dag_patterns(f"top-dags-{order}-{limit}", (snapshot.pk,), scope, compute)
 
 
 def series(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Series:
@@ -204,16 +220,16 @@ def series(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -
     acc = access(scope=scope, stores=stores)
     if not acc.anything:
         return Series(days, since)
-    dags = _dag_filter(scope, acc)
     top_names = []
     if acc.task:
         newest = stats.latest_snapshot()
-        top_names = _top_dag_ids(newest, dags, TOP_DAG_SERIES) if newest is not None else []
+        top = _top_dags(newest, scope, acc, "keys", TOP_DAG_SERIES) if newest is not None else []
+        top_names = [row["dag_id"] for row in top]
     found = stats.snapshot_series(since=since, dag_ids=top_names)
     raw = _thin(found.points, since, now)
     if not raw:
         return Series(days, since)
-    scoped = _scoped_sums(since, dags) if acc.task and dags is not None else {}
+    scoped = _scoped_sums(raw, scope) if acc.task and not acc.task_wide else {}
     points = []
     for p in raw:
         if acc.task_wide:
@@ -322,13 +338,8 @@ def top(*, scope: Scope, stores: tuple[str, ...], limit: int = TOP, figures: Lat
     acc = access(scope=scope, stores=stores)
     dags_by_keys, dags_by_bytes, tasks, assets = [], [], [], []
     if acc.task:
-        rows = StatsSnapshotDag.objects.filter(snapshot=snapshot)
-        dags = _dag_filter(scope, acc)
-        if dags is not None:
-            rows = rows.filter(dags)
-        rows = rows.values("dag_id", "keys", "bytes")
-        dags_by_keys = list(rows.order_by("-keys", "dag_id")[:limit])
-        dags_by_bytes = list(rows.order_by("-bytes", "dag_id")[:limit])
+        dags_by_keys = _top_dags(snapshot, scope, acc, "keys", limit)
+        dags_by_bytes = _top_dags(snapshot, scope, acc, "bytes", limit)
         tasks = [
             {"dag_id": t["dag_id"], "task_id": t["task_id"], "keys": t["keys"], "bytes": t["bytes"]}
             for t in snapshot.top_tasks

@@ -6,6 +6,7 @@ the number of rows; none runs an exact ``COUNT(*)`` over a whole state table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -195,8 +196,29 @@ def _live_total(store: str, scope: Scope, size: Figure) -> Figure:
     whole = scope.all_dags if store == "task" else scope.all_assets
     if whole:
         return size
-    rows = scoped_task_keys(scope) if store == "task" else scoped_asset_keys(scope)
-    return Figure(rows.count()) if size.how == EXACT else _capped_count(rows, COUNT_CAP)
+    if store == "task":
+        rows = scoped_task_keys(scope)  # dag_id IN (…): a range of the lookup index, bounded by the cap
+        return Figure(rows.count()) if size.how == EXACT else _capped_count(rows, COUNT_CAP)
+    if size.how == EXACT:
+        return Figure(scoped_asset_keys(scope).count())
+    return _scoped_asset_keys_capped(scope)
+
+
+def _scoped_asset_keys_capped(scope: Scope) -> Figure:
+    """A scope's asset keys on a large asset table, counted up to ``COUNT_CAP``. No index of Airflow's serves
+    "the keys of the assets whose name or URI matches these patterns" (the patterns are matched against every
+    asset, then the keys are read until the cap), so the count is kept ``DAG_IDS_CACHE_SECONDS`` per set of
+    patterns, like the list of DAGs: the figure is at most that old."""
+    key = _ASSET_COUNT_CACHE_KEY + hashlib.sha256(repr(sorted(scope.assets or ())).encode()).hexdigest()
+    cached = cache.get(key)
+    if cached is None:
+        counted = _capped_count(scoped_asset_keys(scope), COUNT_CAP)
+        cached = (counted.value, counted.how)
+        cache.set(key, cached, DAG_IDS_CACHE_SECONDS)
+    return Figure(*cached)
+
+
+_ASSET_COUNT_CACHE_KEY = "statestore:scoped-asset-keys:"
 
 
 # Scopes (state.scopes) -----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ A snapshot row is written ``running`` before the pass starts, then ``done`` with
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, Exists, Func, IntegerField, Max, OuterRef, Q, Sum
 from django.db.models.functions import TruncDay
@@ -473,19 +475,41 @@ class ScopedTotals:
         return self.keys - self.expired
 
 
+SCOPED_CACHE_SECONDS = 24 * 3600  # done snapshots never change: a scope's sums of them are kept this long
+
+
+def for_dag_patterns(what: str, snapshots: tuple, scope: Scope, compute):
+    """``compute()``: something read from the done snapshots ``snapshots`` (their ids or times) for the DAG
+    patterns of ``scope``, kept in the cache (``CACHE_URL``) under those three. A done snapshot is never
+    changed, so what is kept stays exact: a scoped user's page sums its DAGs' rows once per snapshot and set
+    of patterns, not at every view (matching patterns against thousands of per-DAG rows costs more with
+    every DAG; reading one cached value does not)."""
+    digest = hashlib.sha256(repr((what, snapshots, sorted(scope.dags or ()))).encode()).hexdigest()
+    key = f"statestore:snapshot-scope:{digest}"
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, SCOPED_CACHE_SECONDS)
+    return value
+
+
 def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
     """The snapshot's task-state figures counting only the DAGs ``scope`` allows, summed from its per-DAG rows
-    matched against the patterns in the dashboard's database (no query of Airflow's); for a user whose scope
-    covers every DAG, the snapshot's totals."""
+    matched against the patterns in the dashboard's database (no query of Airflow's; kept per snapshot and
+    patterns by ``for_dag_patterns``); for a user whose scope covers every DAG, the snapshot's totals."""
     if scope.all_dags:
         return ScopedTotals(
             snapshot.task_keys, snapshot.task_bytes, snapshot.expired, snapshot.expiring, snapshot.never
         )
     names = ("keys", "bytes", "expired", "expiring", "never")
-    sums = StatsSnapshotDag.objects.filter(scope.dag_q("dag_id"), snapshot=snapshot).aggregate(
-        **{name: Sum(name) for name in names}
-    )
-    return ScopedTotals(**{name: sums[name] or 0 for name in names})
+
+    def compute():
+        sums = StatsSnapshotDag.objects.filter(scope.dag_q("dag_id"), snapshot=snapshot).aggregate(
+            **{name: Sum(name) for name in names}
+        )
+        return ScopedTotals(**{name: sums[name] or 0 for name in names})
+
+    return for_dag_patterns("totals", (snapshot.pk,), scope, compute)
 
 
 def describe(snapshot: StatsSnapshot) -> str:
