@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Min, Q, QuerySet
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
@@ -193,6 +193,32 @@ def _unbudgeted(page: Page) -> SearchPage:
     return SearchPage(page.items, page.next_cursor, page.cursor)
 
 
+def task_key_rows(query: SearchQuery, now: datetime, *, scope: Scope) -> QuerySet:
+    """The task keys ``query`` matches in ``scope``, unordered: what the search pages through and an export
+    downloads; none (``.none()``) for a DAG out of scope."""
+    if query.dag_id and not scope.allows_dag(query.dag_id):
+        return TaskStateStore.objects.none()
+    rows = TaskStateStore.objects.filter(query.key_filter())
+    if not query.dag_id:
+        rows = scoped_task_keys(scope, rows)
+    for name in ("dag_id", "run_id", "task_id"):
+        if getattr(query, name):
+            rows = rows.filter(**{name: getattr(query, name)})
+    if query.status in STATUSES:
+        rows = rows.filter(status_filter(query.status, now))
+    return rows
+
+
+def asset_key_rows(query: SearchQuery, *, scope: Scope) -> QuerySet:
+    """The asset keys ``query`` matches in ``scope``, unordered; none for a search with task filters."""
+    if query.task_only:
+        return AssetStateStore.objects.none()
+    rows = scoped_asset_keys(scope, AssetStateStore.objects.filter(query.key_filter()))
+    if query.asset:
+        rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
+    return rows
+
+
 def search_task_keys(
     query: SearchQuery,
     now: datetime,
@@ -204,16 +230,9 @@ def search_task_keys(
 ) -> SearchPage:
     """Task keys, newest first. A key search without a DAG filter is a budgeted scan (``SearchPage``),
     stopped at ``deadline`` (default: ``search_deadline()``)."""
-    if query.dag_id and not scope.allows_dag(query.dag_id):
+    rows = task_key_rows(query, now, scope=scope)
+    if rows.query.is_empty():
         return SearchPage([], None, cursor)
-    rows = TaskStateStore.objects.filter(query.key_filter())
-    if not query.dag_id:
-        rows = scoped_task_keys(scope, rows)
-    for name in ("dag_id", "run_id", "task_id"):
-        if getattr(query, name):
-            rows = rows.filter(**{name: getattr(query, name)})
-    if query.status in STATUSES:
-        rows = rows.filter(status_filter(query.status, now))
     if query.budgeted:
         return _scan_task_keys(with_previews(rows), cursor, size, search_deadline() if deadline is None else deadline)
     return _unbudgeted(paginate(with_previews(rows), ["-id"], cursor, size))
@@ -225,12 +244,10 @@ def search_asset_keys(
     """Asset keys by asset and key. A key search is a budgeted scan (``SearchPage``: the primary key leads
     with the asset id), stopped at
     ``deadline`` (default: ``search_deadline()``)."""
-    if query.task_only:
+    rows = asset_key_rows(query, scope=scope)
+    if rows.query.is_empty():
         return SearchPage([], None, None)
-    rows = scoped_asset_keys(scope, AssetStateStore.objects.filter(query.key_filter())).select_related("asset")
-    if query.asset:
-        rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
-    rows = with_previews(rows).defer("asset__extra")
+    rows = with_previews(rows.select_related("asset")).defer("asset__extra")
     if query.key:
         return _scan_asset_keys(rows, cursor, size, search_deadline() if deadline is None else deadline)
     return _unbudgeted(paginate(rows, ["asset_id", "key"], cursor, size))
