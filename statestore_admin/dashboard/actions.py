@@ -91,6 +91,11 @@ def _form_action(request, form, template: str, context: dict, act):
     return _dialog(request, template, {**context, "form": form}, status=422 if request.method == "POST" else 200)
 
 
+def _nothing_to(verb: str) -> Invalid:
+    """An action on no keys is refused (the pages disable it): the confirmation, and a POST that found none."""
+    return Invalid({NON_FIELD_ERRORS: f"There are no keys to {verb}: nothing was changed."})
+
+
 def _confirmed_at(request):
     text = request.POST.get("confirmed_at", "")
     try:
@@ -245,9 +250,13 @@ def task_keys_action(request, action):
                 )
             else:
                 outcome = service(actor=actor, selection=selection, confirmed_at=confirmed_at)
+            if not outcome.changed and not outcome.kept:
+                raise _nothing_to(action)
             return _done(request, outcome.describe(done), "/")
         rows = selection.queryset(scope_of(request.user))
         count = rows.count()
+        if not count:
+            raise _nothing_to(action)
         previews = selectors.with_previews(rows)
         ordered = previews.order_by("task_id", "map_index", "key")
         if show_values:
@@ -336,6 +345,8 @@ def asset_keys_delete(request, asset_id):
                 outcome = services.delete_asset_keys(
                     actor=actor, asset_id=asset_id, keys=keys, confirmed_at=confirmed_at
                 )
+            if not outcome.changed and not outcome.kept:
+                raise _nothing_to("delete")
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
             return _done(request, outcome.describe(verb), f"/assets/{asset_id}/")
         if keys == []:
@@ -360,4 +371,6 @@ def asset_keys_delete(request, asset_id):
         "show_values": show_values,
     }
     context["more"] = context["count"] - len(context["sample"])
+    if rows is not None and not context["count"]:
+        context["errors"] = errors = _error_messages(_nothing_to("delete"))
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

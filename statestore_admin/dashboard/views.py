@@ -98,26 +98,30 @@ def dag_runs(request, dag_id):
 def run_detail(request, run_pk):
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
     groups, page = selectors.run_state(run, request.GET.get("cursor"))
-    return render_page(
-        request,
-        "runs/detail.html",
-        {"run": run, "groups": groups, "page": page, "now": timezone.now()},
-        "runs/_panel.html",
-    )
+    context = {"run": run, "groups": groups, "page": page, "now": timezone.now(), **_refresh(run)}
+    return render_page(request, "runs/detail.html", context, "runs/_panel.html")
+
+
+def _refresh(run) -> dict:
+    """What the pages of ``run`` tell ``includes/_refresh.html``: poll while the run is live."""
+    return {"auto_refresh": selectors.auto_refreshes(run), "refresh_seconds": selectors.AUTO_REFRESH_SECONDS}
 
 
 @requires_view(permissions.TASK)
 def task_instance(request, run_pk, task_id):
+    """One map index of a task, or (a mapped task without ``map_index``, or ``map_index=all``) every one."""
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    map_index = _int(request.GET.get("map_index"), -1)
+    view = selectors.task_view(run, task_id, request.GET.get("map_index"), request.GET.get("cursor"))
     context = {
         "run": run,
         "task_id": task_id,
-        "map_index": map_index,
-        "ti": selectors.get_task_instance(run, task_id, map_index),
-        "map_indexes": selectors.map_indexes_with_state(run, task_id),
-        "page": selectors.instance_state(run, task_id, map_index, request.GET.get("cursor")),
+        "view": view,
+        "map_index": view.map_index,
+        "ti": view.task_instance,
+        "map_indexes": view.map_indexes,
+        "page": view.page,
         "now": timezone.now(),
+        **_refresh(run),
     }
     return render_page(request, "tasks/detail.html", context, "tasks/_panel.html")
 

@@ -713,18 +713,16 @@ class TaskGroup:
     instances: list[InstanceBlock]
 
 
-def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[list[TaskGroup], Page]:
-    """The run's keys grouped by task and map index, with their task instances: two queries a page."""
-    page = paginate(
-        with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"], cursor, size
-    )
-    tasks = {item.task_id for item in page.items}
+def _blocks(run: DagRun, items: list[TaskStateStore]) -> list[TaskGroup]:
+    """``items`` (ordered by task and map index) grouped by task and map index, with their task instances:
+    one query."""
+    tasks = {item.task_id for item in items}
     instances = {
         (ti.task_id, ti.map_index): ti
         for ti in TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks)
     }
     groups: OrderedDict[str, OrderedDict[int, InstanceBlock]] = OrderedDict()
-    for item in page.items:
+    for item in items:
         blocks = groups.setdefault(item.task_id, OrderedDict())
         block = blocks.get(item.map_index)
         if block is None:
@@ -732,7 +730,25 @@ def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[
                 item.map_index, instances.get((item.task_id, item.map_index)), []
             )
         block.keys.append(item)
-    return [TaskGroup(task_id, list(blocks.values())) for task_id, blocks in groups.items()], page
+    return [TaskGroup(task_id, list(blocks.values())) for task_id, blocks in groups.items()]
+
+
+def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[list[TaskGroup], Page]:
+    """The run's keys grouped by task and map index, with their task instances: two queries a page."""
+    page = paginate(
+        with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"], cursor, size
+    )
+    return _blocks(run, page.items), page
+
+
+# Airflow's DAG run states in which tasks may still write state: their pages refresh themselves.
+LIVE_RUN_STATES = ("queued", "running")
+AUTO_REFRESH_SECONDS = 10
+
+
+def auto_refreshes(run: DagRun) -> bool:
+    """Whether the pages of ``run`` poll for new state: while it is queued or running, not once finished."""
+    return run.state in LIVE_RUN_STATES
 
 
 @dataclass(frozen=True)
@@ -789,12 +805,6 @@ def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagR
     return DagRun(id=found[0], dag_id=scope.dag_id, run_id=scope.run_id)
 
 
-def get_task_instance(run: DagRun, task_id: str, map_index: int) -> TaskInstance | None:
-    return TaskInstance.objects.filter(
-        dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=map_index
-    ).first()
-
-
 def instance_keys(run: DagRun, task_id: str, map_index: int | None) -> QuerySet:
     keys = TaskStateStore.objects.filter(dag_run=run, task_id=task_id)
     return keys if map_index is None else keys.filter(map_index=map_index)
@@ -806,6 +816,54 @@ def instance_state(run: DagRun, task_id: str, map_index: int, cursor: str | None
 
 def map_indexes_with_state(run: DagRun, task_id: str) -> list[int]:
     return sorted(set(instance_keys(run, task_id, None).values_list("map_index", flat=True).distinct()))
+
+
+ALL_MAP_INDEXES = "all"
+
+
+@dataclass
+class TaskView:
+    """A task's page in a run: one map index (``map_index``), or every map index of a mapped task
+    (``map_index`` None, ``blocks`` by map index). ``task_instance``: the one shown (None for all, or if it
+    does not exist); ``map_indexes``: those with state; ``mapped``: the task has map indexes (task instances
+    or keys with ``map_index >= 0``); ``has_keys``: what is shown has keys (the actions need some);
+    ``first_instance``: the lowest map index with a task instance (where a key can be added)."""
+
+    map_index: int | None
+    task_instance: TaskInstance | None
+    map_indexes: list[int]
+    mapped: bool
+    page: Page
+    blocks: list[InstanceBlock]
+    has_keys: bool
+    first_instance: int | None
+
+    @property
+    def every_map_index(self) -> bool:
+        return self.map_index is None
+
+
+def task_view(run: DagRun, task_id: str, map_index: str | None, cursor: str | None = None, size: int = 100) -> TaskView:
+    """The task's page for the ``map_index`` parameter: a number, ``all`` (every map index), or absent or not a
+    number: the unmapped task instance (-1) if it exists or the task is not mapped, else every map index (a
+    mapped task has no map index -1)."""
+    instances = TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id)
+    map_indexes = map_indexes_with_state(run, task_id)
+    first_instance = instances.order_by("map_index").values_list("map_index", flat=True).first()
+    mapped = (first_instance is not None and first_instance >= 0) or any(mi >= 0 for mi in map_indexes)
+    try:
+        chosen: int | None = int(map_index)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        chosen = None if map_index == ALL_MAP_INDEXES or (mapped and first_instance != -1) else -1
+    if chosen is None:
+        page = paginate(with_previews(instance_keys(run, task_id, None)), ["map_index", "key", "id"], cursor, size)
+        groups = _blocks(run, page.items)
+        blocks, instance = (groups[0].instances if groups else []), None
+    else:
+        page = instance_state(run, task_id, chosen, cursor, size)
+        blocks, instance = [], instances.filter(map_index=chosen).first()
+    has_keys = bool(page.items) or instance_keys(run, task_id, chosen).exists()
+    return TaskView(chosen, instance, map_indexes, mapped, page, blocks, has_keys, first_instance)
 
 
 def get_task_key(key_id: int, *, scope: Scope) -> TaskStateStore:

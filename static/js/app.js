@@ -38,13 +38,32 @@
         () => toast("The browser refused to copy.", "error"));
     }
   });
+  // Buttons acting on selected keys (data-needs-selection) are enabled only while a key is selected.
+  const selected = () => document.querySelector("#keys-panel tbody input[type=checkbox]:checked");
+  const syncSelection = () => document.querySelectorAll("[data-needs-selection]").forEach((button) => {
+    button.disabled = !selected();
+  });
   document.addEventListener("change", (event) => {
     if (event.target.classList.contains("select-all")) {
       const table = event.target.closest("table");
       table.querySelectorAll("tbody input[type=checkbox]").forEach((box) => { box.checked = event.target.checked; });
     }
+    if (event.target.type === "checkbox") syncSelection();
+  });
+  document.addEventListener("htmx:afterSettle", syncSelection);
+  // Auto-refresh (includes/_refresh.html): a poll is skipped while the tab is hidden, a dialog is open or
+  // keys are selected (a refresh would drop the selection); the panel refreshes when the tab is shown again.
+  document.addEventListener("htmx:confirm", (event) => {
+    if (!event.detail.elt.hasAttribute("data-auto-refresh")) return;
+    if (event.detail.triggeringEvent?.type === "stateChanged") return; // after an action: always
+    if (document.visibilityState !== "visible" || modal().open || selected()) event.preventDefault();
+  });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState !== "visible") return;
+    document.querySelectorAll("[data-auto-refresh]").forEach((element) => htmx.trigger(element, "autoRefresh"));
   });
   document.addEventListener("DOMContentLoaded", () => {
+    syncSelection(); // a browser may restore checked boxes on reload
     document.querySelectorAll("#toasts .toast").forEach((box) => setTimeout(() => box.remove(), 6000));
     // Dialog closed with Escape or Cancel: clear it so a stale form is never resubmitted.
     modal()?.addEventListener("close", () => { document.getElementById("modal-body").innerHTML = ""; });
