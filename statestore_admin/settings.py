@@ -88,6 +88,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "statestore_admin.dashboard.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
     "statestore_admin.middleware.DomainErrorMiddleware",
     "statestore_admin.middleware.AirflowDatabaseUnavailableMiddleware",
     "axes.middleware.AxesMiddleware",  # last: renders the lockout page
