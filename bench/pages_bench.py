@@ -229,6 +229,20 @@ def run_size(size: str, args: argparse.Namespace, explain: bool) -> dict:
         return json.loads(Path(f"{tmp}/out.json").read_text())
 
 
+def merge(results: list[dict]) -> dict:
+    """One size's rounds as one result: every page's timed passes together, their median."""
+    merged = results[-1]
+    for n, page in enumerate(merged["pages"]):
+        rounds = [r["pages"][n] for r in results]
+        page["times"] = [t for r in rounds for t in r["times"]]
+        page["median"] = statistics.median(page["times"])
+        page["status"] = max(r["status"] for r in rounds)
+        page["seq_scans"] = next((r["seq_scans"] for r in rounds if r["seq_scans"] is not None), None)
+    shots = [r["snapshot_seconds"] for r in results if r.get("snapshot_seconds") is not None]
+    merged["snapshot_seconds"] = statistics.median(shots) if shots else None
+    return merged
+
+
 def seconds(result: dict) -> str:
     text = f"{result['median']:.3f} s" if result["median"] < 10 else f"{result['median']:.1f} s"
     if result["status"] != 200:
@@ -301,6 +315,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="20k,10m", help="comma-separated, smallest first (default 20k,10m)")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes after the warm-up; the median is shown")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run the sizes in turn this many times; the median of all passes"
+    )
     parser.add_argument("--explain", action="store_true", help="EXPLAIN every Airflow query at the largest size")
     parser.add_argument("--write", action="store_true", help="write the result to docs/benchmarks/scale.md")
     parser.add_argument("--user-scope", help="time the pages as an Operator scoped to these DAGs (grant_scope)")
@@ -328,7 +345,12 @@ def main() -> None:
         )
     for size in sizes:
         deployment.build(size)
-    runs = [run_size(size, args, explain=args.explain and size == sizes[-1]) for size in sizes]
+    rounds: dict[str, list[dict]] = {size: [] for size in sizes}
+    for n in range(args.rounds):  # the sizes take turns, so that the machine's mood weighs on each alike
+        last = n == args.rounds - 1
+        for size in sizes:
+            rounds[size].append(run_size(size, args, explain=args.explain and last and size == sizes[-1]))
+    runs = [merge(rounds[size]) for size in sizes]
 
     scope = f", as a user scoped to DAGs `{args.user_scope}` and assets `{args.asset_scope}`" if args.user_scope else ""
     command = "bench/pages_bench.py " + shlex.join(sys.argv[1:])
@@ -339,7 +361,9 @@ def main() -> None:
             f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL {pg_version()} at 127.0.0.1:5432 "
             f"(its configuration untouched). Code: {code_version()}. "
             f"Command: `.venv/bin/python {command.strip()}`. Server time with Django's test client in one "
-            f"process per size, median of {args.repeat} passes after a warm-up pass; "
+            f"process per size, median of {args.repeat} passes after a warm-up pass"
+            + (f" in each of {args.rounds} rounds (the sizes in turn)" if args.rounds > 1 else "")
+            + "; "
             "queries: those on the Airflow database, in the warm-up pass.",
             "",
             "Deployments (`bench/deployment.py`):",
