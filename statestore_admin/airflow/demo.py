@@ -273,9 +273,11 @@ _GENERATE = {
         )
         + "FROM generate_series(0, %(count)s - 1) AS g ON CONFLICT DO NOTHING"
     ),
+    # The statement starts with INSERT (its WITH inside): Python's sqlite3 reports no rowcount (-1) for a
+    # statement that starts with WITH, and the command would print "0 task keys added".
     "sqlite": (
-        "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
         f"INSERT INTO task_state_store ({_COLUMNS}) "
+        "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
         + _ROW.format(
             tasks=SCALE_TASKS,
             expired="strftime('%%Y-%%m-%%d %%H:%%M:%%f000', %(expired)s, '-' || (g + %(base)s) || ' seconds')",

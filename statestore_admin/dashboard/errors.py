@@ -4,12 +4,19 @@
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponseForbidden, HttpResponseNotFound
+from django.shortcuts import render
 from django.views import defaults
+
+NOT_FOUND = "Nothing here: it may have been deleted, or the address is mistyped."
 
 
 def _message(exception, fallback: str) -> str:
+    """The exception's own sentence for people, or ``fallback`` for what is not one: the URL resolver's
+    details (a dict of the patterns tried), markup, or ``get_object_or_404``'s model names."""
     text = str(exception) if exception is not None else ""
-    return text if text and not text.startswith(("{", "<")) else fallback
+    if not text or text.startswith(("{", "<")) or text.endswith("matches the given query."):
+        return fallback
+    return text
 
 
 def permission_denied(request, exception=None):
@@ -25,7 +32,7 @@ def not_found(request, exception=None):
         return HttpResponseNotFound(
             _message(exception, "Not found: it may have been deleted."), content_type="text/plain; charset=utf-8"
         )
-    return defaults.page_not_found(request, exception, template_name="errors/404.html")
+    return render(request, "errors/404.html", {"message": _message(exception, NOT_FOUND)}, status=404)
 
 
 def bad_request(request, exception=None):

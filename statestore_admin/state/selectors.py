@@ -425,14 +425,17 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
 
 @dataclass(frozen=True)
 class LargeValue:
-    """One of the largest values; its place (a task key's id, DAG and task, or an asset's id and name)."""
+    """One of the largest values; its place (a task key's id, DAG, run, task and map index, or an asset's id
+    and name)."""
 
     store: str
     key: str
     size: int
     key_id: int | None = None
     dag_id: str | None = None
+    run_id: str | None = None
     task_id: str | None = None
+    map_index: int | None = None
     asset_id: int | None = None
     asset_name: str | None = None
 
@@ -471,7 +474,9 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"),
                 item["size"],
                 key_id=item.get("key_id"),
                 dag_id=item.get("dag_id"),
+                run_id=item.get("run_id"),
                 task_id=item.get("task_id"),
+                map_index=item.get("map_index"),
                 asset_id=item.get("asset_id"),
                 asset_name=item.get("asset_name"),
             )
@@ -487,7 +492,19 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"),
     rows = []
     if "task" in stores:
         task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
-        rows += [LargeValue("task", k.key, k.size, key_id=k.pk, dag_id=k.dag_id, task_id=k.task_id) for k in task]
+        rows += [
+            LargeValue(
+                "task",
+                k.key,
+                k.size,
+                key_id=k.pk,
+                dag_id=k.dag_id,
+                run_id=k.run_id,
+                task_id=k.task_id,
+                map_index=k.map_index,
+            )
+            for k in task
+        ]
     if "asset" in stores:
         asset = (
             scoped_asset_keys(scope)

@@ -34,4 +34,4 @@ class Command(BaseCommand):
         self.stdout.write("Demo data: " + ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in counts.items()))
         if scale:
             inserted = load_scale_data(scale, expired_fraction)
-            self.stdout.write(f"Scale data: {inserted} task keys added to DAG 'scale_test'.")
+            self.stdout.write(f"Scale data: {inserted:,} task keys added to DAG 'scale_test'.")

@@ -1,0 +1,95 @@
+"""How the dashboard shows times, counts and sizes: one tag or filter each, used by every template.
+
+``{% when t %}`` shows a time in the user's time zone (activated by ``dashboard.timezones``), as people read
+it, inside ``<time datetime="..." title="... UTC">`` so that the exact UTC time is one hover away:
+
+- ``"relative"`` (the default, for lists): "5 minutes ago", "in 3 days", "just now";
+- ``"absolute"``: "30 Nov 2026, 16:43";
+- ``"seconds"``: "30 Nov 2026, 16:43:28";
+- ``"both"``: "30 Nov 2026, 16:43 (5 minutes ago)".
+
+``|num`` writes counts with thousands separators (12,345) and ``|bytes`` sizes (1,023 bytes, 1.5 MB).
+"""
+
+from datetime import UTC, datetime, timedelta
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+register = template.Library()
+
+JUST_NOW = timedelta(minutes=1)
+STYLES = ("relative", "absolute", "seconds", "both")
+UNITS = ("KB", "MB", "GB", "TB")
+
+
+def relative(value: datetime, now: datetime) -> str:
+    """ "5 minutes ago", "in 3 days", "just now" (within a minute either way): the largest unit only, as
+    the exact time is on hover."""
+    if abs(value - now) < JUST_NOW:
+        return "just now"
+    if value > now:
+        return f"in {timesince(now, value, depth=1)}"
+    return f"{timesince(value, now, depth=1)} ago"
+
+
+def absolute(value: datetime, seconds: bool = False) -> str:
+    """The time in the active (the user's) time zone: "30 Nov 2026, 16:43" (":28" with seconds)."""
+    local = timezone.localtime(value)
+    return f"{local.day} {local:%b %Y, %H:%M}" + (f":{local:%S}" if seconds else "")
+
+
+def utc_title(value: datetime) -> str:
+    """The hover text: the time in UTC, and in the user's zone with its name when that is not UTC."""
+    utc = value.astimezone(UTC)
+    text = f"{utc:%Y-%m-%d %H:%M:%S} UTC"
+    zone = timezone.get_current_timezone_name()
+    if zone != "UTC":
+        local = timezone.localtime(value)
+        text = f"{local:%Y-%m-%d %H:%M:%S} {local:%Z} ({zone}) · {text}"
+    return text
+
+
+@register.simple_tag
+def when(value, style="relative", empty="", now=None):
+    """``value`` as ``<time>`` in ``style`` (see the module); ``empty`` when there is no time."""
+    if style not in STYLES:
+        raise template.TemplateSyntaxError(f"when: unknown style {style!r}, one of {', '.join(STYLES)}")
+    if not isinstance(value, datetime):
+        return empty
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    now = now or timezone.now()
+    if style == "relative":
+        text = relative(value, now)
+    elif style == "both":
+        text = f"{absolute(value)} ({relative(value, now)})"
+    else:
+        text = absolute(value, seconds=style == "seconds")
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>', value.astimezone(UTC).isoformat(), utc_title(value), text
+    )
+
+
+@register.filter
+def num(value):
+    """A count with thousands separators: 12345 → "12,345". Anything but a number is shown as it is."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+@register.filter(name="bytes")
+def size(value):
+    """A size in bytes for people: "1,023 bytes", "1.5 KB", "12.3 MB" (binary units, as Django's
+    filesizeformat, with thousands separators)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if abs(value) < 1024:
+        return f"{int(value):,} byte{'' if value == 1 else 's'}"
+    exponent = 1
+    while exponent < len(UNITS) and abs(value) >= 1024 ** (exponent + 1):
+        exponent += 1
+    return f"{value / 1024**exponent:,.1f} {UNITS[exponent - 1]}"

@@ -1,0 +1,44 @@
+"""The time zone the pages show times in: the browser's, or UTC when the user chose it.
+
+static/js/app.js writes the browser's zone (``Intl.DateTimeFormat().resolvedOptions().timeZone``) to the
+``tz`` cookie, and the header's switch sets ``tz_utc=1`` (times in UTC) or clears it. Each request
+activates that zone for the pages (``{% when %}``, Django's ``localtime``); a zone Python does not know,
+or no cookie, means ``settings.TIME_ZONE``. The data stays in UTC: only its display changes. The APIs
+(``/api/``) are left alone: their times keep the server's zone whoever calls them.
+"""
+
+import zoneinfo
+from functools import cache
+
+from django.conf import settings
+from django.utils import timezone
+
+ZONE_COOKIE = "tz"
+UTC_COOKIE = "tz_utc"
+
+
+@cache
+def _known() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def zone_name(request) -> str:
+    """The zone to show ``request``'s page in (an IANA name)."""
+    if request.COOKIES.get(UTC_COOKIE) == "1":
+        return "UTC"
+    name = request.COOKIES.get(ZONE_COOKIE, "")
+    return name if name in _known() else settings.TIME_ZONE
+
+
+class DisplayTimeZoneMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith("/api/"):
+            return self.get_response(request)
+        timezone.activate(zoneinfo.ZoneInfo(zone_name(request)))
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()

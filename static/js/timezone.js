@@ -1,0 +1,40 @@
+// statestore-admin: times are shown in the browser's time zone (statestore_admin/dashboard/timezones.py).
+// The server reads the zone from the "tz" cookie written here; the header's switch shows UTC instead
+// ("tz_utc=1"). A page rendered before the cookie existed (the very first visit) is reloaded once.
+(function () {
+  "use strict";
+  const YEAR = 60 * 60 * 24 * 365;
+
+  function cookie(name) {
+    const found = document.cookie.split("; ").find((part) => part.startsWith(name + "="));
+    return found ? decodeURIComponent(found.slice(name.length + 1)) : null;
+  }
+
+  function setCookie(name, value, maxAge) {
+    const secure = location.protocol === "https:" ? "; Secure" : "";
+    document.cookie = name + "=" + encodeURIComponent(value) + "; Path=/; Max-Age=" + maxAge + "; SameSite=Lax" + secure;
+  }
+
+  let browserZone = "UTC";
+  try {
+    browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  } catch (error) { /* very old browsers: UTC */ }
+
+  if (cookie("tz") !== browserZone) {
+    setCookie("tz", browserZone, YEAR);
+    const shown = document.documentElement.dataset.timeZone;
+    const wanted = cookie("tz_utc") === "1" ? "UTC" : browserZone;
+    // Reload at most once per zone, so that a zone the server does not know cannot loop.
+    if (shown && shown !== wanted && sessionStorage.getItem("tz-reloaded") !== wanted) {
+      sessionStorage.setItem("tz-reloaded", wanted);
+      location.reload();
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-time-zone-switch]");
+    if (!button) return;
+    setCookie("tz_utc", "1", button.dataset.timeZoneSwitch === "utc" ? YEAR : 0);
+    location.reload();
+  });
+})();
