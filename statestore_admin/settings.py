@@ -155,6 +155,9 @@ STATESTORE_METASTORE_BACKENDS = env.list("STATESTORE_METASTORE_BACKENDS", defaul
 # Also append every audit event to Airflow's own audit log (the `log` table), in the same transaction
 # as the change: Airflow's Audit Log page and /api/v2/eventLogs then show the dashboard's changes.
 AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
+# Airflow's UI (e.g. https://airflow.example.com): DAG, run, task instance and asset pages link to the same object
+# there. Empty: Airflow's [api] base_url, if set; neither: no links. Only http(s) addresses are used.
+AIRFLOW_UI_URL = env.str("AIRFLOW_UI_URL", default="")
 # Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
 
@@ -280,6 +283,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "statestore_admin.staticfiles.ManifestStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
+# Files served at the site's root, before sign-in: /favicon.ico, which browsers ask for by themselves.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 
 # Health endpoints (statestore_admin.health): probes speak plain HTTP to the server itself, and a redirect
 # to HTTPS (BEHIND_TLS_PROXY) would count as success for them. They answer in place.
@@ -287,8 +292,6 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]  # probes and
 
 LOGGING = {
     "version": 1,
-# Files served at the site's root, before sign-in: /favicon.ico, which browsers ask for by themselves.
-WHITENOISE_ROOT = BASE_DIR / "static" / "root"
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},

@@ -176,6 +176,13 @@ OPTIONS: dict[tuple[str, str], Option] = {
             "Worker-side backend; when set, database values are references to external storage.",
         ),
         Option(
+            "api",
+            "base_url",
+            "",
+            _text,
+            "The address of Airflow's API server and UI; the dashboard links its pages to the UI's.",
+        ),
+        Option(
             "database",
             "sql_alchemy_conn",
             None,
@@ -345,6 +352,10 @@ class AirflowConfig:
     @property
     def worker_backend(self) -> str:
         return self.get("workers", "state_store_backend").value
+
+    @property
+    def api_base_url(self) -> str:
+        return self.get("api", "base_url").value
 
     @property
     def sql_alchemy_conn(self) -> ConfigValue:

@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, audit_views, insights_views, search_views, views
+from . import actions, audit_views, export_views, insights_views, search_views, views
 
 
 class TaskActionConverter:
@@ -43,6 +43,16 @@ urlpatterns = [
     path("keys/task/<action>/", actions.task_keys_action, name="task-keys-action"),
     path("assets/<int:asset_id>/export/", audit_views.asset_keys_export, name="asset-keys-export"),
     path("audit/", audit_views.audit_list, name="audit"),
+    # Downloads of the lists (?format=json|csv): export_views
+    path("runs/<int:run_pk>/export/", export_views.run_keys_export, name="run-keys-export"),
+    path(
+        "runs/<int:run_pk>/tasks/<str:task_id>/export/",
+        export_views.task_instance_keys_export,
+        name="task-instance-keys-export",
+    ),
+    path("assets/<int:asset_id>/keys/export/", export_views.asset_keys_list_export, name="asset-keys-list-export"),
+    path("search/export/", export_views.search_export, name="search-export"),
+    path("audit/export/", export_views.audit_export, name="audit-export"),
     path("audit/restore-file/", audit_views.audit_restore_file, name="audit-restore-file"),
     path("audit/run/", audit_views.run_lookup, name="run-lookup"),
     path("audit/<int:event_id>/", audit_views.audit_event, name="audit-event"),

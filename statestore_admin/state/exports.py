@@ -1,5 +1,5 @@
-"""Keys as a JSON document: what a confirmation offers to download before a delete, what every list
-exports, and what a restore accepts as an upload (``services.restore_document``).
+"""Every list as a download, and keys as a JSON document: what a confirmation offers to download before a
+delete, what every list of keys exports, and what a restore accepts as an upload (``services.restore_document``).
 
     {"format": "statestore-admin/keys", "version": 1, "exported_at": "...",
      "keys": [{"store": "task", "dag_id", "run_id", "task_id", "map_index", "key", "value",
@@ -8,26 +8,53 @@ exports, and what a restore accepts as an upload (``services.restore_document``)
 
 ``value`` is the decoded JSON value. When re-encoding it would not give back the stored text exactly
 (text not written by ``json.dumps``), ``value_json`` carries the exact text too, and a restore uses it.
-Documents are written as a stream (``iter_document``): memory stays bounded whatever the number of keys.
+
+The lists of keys (a run's, a task instance's, an asset's, search results) download as that document or as
+CSV; the audit trail downloads as a document of events (``statestore-admin/audit``, not a restore input: an
+event is restored from its own page) or as CSV. Every download is written as a stream: rows are read in
+keyset chunks of ``STREAM_CHUNK`` (each chunk one short query that an index serves, no long-lived cursor or
+transaction), so memory stays bounded whatever the number of rows. CSV is UTF-8 (with a byte order mark, so
+that spreadsheets read it as UTF-8), one header row, and every text cell that a spreadsheet would take for a
+formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with ``'``.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC
 
-from django.db.models import QuerySet
+from django.db import connections, router
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
+
+from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 
 from . import permissions
 from .errors import Invalid
+from .models import AuditEvent
 from .values import clean_key, decode_json_text, encode_value, parse_datetime_aware
 
 FORMAT, VERSION = "statestore-admin/keys", 1
+AUDIT_FORMAT = "statestore-admin/audit"
+FORMATS = ("json", "csv")
+CONTENT_TYPES = {"json": "application/json", "csv": "text/csv; charset=utf-8"}
+UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 ID_LENGTH = 250  # dag_id, run_id and task_id columns
 MAX_INT = 2**31 - 1  # integer columns (map_index, asset id)
-STREAM_CHUNK = 500
+STREAM_CHUNK = 1000  # rows a query; values are at most max_value_storage_bytes each
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+# The orders a download reads rows in, each unique and served by an index of Airflow's: a run's keys by the
+# unique (dag_run_id, task_id, map_index, key), any other set of task keys by id, asset keys by the primary key.
+IN_RUN = ("task_id", "map_index", "key")
+BY_ID = ("id",)
+NEWEST_FIRST = ("-id",)
+ASSET_ORDER = ("asset_id", "key")
 
 
 def _iso(value):
@@ -71,22 +98,254 @@ def asset_entry(row) -> dict:
     }
 
 
-def iter_document(task_rows: QuerySet | None = None, asset_rows: QuerySet | None = None) -> Iterator[str]:
-    """The document as text pieces, rows read ``STREAM_CHUNK`` at a time."""
-    head = {"format": FORMAT, "version": VERSION, "exported_at": _iso(timezone.now())}
-    yield json.dumps(head)[:-1] + ', "keys": ['
-    first = True
-    sources: list[tuple[Iterable, callable]] = []
+def event_entry(event: AuditEvent) -> dict:
+    return {
+        "id": event.pk,
+        "at": _iso(event.at),
+        "finished_at": _iso(event.finished_at),
+        "outcome": event.outcome,
+        "actor": event.actor,
+        "via": event.via,
+        "action": event.action,
+        "store": event.store,
+        "dag_id": event.dag_id,
+        "run_id": event.run_id,
+        "task_id": event.task_id,
+        "map_index": event.map_index,
+        "asset_id": event.asset_id,
+        "asset_name": event.asset_name,
+        "asset_uri": event.asset_uri,
+        "key_count": event.key_count,
+        "restored_from": event.restored_from_id,
+        "token_name": event.token_name,
+        "os_user": event.os_user,
+        "host": event.host,
+        "error": event.error,
+        "details": event.details,
+    }
+
+
+KEY_COLUMNS = (
+    "store",
+    "dag_id",
+    "run_id",
+    "task_id",
+    "map_index",
+    "asset_id",
+    "asset_name",
+    "asset_uri",
+    "key",
+    "value",
+    "expires_at",
+    "updated_at",
+)
+EVENT_COLUMNS = (  # an event's entry but its details (free-form JSON)
+    "id",
+    "at",
+    "finished_at",
+    "outcome",
+    "actor",
+    "via",
+    "action",
+    "store",
+    "dag_id",
+    "run_id",
+    "task_id",
+    "map_index",
+    "asset_id",
+    "asset_name",
+    "asset_uri",
+    "key_count",
+    "restored_from",
+    "token_name",
+    "os_user",
+    "host",
+    "error",
+)
+
+
+def _task_cells(row) -> list:
+    iso = (_iso(row.expires_at) or "", _iso(row.updated_at))
+    return [permissions.TASK, row.dag_id, row.run_id, row.task_id, row.map_index, "", "", "", row.key, row.value, *iso]
+
+
+def _asset_cells(row) -> list:
+    asset = row.asset
+    return [
+        permissions.ASSET,
+        "",
+        "",
+        "",
+        "",
+        row.asset_id,
+        asset.name,
+        asset.uri,
+        row.key,
+        row.value,
+        "",
+        _iso(row.updated_at),
+    ]
+
+
+def _event_cells(event: AuditEvent) -> list:
+    entry = event_entry(event)
+    return ["" if entry[name] is None else entry[name] for name in EVENT_COLUMNS]
+
+
+def safe_cell(value):
+    """A CSV cell a spreadsheet shows as text: text it would take for a formula gets a leading ``'``."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+# Reading rows in keyset chunks ----------------------------------------------------------------------------
+def _after(rows: QuerySet, names: list[str], values: list, descending: bool):
+    """Rows after ``values`` in the order of ``names``: one comparison, of a row value for several columns
+    (which an index on those columns serves as a range, where an OR of column comparisons is a filter)."""
+    if len(names) == 1:
+        return Q(**{f"{names[0]}__{'lt' if descending else 'gt'}": values[0]})
+    model = rows.model
+    quote = connections[rows.db or router.db_for_read(model)].ops.quote_name
+    table = quote(model._meta.db_table)
+    columns = ", ".join(f"{table}.{quote(model._meta.get_field(name).column)}" for name in names)
+    marks = ", ".join(["%s"] * len(values))
+    return RawSQL(f"({columns}) {'<' if descending else '>'} ({marks})", values, output_field=BooleanField())
+
+
+def keyset_chunks(rows: QuerySet, ordering: tuple[str, ...], size: int | None = None) -> Iterator[list]:
+    """``rows`` in ``ordering`` (unique; all ascending, or all descending with ``-``), ``size`` rows a query,
+    each query starting after the last row read: memory holds one chunk, no cursor outlives a query."""
+    size = size or STREAM_CHUNK
+    descending = ordering[0].startswith("-")
+    names = [name.lstrip("-") for name in ordering]
+    fields = [rows.model._meta.get_field(name).attname for name in names]
+    ordered = rows.order_by(*ordering)
+    last = None
+    while True:
+        chunk = list((ordered if last is None else ordered.filter(_after(rows, names, last, descending)))[:size])
+        if chunk:
+            yield chunk
+        if len(chunk) < size:
+            return
+        last = [getattr(chunk[-1], name) for name in fields]
+
+
+# What a download holds --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """Rows of one kind, the order they are read in, and how each becomes a JSON entry and a CSV row."""
+
+    rows: QuerySet
+    ordering: tuple[str, ...]
+    entry: Callable[[object], dict]
+    cells: Callable[[object], list]
+
+    def chunks(self) -> Iterator[list]:
+        return keyset_chunks(self.rows, self.ordering)
+
+
+def task_source(rows: QuerySet, ordering: tuple[str, ...] = BY_ID) -> Source:
+    return Source(rows, ordering, task_entry, _task_cells)
+
+
+def asset_source(rows: QuerySet) -> Source:
+    return Source(rows.select_related("asset").defer("asset__extra"), ASSET_ORDER, asset_entry, _asset_cells)
+
+
+@dataclass(frozen=True)
+class Export:
+    """A download: ``name`` for its file name, keys (a restore document) or audit events."""
+
+    name: str
+    sources: tuple[Source, ...]
+    format: str = FORMAT
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return KEY_COLUMNS if self.format == FORMAT else EVENT_COLUMNS
+
+    def json(self) -> Iterator[str]:
+        """The document as text pieces, one a chunk of rows."""
+        head = {"format": self.format, "version": VERSION, "exported_at": _iso(timezone.now())}
+        yield json.dumps(head)[:-1] + f', "{"keys" if self.format == FORMAT else "events"}": ['
+        first = True
+        for source in self.sources:
+            for chunk in source.chunks():
+                text = ",\n".join(json.dumps(source.entry(row)) for row in chunk)
+                yield ("\n" if first else ",\n") + text
+                first = False
+        yield "\n]}\n"
+
+    def csv(self) -> Iterator[str]:
+        """UTF-8 text with a byte order mark and a header row, as pieces of one chunk of rows each."""
+        line = _Line()
+        writer = csv.writer(line)
+        yield "\ufeff" + writer.writerow(self.columns)
+        for source in self.sources:
+            for chunk in source.chunks():
+                yield "".join(writer.writerow([safe_cell(cell) for cell in source.cells(row)]) for row in chunk)
+
+    def stream(self, format: str) -> Iterator[bytes]:
+        pieces = self.csv() if format == "csv" else self.json()
+        return (piece.encode() for piece in pieces)
+
+    def filename(self, format: str) -> str:
+        """``statestore-<name>-<UTC time>.<format>``, ids in the name reduced to characters safe in a header."""
+        stamp = timezone.now().astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+        return f"statestore-{UNSAFE_IN_NAME.sub('_', self.name)[:120]}-{stamp}.{format}"
+
+
+class _Line:
+    """A file for ``csv.writer`` that hands back what is written instead of keeping it."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def keys_export(name: str, task_rows: QuerySet | None = None, asset_rows: QuerySet | None = None, *, task_order=BY_ID):
+    sources = []
     if task_rows is not None:
-        sources.append((task_rows.order_by("id").iterator(chunk_size=STREAM_CHUNK), task_entry))
+        sources.append(task_source(task_rows, task_order))
     if asset_rows is not None:
-        ordered = asset_rows.select_related("asset").defer("asset__extra").order_by("asset_id", "key")
-        sources.append((ordered.iterator(chunk_size=STREAM_CHUNK), asset_entry))
-    for rows, entry in sources:
-        for row in rows:
-            yield ("\n" if first else ",\n") + json.dumps(entry(row))
-            first = False
-    yield "\n]}\n"
+        sources.append(asset_source(asset_rows))
+    return Export(name, tuple(sources))
+
+
+def iter_document(task_rows: QuerySet | None = None, asset_rows: QuerySet | None = None) -> Iterator[str]:
+    """The restore document of these rows as text pieces (what a delete's confirmation downloads)."""
+    return keys_export("keys", task_rows, asset_rows).json()
+
+
+# The lists ----------------------------------------------------------------------------------------------------
+def run_keys(run: DagRun) -> Export:
+    """A run's keys (``selectors.get_run`` has checked the scope), in the run page's order."""
+    return keys_export(f"run-{run.pk}-keys", TaskStateStore.objects.filter(dag_run=run), task_order=IN_RUN)
+
+
+def task_instance_keys(run: DagRun, task_id: str, map_index: int | None) -> Export:
+    """A task instance's keys, or every map index's (``map_index`` None)."""
+    rows = TaskStateStore.objects.filter(dag_run=run, task_id=task_id)
+    if map_index is not None:
+        rows = rows.filter(map_index=map_index)
+    suffix = "all" if map_index is None else map_index
+    return keys_export(f"run-{run.pk}-{task_id}-{suffix}-keys", rows, task_order=IN_RUN)
+
+
+def asset_keys(asset) -> Export:
+    """An asset's keys (``selectors.get_asset`` has checked the scope)."""
+    return keys_export(f"asset-{asset.pk}-keys", asset_rows=AssetStateStore.objects.filter(asset=asset))
+
+
+def search_results(task_rows: QuerySet | None, asset_rows: QuerySet | None) -> Export:
+    """Every match of a search (``search.task_key_rows`` / ``asset_key_rows``), without its time budget:
+    a download reads on until the last match; task keys newest first, as the results show them."""
+    return keys_export("search", task_rows, asset_rows, task_order=NEWEST_FIRST)
+
+
+def audit_events(events: QuerySet) -> Export:
+    """The audit trail's events (``selectors.audit_event_rows``), newest first."""
+    return Export("audit", (Source(events, NEWEST_FIRST, event_entry, _event_cells),), AUDIT_FORMAT)
 
 
 def parse_document(document) -> list:

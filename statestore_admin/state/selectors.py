@@ -1108,12 +1108,9 @@ def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey
 
 
 # The dashboard's Audit page and downloads ---------------------------------------------------------
-def audit_events(
-    query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50, *, scope: Scope
-) -> Page:
-    """Events of ``stores`` (those a user may view; GC runs, which have no store, count as task state),
-    newest first, keyset-paginated by id; each with ``restored_by`` (the restores made of it): two queries a
-    page, each filter an index range or a key lookup."""
+def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> QuerySet:
+    """The events ``query`` matches among those of ``stores`` in ``scope``, unordered: what the Audit page pages
+    through and its export downloads."""
     rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])]).filter(
         audit_scope_q(scope)
     )
@@ -1127,7 +1124,16 @@ def audit_events(
         rows = rows.filter(at__gte=query.since)
     if query.until:
         rows = rows.filter(at__lt=query.until)
-    page = paginate(rows, ["-id"], cursor, size)
+    return rows
+
+
+def audit_events(
+    query: AuditQuery, stores: list[str], cursor: str | None = None, size: int = 50, *, scope: Scope
+) -> Page:
+    """Events of ``stores`` (those a user may view; GC runs, which have no store, count as task state),
+    newest first, keyset-paginated by id; each with ``restored_by`` (the restores made of it): two queries a
+    page, each filter an index range or a key lookup."""
+    page = paginate(audit_event_rows(query, stores, scope=scope), ["-id"], cursor, size)
     restored_by: dict[int, list[int]] = {}
     for event_id, restore_id in AuditEvent.objects.filter(restored_from__in=[e.pk for e in page.items]).values_list(
         "restored_from", "id"
