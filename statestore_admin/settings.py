@@ -160,6 +160,10 @@ AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
 AIRFLOW_UI_URL = env.str("AIRFLOW_UI_URL", default="")
 # Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
+# The GC page warns when the last successful state_store_clean run finished more than this many hours ago,
+# or when at least this many task state rows have expired (docs/gc.md, The GC page).
+GC_STALE_AFTER_HOURS = env.float("GC_STALE_AFTER_HOURS", default=26.0)
+GC_BACKLOG_WARN_ROWS = env.int("GC_BACKLOG_WARN_ROWS", default=100_000)
 
 # REST API -------------------------------------------------------------------------------------
 # API tokens expire after at most this many days (also the default; `create_api_token --expires-in`).

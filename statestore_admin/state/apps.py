@@ -9,6 +9,7 @@ class StateConfig(AppConfig):
     label = "state"
 
     def ready(self):
+        from . import checks  # noqa: F401  (registers the system checks)
         from .roles import sync_roles_after_migrate
 
         post_migrate.connect(sync_roles_after_migrate, sender=self, dispatch_uid="statestore_sync_roles")

@@ -33,13 +33,14 @@ from __future__ import annotations
 import atexit
 import gc as python_gc
 import json
+import math
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache, partial
 
 from django.conf import settings
@@ -52,10 +53,11 @@ from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ai
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from . import audit
+from . import audit, permissions
 from .actors import Actor
-from .errors import Invalid
+from .errors import Forbidden, Invalid
 from .models import AuditEvent, GcRun, StatsSnapshot
+from .pagination import Page, paginate
 from .scopes import Scope, scope_of
 from .values import parse_datetime_aware
 
@@ -136,6 +138,7 @@ class GcPlan:
     sleep: float = 0.0
     max_batches: int | None = None
     lock_timeout: float = 5.0
+    time_limit: float | None = None  # seconds: no batch starts after this (the dashboard's bounded run)
 
     def __post_init__(self):
         errors = {}
@@ -151,6 +154,8 @@ class GcPlan:
             errors["max_batches"] = "The maximum number of batches must be 1 or more (or none)."
         if not _is_number(self.lock_timeout) or self.lock_timeout <= 0:
             errors["lock_timeout"] = "The lock timeout must be more than 0 seconds."
+        if self.time_limit is not None and (not _is_number(self.time_limit) or self.time_limit <= 0):
+            errors["time_limit"] = "The time limit must be more than 0 seconds (or none)."
         if not isinstance(self.dag_ids, tuple) or not all(isinstance(d, str) and d for d in self.dag_ids):
             errors["dag_ids"] = "DAG ids must be non-empty strings."
         if errors:
@@ -771,6 +776,10 @@ def _loop(
             result.outcome = GcRun.Outcome.PARTIAL
             result.message = f"Stopped after --max-batches {plan.max_batches}; expired rows may remain."
             return
+        if plan.time_limit is not None and result.delete_seconds >= plan.time_limit:
+            result.outcome = GcRun.Outcome.PARTIAL
+            result.message = f"Stopped at the time limit of {plan.time_limit:g} s; expired rows may remain."
+            return
         if plan.sleep:
             interrupter.sleep(plan.sleep)
         if interrupter.stop_requested:
@@ -785,6 +794,7 @@ def _audit_details(result: GcResult) -> dict:
         "dag_ids": list(plan.dag_ids),
         "batch_size": plan.batch_size,
         "max_batches": plan.max_batches,
+        "time_limit": plan.time_limit,
         "backend": result.backend.backend,
     }
 
@@ -802,6 +812,8 @@ def _start_records(result: GcResult, actor: Actor) -> None:
                 batch_size=result.plan.batch_size,
                 host=socket.gethostname()[:255],
                 pid=os.getpid(),
+                actor=actor.name[:255],
+                via=actor.via,
             )
             result.event = audit.gc_started(actor, _audit_details(result), result.plan.dag_ids)
     except DatabaseError:
@@ -893,3 +905,116 @@ def run_gc(
         return result
     finally:
         _finish_records(result)
+
+
+# The GC page (dashboard) -----------------------------------------------------------------------------
+# Running GC from the page needs this permission (the Admin role has it) and delete on task state. GC spans
+# every DAG, so the page, like the API's dry run, is for users with view on task state and no scope.
+RUN_PERMISSION = "state.add_gcrun"
+# A run from the page must end within one request: at most this many rows a batch, batches and seconds.
+PAGE_MAX_BATCH_SIZE = 10_000
+PAGE_MAX_BATCHES = 1_000
+PAGE_MAX_SECONDS = 20
+# The outcomes that count as a successful run for "last successful run": it deleted what it was asked to
+# (all of it, or up to its batch or time limit).
+SUCCESSFUL = (GcRun.Outcome.COMPLETED, GcRun.Outcome.PARTIAL)
+HISTORY_PAGE_SIZE = 25
+CUTOFF_KINDS = {"now": "now", "age": "an age", "date": "a date"}
+AGE_UNITS = {"hours": timedelta(hours=1), "days": timedelta(days=1)}
+
+
+@dataclass(frozen=True)
+class GcAccess:
+    """What ``user`` may do on the GC page: see it (the preview, the history, the recipes), run GC now."""
+
+    view: bool
+    run: bool
+
+
+def access(user) -> GcAccess:
+    if not permissions.can(user, permissions.TASK, "view") or scope_of(user).restricted:
+        return GcAccess(False, False)
+    run = permissions.can(user, permissions.TASK, "delete") and user.has_perm(RUN_PERMISSION)
+    return GcAccess(True, run)
+
+
+def require_view(user) -> None:
+    permissions.require(user, permissions.TASK, "view")
+    scope_of(user).require_unrestricted("Garbage collection")
+
+
+def require_run(user) -> None:
+    require_view(user)
+    if not access(user).run:
+        raise Forbidden("Running garbage collection needs delete on task state and “Can add gc run” (the Admin role).")
+
+
+def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: str | None, now: datetime) -> datetime:
+    """The GC page's cutoff: ``now`` (every key past its own expiry), an ``age`` (keys that expired more than
+    ``age`` hours or days ago) or a ``date`` (``parse_cutoff``'s rules: ISO 8601 with a time zone, not in the
+    future). ``Invalid`` on field cutoff, age or before."""
+    kind = kind or "now"
+    if kind not in CUTOFF_KINDS:
+        raise Invalid({"cutoff": f"Unknown cutoff {kind!r}: choose now, an age or a date."})
+    if kind == "now":
+        return now
+    if kind == "date":
+        if not before:
+            raise Invalid({"before": "Give a date and time with a time zone, e.g. 2026-11-01T00:00:00Z."})
+        return parse_cutoff(before, now)
+    try:
+        amount = float(age or "")
+    except ValueError:
+        amount = None
+    if amount is None or not math.isfinite(amount) or amount <= 0:
+        raise Invalid({"age": "The age must be a number above 0."})
+    if unit not in AGE_UNITS:
+        raise Invalid({"age": "The age is in hours or days."})
+    try:
+        return now - AGE_UNITS[unit] * amount
+    except OverflowError:
+        raise Invalid({"age": "This age reaches before the year 1."}) from None
+
+
+def history(cursor: str | None, *, scope: Scope, size: int = HISTORY_PAGE_SIZE) -> Page:
+    """The recorded runs, newest first, a page after ``cursor``. Unscoped users only (GC spans every DAG)."""
+    scope.require_unrestricted("Garbage collection")
+    return paginate(GcRun.objects.all(), ["-started_at", "-id"], cursor, size)
+
+
+@dataclass(frozen=True)
+class GcHealth:
+    """Is GC keeping up? ``stale``: no successful run, or the last one finished more than
+    ``GC_STALE_AFTER_HOURS`` ago; ``backlog_large``: at least ``GC_BACKLOG_WARN_ROWS`` rows have expired (the
+    dry run's figure, estimated past its exact cap). Neither applies with a backend GC does not clean."""
+
+    last_success: GcRun | None
+    since_seconds: float | None
+    stale_after_hours: float
+    backlog: DryRunSummary
+    backlog_warn_rows: int
+
+    @property
+    def backlog_rows_at_least(self) -> int:
+        """The expired rows now: exact, the planner's estimate, or past the cap with no estimate the cap + 1."""
+        if self.backlog.rows is not None:
+            return self.backlog.rows
+        return (self.backlog.rows_more_than or 0) + 1
+
+    @property
+    def stale(self) -> bool:
+        if not self.backlog.backend.is_metastore:
+            return False
+        return self.since_seconds is None or self.since_seconds > self.stale_after_hours * 3600
+
+    @property
+    def backlog_large(self) -> bool:
+        return self.backlog.backend.is_metastore and self.backlog_rows_at_least >= self.backlog_warn_rows
+
+
+def health(now: datetime, *, scope: Scope, backlog: DryRunSummary | None = None) -> GcHealth:
+    """``backlog``: a dry run at ``now`` over every DAG, when the caller has one already."""
+    backlog = backlog or dry_run(GcPlan(cutoff=now), scope=scope)
+    last = GcRun.objects.filter(outcome__in=SUCCESSFUL).order_by("-started_at", "-id").first()
+    since = max((now - (last.finished_at or last.started_at)).total_seconds(), 0.0) if last else None
+    return GcHealth(last, since, settings.GC_STALE_AFTER_HOURS, backlog, settings.GC_BACKLOG_WARN_ROWS)

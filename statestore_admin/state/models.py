@@ -13,7 +13,7 @@ class GcRun(models.Model):
     class Outcome(models.TextChoices):
         RUNNING = "running", "running"
         COMPLETED = "completed", "completed"
-        PARTIAL = "partial", "stopped at --max-batches"
+        PARTIAL = "partial", "stopped at its batch or time limit"
         INTERRUPTED = "interrupted", "interrupted"
         FAILED = "failed", "failed"
         SKIPPED = "skipped", "skipped (not the metastore backend)"
@@ -30,6 +30,10 @@ class GcRun(models.Model):
     message = models.TextField(blank=True)
     host = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
+    # Who ran it (``Actor.name``): the OS user@host of the command, or the dashboard user; and through which
+    # face (``Actor.via``: gc for the command, ui for the GC page). Empty for runs recorded before.
+    actor = models.CharField(max_length=255, blank=True)
+    via = models.CharField(max_length=8, blank=True)
 
     class Meta:
         ordering = ["-started_at"]

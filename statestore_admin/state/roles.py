@@ -3,8 +3,8 @@ after every ``migrate`` (``sync_roles``), so a release that adds a permission ad
 
 - **Viewer**: view both stores and their audit trail.
 - **Operator**: a Viewer who may also add keys, edit values and expiry, and expire keys.
-- **Admin**: everything: also delete and clear keys, restore from the audit trail, and manage every
-  user's API tokens.
+- **Admin**: everything: also delete and clear keys, restore from the audit trail, manage every user's
+  API tokens, and run a bounded GC from the GC page.
 
 Superusers have every permission whatever their groups. Give a role in ``/admin/`` (Users → a user →
 Groups); to change what a role may do, make your own group rather than editing these three, which
@@ -27,6 +27,7 @@ ROLES: dict[str, list[tuple[str, str]]] = {
         ("auth", "view_group"),  # the scope admin's group and user pickers
         ("auth", "view_user"),
         ("state", "view_gcrun"),
+        ("state", "add_gcrun"),  # run a bounded GC from the GC page (with delete on task state)
         ("state", "view_statssnapshot"),
         *[("state", f"{action}_accessscope") for action in ("view", "add", "change", "delete")],
     ],
