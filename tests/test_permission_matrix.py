@@ -79,7 +79,7 @@ CHANGE_BOTH = frozenset({TASK["change"], ASSET["change"]})
 OPERATOR = frozenset({s[a] for s in (TASK, ASSET) for a in ("view", "add", "change")})
 ADMIN = frozenset(
     {s[a] for s in (TASK, ASSET) for a in ("view", "add", "change", "delete")}
-    | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"]}
+    | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"], GCRUN["add"]}
     | {SNAPSHOTS["view"]}
     | set(SCOPES.values())
     | {GROUPS["view"], USERS["view"]}  # the scope form's group and user pickers
@@ -429,6 +429,29 @@ def dashboard_cases(w) -> list[Case]:
         Case("", "GET", "/"),
         Case("overview/largest/", "GET", "/overview/largest/", any_of=VIEW_ANY),
         Case("insights/", "GET", "/insights/"),  # a message without view, as the overview
+        # The GC page spans every DAG (as the API's dry run): view on task state and no scope; running GC also
+        # needs delete on task state and "Can add gc run" (the Admin role).
+        Case("gc/", "GET", "/gc/", needs=(TASK["view"],), unscoped_only=True),
+        Case(
+            "gc/run/",
+            "GET",
+            "/gc/run/?batch_size=10",
+            face=HTMX,
+            needs=(TASK["view"], TASK["delete"], GCRUN["add"]),
+            unscoped_only=True,
+            headers=HX,
+        ),
+        Case(
+            "gc/run/",
+            "POST",
+            "/gc/run/",
+            face=HTMX,
+            needs=(TASK["view"], TASK["delete"], GCRUN["add"]),
+            unscoped_only=True,
+            headers=HX,
+            data={"batch_size": "10", "max_batches": "1", "time_limit": "5"},
+            ok=status(204),
+        ),
         Case("dags/", "GET", "/dags/", needs=(TASK["view"],)),
         Case("search/", "GET", "/search/?key=key"),
         Case("audit/", "GET", "/audit/", any_of=VIEW_ANY),

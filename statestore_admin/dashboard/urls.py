@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, audit_views, export_views, insights_views, search_views, views
+from . import actions, audit_views, export_views, gc_views, insights_views, search_views, views
 
 
 class TaskActionConverter:
@@ -21,6 +21,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("overview/largest/", views.largest_values, name="largest-values"),
     path("insights/", insights_views.insights_page, name="insights"),
+    path("gc/", gc_views.gc_page, name="gc"),
+    path("gc/run/", gc_views.gc_run, name="gc-run"),
     path("dags/", views.dag_list, name="dag-list"),
     path("dags/<str:dag_id>/", views.dag_runs, name="dag-runs"),
     path("runs/<int:run_pk>/", views.run_detail, name="run-detail"),

@@ -1,0 +1,214 @@
+"""The GC page (``/gc/``): what garbage collection would delete now, the runs so far and whether GC keeps
+up, how to schedule ``state_store_clean`` for this deployment, and, for Admins, a bounded run now.
+
+GC spans every DAG: the page is for users with view on task state and no scope (``gc.access``). Every figure
+and every deletion goes through ``state.gc``: the preview is ``gc.dry_run`` and a run is ``gc.run_gc``, the
+very code of ``state_store_clean``, recorded (``GcRun``, with the user) and audited like the command's runs.
+A run from the page is bounded so that it ends within the request: a batch size, a number of batches and a
+time limit (``gc.PAGE_MAX_*``). The confirmation fixes the cutoff it showed, so that the run deletes only
+rows that had expired when the user confirmed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib import messages
+from django.db import DatabaseError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
+
+from statestore_admin.state import gc
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.models import GcRun
+from statestore_admin.state.scopes import scope_of
+
+from .actions import _dialog
+
+# A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
+DEFAULT_BATCH_SIZE = 1_000
+DEFAULT_MAX_BATCHES = 100
+DEFAULT_TIME_LIMIT = 10
+LIMITS = {  # field: (label, default, maximum)
+    "batch_size": ("The batch size", DEFAULT_BATCH_SIZE, gc.PAGE_MAX_BATCH_SIZE),
+    "max_batches": ("The batch limit", DEFAULT_MAX_BATCHES, gc.PAGE_MAX_BATCHES),
+    "time_limit": ("The time limit", DEFAULT_TIME_LIMIT, gc.PAGE_MAX_SECONDS),
+}
+PREVIEW_FIELDS = ("cutoff", "age", "unit", "before", "dag_id")
+# What a scheduled run does: bounded work per run (docs/gc.md, Scheduling).
+SCHEDULE_OPTIONS = ("--batch-size", "10000", "--max-batches", "500", "--json")
+# The environment variables the command reads, when this server has them (names only: values may be secret).
+COMMAND_ENVIRONMENT = (
+    "DJANGO_SETTINGS_MODULE",
+    "DATABASE_URL",
+    "SECRET_KEY",
+    "AIRFLOW_DATABASE_URL",
+    "AIRFLOW_HOME",
+    "AIRFLOW_CONFIG",
+    "STATESTORE_VAR_DIR",
+    "STATESTORE_DEMO",
+    "STATESTORE_METASTORE_BACKENDS",
+    "AIRFLOW_DATABASE_GC_QUERY_TIMEOUT",
+    "TIME_ZONE",
+)
+
+
+def _limit(params, name: str, errors: dict) -> int:
+    label, default, maximum = LIMITS[name]
+    text = (params.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= maximum:
+        errors[name] = [f"{label} must be a whole number from 1 to {maximum:,}."]
+        return default
+    return value
+
+
+def _plan(params, now, *, bounded: bool = False) -> gc.GcPlan:
+    """The plan the query string or form asks for; ``bounded``: with the run's limits. ``Invalid`` names
+    every field in error."""
+    errors = {}
+    cutoff = now
+    try:
+        cutoff = gc.page_cutoff(
+            params.get("cutoff"), age=params.get("age"), unit=params.get("unit"), before=params.get("before"), now=now
+        )
+    except Invalid as exc:
+        errors.update(exc.message_dict)
+    dag_id = (params.get("dag_id") or "").strip()
+    limits = {}
+    if bounded:
+        limits = {name: _limit(params, name, errors) for name in LIMITS}
+    if errors:
+        raise Invalid(errors)
+    return gc.GcPlan(cutoff=cutoff, dag_ids=(dag_id,) if dag_id else (), **limits)
+
+
+def _values(params) -> dict[str, str]:
+    """The form's fields as given, to show them again."""
+    values = {name: params.get(name, "") for name in (*PREVIEW_FIELDS, *LIMITS)}
+    values["cutoff"] = values["cutoff"] or "now"
+    values["unit"] = values["unit"] or "days"
+    for name, (_, default, _) in LIMITS.items():
+        values[name] = values[name] or str(default)
+    return values
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The command as this deployment runs it, for the scheduling recipes."""
+
+    directory: str
+    python: str
+    arguments: tuple[str, ...]
+    environment: list[str]  # the names of the variables this server has set
+
+    @property
+    def command(self) -> str:
+        return f"cd {shlex.quote(self.directory)} && {shlex.quote(self.python)} manage.py {' '.join(self.arguments)}"
+
+    @property
+    def exec_start(self) -> str:
+        return f"{shlex.quote(self.python)} manage.py {' '.join(self.arguments)}"
+
+    @property
+    def command_literal(self) -> str:
+        """``command`` as a Python string literal (the Airflow DAG's ``bash_command``)."""
+        return repr(self.command)
+
+    @property
+    def container_command(self) -> str:
+        return json.dumps([self.python, "manage.py", *self.arguments])
+
+
+def schedule() -> Schedule:
+    environment = [name for name in COMMAND_ENVIRONMENT if name in os.environ]
+    environment += sorted(name for name in os.environ if name.startswith("AIRFLOW__"))
+    return Schedule(str(settings.BASE_DIR), sys.executable, ("state_store_clean", *SCHEDULE_OPTIONS), environment)
+
+
+def gc_page(request):
+    """The preview (``?cutoff=now|age|date&age=&unit=hours|days&before=&dag_id=``), the health of GC, the runs
+    (``?runs=`` a cursor) and the recipes. Bad input: the form with its messages (422), no preview."""
+    gc.require_view(request.user)
+    now = timezone.now()
+    scope = scope_of(request.user)
+    errors = {}
+    try:
+        plan = _plan(request.GET, now)
+    except Invalid as exc:
+        plan, errors = None, exc.message_dict
+    preview = gc.dry_run(plan, scope=scope) if plan else None
+    whole_store_now = plan is not None and plan.cutoff == now and not plan.dag_ids
+    context = {
+        "preview": preview,
+        "errors": errors,
+        "values": _values(request.GET),
+        "health": gc.health(now, scope=scope, backlog=preview if whole_store_now else None),
+        "runs": gc.history(request.GET.get("runs"), scope=scope),
+        "may_run": gc.access(request.user).run,
+        "limits": {name: maximum for name, (_, _, maximum) in LIMITS.items()},
+        "schedule": schedule(),
+        "now": now,
+    }
+    return render(request, "gc/index.html", context, status=422 if errors else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def gc_run(request):
+    """GET: the confirmation of a bounded run (what would go now, the limits; the cutoff fixed). POST: the run,
+    through ``gc.run_gc``; then back to the page, whose history shows it."""
+    gc.require_run(request.user)
+    now = timezone.now()
+    params = request.POST if request.method == "POST" else request.GET
+    try:
+        plan = _plan(params, now, bounded=True)
+    except Invalid as exc:
+        errors = [message for messages_ in exc.message_dict.values() for message in messages_]
+        return _dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
+    if request.method == "GET":
+        preview = gc.dry_run(plan, scope=scope_of(request.user))
+        return _dialog(request, "gc/_run_confirm.html", {"plan": plan, "preview": preview})
+    try:
+        result = gc.run_gc(plan, actor=Actor.from_request(request))
+    except gc.GcNotMigrated as exc:
+        messages.error(request, str(exc))
+    except DatabaseError as exc:
+        messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
+    else:
+        _report(request, result)
+    page = reverse("gc")
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = page
+        return response
+    return redirect(page)
+
+
+def _report(request, result: gc.GcResult) -> None:
+    outcome = result.outcome
+    if outcome in (GcRun.Outcome.LOCKED, GcRun.Outcome.SKIPPED):
+        level, text = messages.WARNING, result.message
+    else:
+        text = (
+            f"GC run #{result.record.pk}: deleted {result.rows_deleted:,} expired task state "
+            f"row{'' if result.rows_deleted == 1 else 's'} in {result.batches:,} "
+            f"batch{'' if result.batches == 1 else 'es'}, {result.duration:.1f} s."
+        )
+        if result.message:
+            text += " " + result.message
+        level = messages.SUCCESS if outcome == GcRun.Outcome.COMPLETED else messages.WARNING
+    messages.add_message(request, level, text)
