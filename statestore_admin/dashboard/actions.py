@@ -31,7 +31,7 @@ from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import decode_json_text, parse_datetime_aware, pretty
 
-from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors
+from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
 
 SAMPLE = 50  # keys listed by a confirmation; the count covers them all
 
@@ -137,12 +137,8 @@ def task_key_edit(request, key_id):
 def task_key_expiry(request, key_id):
     permissions.require(request.user, permissions.TASK, "change")
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
-    initial = {
-        "expiry": "never" if key.expires_at is None else "at",
-        "expires_at": key.expires_at.isoformat() if key.expires_at else "",
-        "seen_updated_at": key.updated_at,
-    }
-    form = ExpiryForm(request.POST or None, initial=initial)
+    form = ExpiryForm(request.POST or None, initial={"seen_updated_at": key.updated_at})
+    form.show_expiry(key.expires_at)
 
     def save():
         row = services.set_task_expiry(
@@ -151,27 +147,39 @@ def task_key_expiry(request, key_id):
             expiry=form.chosen_expiry(),
             seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
-        when = row.expires_at.isoformat() if row.expires_at else "never"
-        return f"{key.key!r} now expires: {when}.", f"/keys/task/{key.id}/"
+        return f"{key.key!r} {expiry_text(row.expires_at, timezone.now())}.", f"/keys/task/{key.id}/"
 
-    return _form_action(request, form, "actions/_task_expiry.html", {"key": key}, save)
+    context = {"key": key, "now": timezone.now()}
+    return _form_action(request, form, "actions/_task_expiry.html", context, save)
 
 
 @require_http_methods(["GET", "POST"])
 def task_key_add(request, run_pk, task_id):
     permissions.require(request.user, permissions.TASK, "add")
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    form = AddTaskKeyForm(request.POST or None, initial={"map_index": request.GET.get("map_index", -1)})
+    map_indexes = selectors.task_map_indexes(TaskScope(run.dag_id, run.run_id, task_id))
+    form = AddTaskKeyForm(
+        request.POST or None,
+        initial={"map_index": request.GET.get("map_index", -1)},
+        task_id=task_id,
+        map_indexes=map_indexes,
+    )
 
     def add():
-        row = services.set_task_key(
-            actor=Actor.from_request(request),
-            scope=TaskScope(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"]),
-            key=form.cleaned_data["key"],
-            value=decode_json_text(form.cleaned_data["value"]),
-            expiry=form.chosen_expiry(),
-            mode=services.CREATE,
-        )
+        scope = TaskScope(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"])
+        try:
+            row = services.set_task_key(
+                actor=Actor.from_request(request),
+                scope=scope,
+                key=form.cleaned_data["key"],
+                value=decode_json_text(form.cleaned_data["value"]),
+                expiry=form.chosen_expiry(),
+                mode=services.CREATE,
+            )
+        except NotFound:  # the task instance went away since the form was shown
+            raise Invalid({"map_index": f"The task instance {task_id} [{scope.map_index}] no longer exists."}) from None
+        except Conflict as exc:
+            raise Invalid({"key": str(exc)}) from None
         return f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}"
 
     return _form_action(request, form, "actions/_task_add.html", {"run": run, "task_id": task_id}, add)
@@ -315,13 +323,16 @@ def asset_key_add(request, asset_id):
     form = AddAssetKeyForm(request.POST or None)
 
     def add():
-        row = services.set_asset_key(
-            actor=Actor.from_request(request),
-            asset_id=asset_id,
-            key=form.cleaned_data["key"],
-            value=decode_json_text(form.cleaned_data["value"]),
-            mode=services.CREATE,
-        )
+        try:
+            row = services.set_asset_key(
+                actor=Actor.from_request(request),
+                asset_id=asset_id,
+                key=form.cleaned_data["key"],
+                value=decode_json_text(form.cleaned_data["value"]),
+                mode=services.CREATE,
+            )
+        except Conflict as exc:
+            raise Invalid({"key": str(exc)}) from None
         return f"Added {row.key!r}.", f"/assets/{asset_id}/"
 
     return _form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)

@@ -1,10 +1,25 @@
-"""Forms of the dashboard's actions. They only shape input; the services validate and write."""
+"""Forms of the dashboard's actions. They only shape input; the services validate and write.
+
+Two things are asked of the user here, before any service runs, because they are almost always slips:
+an expiry in the past (the key expires at once: the next garbage collection deletes it) and a new key
+that starts or ends with a blank (a task reading the key without the blank finds nothing). Each is
+refused with a message on its field until the user ticks the box that confirms it.
+"""
+
+import zoneinfo
+from datetime import UTC, datetime
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from statestore_admin.airflow.config import airflow_config
-from statestore_admin.state.values import AT, DEFAULT, NEVER, expiry_from_form
+from statestore_admin.dashboard.templatetags.display import absolute, relative
+from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, parse_datetime_aware
+
+QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
+PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
 
 
 def apply_errors(form: forms.Form, error: ValidationError) -> None:
@@ -26,22 +41,107 @@ def expiry_choices() -> list[tuple[str, str]]:
     return [(DEFAULT, default), (NEVER, "Never expires"), (AT, "At a date and time")]
 
 
+def expiry_text(at: datetime | None, now: datetime) -> str:
+    """What an expiry means, for a message after it was set: "expires on 30 Dec 2026, 17:43 (in 4 weeks)"
+    in the user's time zone, "never expires", or "has expired: …" for a time that has passed."""
+    if at is None:
+        return "never expires"
+    if at <= now:
+        return f"has expired ({absolute(at)}): the next garbage collection deletes it"
+    return f"expires on {absolute(at)} ({relative(at, now)})"
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo | None:
+    try:
+        return zoneinfo.ZoneInfo(name) if name else None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def local_to_utc(text: str, zone_name: str) -> datetime:
+    """The instant the user picked: ``text`` is what the picker sends (a date and time without a zone, read
+    in ``zone_name``, the zone the form was shown in) or ISO 8601 with an offset. A date and time without
+    a zone and without ``zone_name`` is refused, as everywhere else."""
+    text = (text or "").strip()
+    if not text:
+        raise ValidationError({"expires_at": "Pick a date and time, or choose another expiry."})
+    try:
+        parsed = parse_datetime(text)
+    except ValueError:  # well-formed but impossible: Feb 30, hour 25
+        parsed = None
+    if parsed is None or timezone.is_aware(parsed) or not zone_name:
+        return parse_datetime_aware(text)  # its messages: not a date, impossible, naive, out of range
+    zone = _zone(zone_name)
+    if zone is None:
+        raise ValidationError({"expires_at": f"Unknown time zone {zone_name!r}; reload the page."})
+    local = parsed.replace(tzinfo=zone)
+    try:
+        instant = local.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError({"expires_at": "That date and time is out of range."}) from None
+    if instant.astimezone(zone).replace(tzinfo=None) != parsed:
+        skipped = f"{parsed:%Y-%m-%d %H:%M} does not exist in {zone_name}: the clocks skip it. Pick another time."
+        raise ValidationError({"expires_at": skipped})
+    return instant
+
+
 class ExpiryFields(forms.Form):
+    """How long a task key lives. The date and time are picked in the user's time zone (the one the
+    pages show), which travels with the form (``tz``) so that it is read as it was shown."""
+
     expiry = forms.ChoiceField(choices=(), widget=forms.RadioSelect, initial=DEFAULT)
     expires_at = forms.CharField(
         required=False,
         label="Expires at",
-        help_text="ISO 8601 with a time zone, e.g. 2026-12-01T00:00:00+00:00",
-        widget=forms.TextInput(attrs={"placeholder": "2026-12-01T00:00:00+00:00", "autocomplete": "off"}),
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "autocomplete": "off"}),
+    )
+    tz = forms.CharField(required=False, widget=forms.HiddenInput)
+    confirm_past = forms.BooleanField(
+        required=False, label="Yes, expire it now: the next garbage collection deletes the key."
     )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["expiry"].choices = expiry_choices()
+        self.fields["tz"].initial = timezone.get_current_timezone_name()
+        self.fields["expires_at"].help_text = f"In your time zone, {self.zone_name}."
+        self.quick_days = QUICK_DAYS
+        self.instant = None  # the chosen expiry's time once valid
+        self.asks_past = False  # the chosen time has passed: the form asks to confirm it
 
-    def chosen_expiry(self):
-        """The Expiry to write; raises ValidationError naming the field."""
-        return expiry_from_form(self.cleaned_data["expiry"], self.cleaned_data.get("expires_at", ""))
+    @property
+    def zone_name(self) -> str:
+        """The zone the picker's date and time are in."""
+        posted = self.data.get("tz", "") if self.is_bound else ""
+        return posted if _zone(posted) else timezone.get_current_timezone_name()
+
+    def show_expiry(self, at: datetime | None) -> None:
+        """Start with ``at`` (a key's current expiry) chosen, in the picker's zone."""
+        self.initial["expiry"] = NEVER if at is None else AT
+        if at is not None:
+            self.initial["expires_at"] = timezone.localtime(at).strftime(PICKER_FORMAT)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("expiry") != AT:
+            return cleaned
+        try:
+            self.instant = local_to_utc(cleaned.get("expires_at", ""), cleaned.get("tz", ""))
+        except ValidationError as error:
+            apply_errors(self, error)
+            return cleaned
+        if self.instant <= timezone.now() and not cleaned.get("confirm_past"):
+            self.asks_past = True
+            self.add_error(
+                "expires_at",
+                "This time has passed: the key would expire at once and be deleted by the next garbage "
+                "collection. Tick the box to confirm, or pick a later time.",
+            )
+        return cleaned
+
+    def chosen_expiry(self) -> Expiry:
+        mode = self.cleaned_data["expiry"]
+        return Expiry(mode, self.instant if mode == AT else None)
 
 
 def value_field() -> forms.CharField:
@@ -57,6 +157,34 @@ def key_field() -> forms.CharField:
     return forms.CharField(strip=False, widget=forms.TextInput(attrs={"autocomplete": "off", "class": "code"}))
 
 
+class NewKeyFields(forms.Form):
+    """A new key and its value. A key that starts or ends with a blank needs ``keep_blanks``: Airflow
+    allows it, so the dashboard does too, but only on purpose."""
+
+    key = key_field()
+    value = value_field()
+    keep_blanks = forms.BooleanField(required=False, label="Keep the blanks: the key really starts or ends with them.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asks_blanks = False  # the key starts or ends with a blank: the form asks to confirm it
+
+    def clean(self):
+        cleaned = super().clean()
+        key = cleaned.get("key") or ""
+        if key != key.strip() and not cleaned.get("keep_blanks"):
+            self.asks_blanks = True
+            where = " and ".join(
+                side for side, blank in (("starts", key[0].isspace()), ("ends", key[-1].isspace())) if blank
+            )
+            self.add_error(
+                "key",
+                f"The key {where} with a blank ({key!r}): a task reading {key.strip()!r} would not find it. "
+                "Remove the blanks, or tick the box to keep them.",
+            )
+        return cleaned
+
+
 class ValueForm(forms.Form):
     value = value_field()
     seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
@@ -66,14 +194,39 @@ class ExpiryForm(ExpiryFields):
     seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
 
 
-class AddTaskKeyForm(ExpiryFields):
-    key = key_field()
-    value = value_field()
-    map_index = forms.IntegerField(initial=-1)
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → "0–2, 5"."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
-    field_order = ["key", "value", "map_index", "expiry", "expires_at"]
+
+class AddTaskKeyForm(NewKeyFields, ExpiryFields):
+    """``map_indexes``: those of the task's instances in the run; the key goes to one of them."""
+
+    map_index = forms.TypedChoiceField(coerce=int, choices=(), label="Map index")
+
+    field_order = ["key", "keep_blanks", "value", "map_index", "expiry", "expires_at", "confirm_past"]
+
+    def __init__(self, *args, task_id: str, map_indexes: list[int], **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields["map_index"]
+        field.choices = [(i, "−1 (not mapped)" if i == -1 else str(i)) for i in map_indexes]
+        if map_indexes == [-1]:
+            where = f"{task_id} is not mapped in this run: its only map index is −1."
+        elif map_indexes:
+            where = f"{task_id} has map indexes {_ranges(map_indexes)} in this run."
+        else:
+            where = f"{task_id} has no task instance in this run: a key needs one."
+        field.help_text = "The task instance the key belongs to."
+        field.error_messages["invalid_choice"] = f"No map index %(value)s: {where}"
+        if not map_indexes:
+            field.error_messages["required"] = where
 
 
-class AddAssetKeyForm(forms.Form):
-    key = key_field()
-    value = value_field()
+class AddAssetKeyForm(NewKeyFields):
+    pass

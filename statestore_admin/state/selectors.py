@@ -797,6 +797,12 @@ def task_instances(scope: TaskScope, any_map_index: bool = False) -> QuerySet:
     return instances if any_map_index else instances.filter(map_index=scope.map_index)
 
 
+def task_map_indexes(scope: TaskScope) -> list[int]:
+    """The map indexes of the task instances of ``scope``'s task in its run, in order: ``[-1]`` for a task
+    that is not mapped (or not expanded yet), ``[]`` for a task without a task instance."""
+    return list(task_instances(scope, any_map_index=True).order_by("map_index").values_list("map_index", flat=True))
+
+
 _RUN_AND_INSTANCE = (
     "SELECT r.id, EXISTS (SELECT 1 FROM task_instance t WHERE t.dag_id = r.dag_id AND t.run_id = r.run_id "
     "AND t.task_id = %s{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
