@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state import permissions, selectors, services, values
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
@@ -39,7 +39,8 @@ BODY_DEPTH = MAX_DEPTH + 3  # a value in a body ({"keys": [{"value": …}]}); th
 
 class LenientJSONParser(JSONParser):
     """Accepts NaN and Infinity tokens so that the domain can refuse them with a message (Airflow: a 500).
-    A body nested deeper than any allowed value is refused before parsing (the parser recurses)."""
+    A body nested deeper than any allowed value is refused before parsing (the parser recurses), and so
+    is an object that names a key twice (``values.loads``: JSON parsers keep the last one silently)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:  # invalid UTF-8 is refused, never stored with replacement characters
@@ -57,8 +58,8 @@ class LenientJSONParser(JSONParser):
                         ctx={"error": {}},
                     )
                 )
-            return json.loads(text, parse_constant=float)
-        except ValueError as exc:  # UnicodeDecodeError is a ValueError
+            return values.loads(text)
+        except ValueError as exc:  # UnicodeDecodeError and values.DuplicateKey are ValueErrors
             raise RequestInvalid(
                 error(
                     "json_invalid",

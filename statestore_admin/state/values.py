@@ -1,9 +1,11 @@
-"""Validation of what users write: keys, JSON values and expiries, with Airflow's limits (docs/airflow.md)."""
+"""Validation of what users write (keys, JSON values and expiries, with Airflow's limits: docs/airflow.md),
+and the one rule for showing keys and values to people (``visible_segments``)."""
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -105,26 +107,133 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
     return text
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice (``json`` would silently keep the last one)."""
+
+    def __init__(self, key: str):
+        super().__init__(
+            f"The object names the key {json.dumps(key, ensure_ascii=False)} twice; "
+            "only one value per key can be stored: remove the other."
+        )
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict:
+    found = {}
+    for key, item in pairs:
+        if key in found:
+            raise DuplicateKey(key)
+        found[key] = item
+    return found
+
+
+def loads(text: str):
+    """The one parser of JSON that users type or send (the pages, Django admin, the API's bodies): NaN and
+    Infinity are parsed (so that the services refuse them by name) and an object that names a key twice
+    is refused (``DuplicateKey``). Call it on text whose nesting was checked (``json_depth``)."""
+    return json.loads(text, parse_constant=float, object_pairs_hook=_unique_pairs)
+
+
 def decode_json_text(text: str, field: str = "value"):
     """JSON typed by a user, as a value for the services (which refuse null, NaN and Infinity). Nesting
     deeper than ``MAX_DEPTH`` is refused before parsing (the parser recurses)."""
     if json_depth(text) > MAX_DEPTH:
         raise too_deep(field)
     try:
-        return json.loads(text, parse_constant=float)
+        return loads(text)
+    except DuplicateKey as exc:
+        raise _invalid(field, str(exc), "duplicate_key") from None
     except ValueError as exc:
         raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
 
 
+def same_value(stored: str, text: str) -> bool:
+    """Whether writing ``text`` (``encode_value``'s) over the ``stored`` text changes nothing: the same
+    text, or the same JSON value spelled otherwise by another writer (spacing, escapes). ``1`` and
+    ``1.0``, or objects with their keys in another order, are different values."""
+    if stored == text:
+        return True
+    if json_depth(stored) > MAX_DEPTH:
+        return False
+    try:
+        return json.dumps(loads(stored), allow_nan=False) == text
+    except ValueError:  # not JSON, NaN, a key named twice: writing changes it
+        return False
+
+
 def pretty(text: str) -> str:
-    """A stored value indented for reading and editing; text that is not JSON, or nested deeper than
-    ``MAX_DEPTH`` (written by Airflow, which has no limit), stays as it is."""
+    """A stored value indented for reading and editing, its non-ASCII characters as they are and its hidden
+    characters (``HIDDEN``) as JSON escapes, so that an editor shows them and saving them back writes the
+    same value. Text that is not JSON, or nested deeper than ``MAX_DEPTH`` (written by Airflow, which has
+    no limit), stays as it is."""
     if json_depth(text) > MAX_DEPTH:
         return text
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        indented = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         return text
+    # Outside strings there is only JSON's own whitespace: every hidden character but a new line is in one.
+    return HIDDEN.sub(lambda m: m.group() if m.group() == "\n" else json.dumps(m.group())[1:-1], indented)
+
+
+# Showing keys and values to people ------------------------------------------------------------------
+# Control characters (Cc), line and paragraph separators (Zl, Zp), the invisible format characters (Cf:
+# bidi overrides and isolates, zero-width spaces, BOM, …) and lone surrogates (which JSON's \u escapes can
+# make), as of Python's Unicode data (tests/state/test_writes_values.py derives it again). Zero-width
+# (non-)joiners and tag characters are left out: scripts and emoji sequences need them.
+HIDDEN = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b\u200e-\u200f"
+    r"\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\ud800-\udfff]"
+)
+# A \u escape (a surrogate pair as one), or any other escape (kept as it is: \n, \", \\).
+_ESCAPE = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\.")
+
+
+def unescaped(json_text: str) -> str:
+    """JSON text (all of a value, or its first characters) with its ``\\u`` escapes as the characters they
+    stand for, as people read them (``"Gr\\u00fc\\u00dfe"`` → ``"Grüße"``); escapes of a quote or a
+    backslash stay, so the text remains the same JSON. The characters that ``HIDDEN`` matches are shown
+    by ``visible_segments`` afterwards."""
+
+    def one(match: re.Match) -> str:
+        high, low, single = match.groups()
+        if high:
+            return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + int(low, 16) - 0xDC00)
+        if single and single.lower() not in ("0022", "005c"):
+            return chr(int(single, 16))
+        return match.group()
+
+    return _ESCAPE.sub(one, json_text) if "\\" in json_text else json_text
+
+
+def hidden_symbol(char: str) -> str:
+    """How a hidden character is shown: a control picture (␀, ␉, ␛, ␡) for ASCII controls, its JSON
+    escape (``\\u202e``) for the others."""
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    return json.dumps(char)[1:-1]
+
+
+def hidden_name(char: str) -> str:
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'control character')}"
+
+
+def visible_segments(text: str) -> list[tuple[str, str | None]]:
+    """``text`` (a key, or a value as ``unescaped`` shows it) in runs: ``(text, None)`` for ordinary
+    characters, ``(symbol, name)`` for each hidden character, which pages show as a badge instead of
+    letting it act (a right-to-left override would reorder the text around it)."""
+    segments, start = [], 0
+    for match in HIDDEN.finditer(text):
+        if match.start() > start:
+            segments.append((text[start : match.start()], None))
+        segments.append((hidden_symbol(match.group()), hidden_name(match.group())))
+        start = match.end()
+    if start < len(text) or not segments:
+        segments.append((text[start:], None))
+    return segments
 
 
 # Expiry -------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from django.utils.safestring import mark_safe
 from statestore_admin.state.selectors import STATUSES, status_of
 from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty
 
+from .user_text import user_text
+
 register = template.Library()
 FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded
 
@@ -29,7 +31,7 @@ def _node(value, depth: int) -> str:
         items = format_html_join(
             "",
             '<li><span class="j-key">{}</span>: {}</li>',
-            ((json.dumps(k), _node(v, depth + 1)) for k, v in value.items()),
+            ((user_text(json.dumps(k, ensure_ascii=False)), _node(v, depth + 1)) for k, v in value.items()),
         )
         return _fold("{", "}", f"{len(value)} key{'s' if len(value) != 1 else ''}", items, depth, len(value))
     if isinstance(value, list):
@@ -38,7 +40,7 @@ def _node(value, depth: int) -> str:
         items = format_html_join("", "<li>{}</li>", ((_node(v, depth + 1),) for v in value))
         return _fold("[", "]", f"{len(value)} item{'s' if len(value) != 1 else ''}", items, depth, len(value))
     kind = "str" if isinstance(value, str) else "bool" if isinstance(value, bool) else "num"
-    return format_html('<span class="j-{}">{}</span>', kind, json.dumps(value, ensure_ascii=False))
+    return format_html('<span class="j-{}">{}</span>', kind, user_text(json.dumps(value, ensure_ascii=False)))
 
 
 def _fold(opening, closing, count, items, depth, size):
