@@ -104,8 +104,8 @@ def test_page_asset_delete_names_the_asset(mirror, browser, asset_factory, asset
     asset = asset_factory(name="orders")
     asset_key_factory(asset, key="watermark", value=SECRET)
     confirm = browser.get(f"/assets/{asset.pk}/delete/", {"keys": "watermark"}, **HX).content.decode()
-    confirmed_at = confirm.split('name="confirmed_at" value="')[1].split('"')[0]
-    response = browser.post(f"/assets/{asset.pk}/delete/", {"keys": "watermark", "confirmed_at": confirmed_at}, **HX)
+    listed = confirm.split('name="listed" value="')[1].split('"')[0]
+    response = browser.post(f"/assets/{asset.pk}/delete/", {"keys": "watermark", "listed": listed}, **HX)
     assert response.status_code == 204, response.content
     row = only_log_row()
     assert fields(row) == ("statestore.delete", None, None, None, None)

@@ -503,7 +503,7 @@ def test_nul_characters_are_refused_before_the_database(api, client, operator, s
     assert (
         client.post(
             "/keys/task/delete/",
-            {"run": scene["run"].pk, "task_id": "t\x00", "confirmed_at": timezone.now().isoformat()},
+            {"run": scene["run"].pk, "task_id": "t\x00", "listed": ""},
         ).status_code
         == 400
     )

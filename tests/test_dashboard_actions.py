@@ -56,8 +56,8 @@ def toast(response):
     return events["toast"]["message"]
 
 
-def confirmed_at(response):
-    return response.content.decode().split('name="confirmed_at" value="')[1].split('"')[0]
+def listed_in(response):
+    return response.content.decode().split('name="listed" value="')[1].split('"')[0]
 
 
 def values():
@@ -113,10 +113,13 @@ def test_edit_refuses_a_value_changed_since_the_form_opened(op_client, job):
     assert TaskStateStore.objects.get(pk=job.pk).value == '"written by a task"'
 
 
-def test_edit_of_a_deleted_key_is_404(op_client, job):
+def test_edit_of_a_deleted_key_closes_the_dialog_and_says_so(op_client, job):
     TaskStateStore.objects.filter(pk=job.pk).delete()
     response = op_client.post(f"/keys/task/{job.pk}/edit/", {"value": "1"}, **HX)
-    assert response.status_code == 404 and response["Content-Type"].startswith("text/plain")
+    events = json.loads(response["HX-Trigger"])
+    assert response.status_code == 204 and events["closeModal"] and events["toast"]["level"] == "error"
+    assert "deleted after you opened it" in events["toast"]["message"]
+    assert op_client.get(f"/keys/task/{job.pk}/edit/", **HX).status_code == 404
 
 
 # Expiry ----------------------------------------------------------------------------------------
@@ -168,16 +171,16 @@ def test_expire_now_through_the_confirmation(op_client, job):
     confirm = op_client.get("/keys/task/expire/", {"ids": job.pk}, **HX)
     html = confirm.content.decode()
     assert 'data-testid="confirm-count">1<' in html and "next garbage collection" in html
-    message = toast(op_client.post("/keys/task/expire/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm)}, **HX))
+    message = toast(op_client.post("/keys/task/expire/", {"ids": job.pk, "listed": listed_in(confirm)}, **HX))
     assert message == "Expired 1 key."
     assert TaskStateStore.objects.get(pk=job.pk).expires_at <= timezone.now()
 
 
 def test_delete_one_key(op_client, job):
     confirm = op_client.get("/keys/task/delete/", {"ids": job.pk}, **HX)
-    assert "<code>job</code>" in confirm.content.decode()
+    assert "<code><bdi>job</bdi></code>" in confirm.content.decode()
     assert (
-        toast(op_client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm)}, **HX))
+        toast(op_client.post("/keys/task/delete/", {"ids": job.pk, "listed": listed_in(confirm)}, **HX))
         == "Deleted 1 key."
     )
     assert not TaskStateStore.objects.filter(pk=job.pk).exists()
@@ -188,18 +191,18 @@ def test_bulk_expire_and_delete_selected(op_client, run):
     confirm = op_client.get("/keys/task/expire/", {"ids": ids}, **HX)
     assert 'data-testid="confirm-count">2<' in confirm.content.decode()
     assert (
-        toast(op_client.post("/keys/task/expire/", {"ids": ids, "confirmed_at": confirmed_at(confirm)}, **HX))
+        toast(op_client.post("/keys/task/expire/", {"ids": ids, "listed": listed_in(confirm)}, **HX))
         == "Expired 2 keys."
     )
     confirm = op_client.get("/keys/task/delete/", {"ids": ids}, **HX)
-    toast(op_client.post("/keys/task/delete/", {"ids": ids, "confirmed_at": confirmed_at(confirm)}, **HX))
+    toast(op_client.post("/keys/task/delete/", {"ids": ids, "listed": listed_in(confirm)}, **HX))
     assert set(TaskStateStore.objects.values_list("key", flat=True)) == {"b", "job"}
 
 
 def test_nothing_selected_is_a_clear_message(op_client, run):
     response = op_client.get("/keys/task/delete/", **HX)
     assert response.status_code == 422 and "Select at least one key" in response.content.decode()
-    assert op_client.post("/keys/task/delete/", {"confirmed_at": timezone.now().isoformat()}, **HX).status_code == 422
+    assert op_client.post("/keys/task/delete/", {"listed": ""}, **HX).status_code == 422
     assert TaskStateStore.objects.count() == 5
 
 
@@ -212,14 +215,14 @@ def test_clear_a_map_index_or_all_of_them(op_client, run, map_index, left):
     confirm = op_client.get("/keys/task/delete/", scope, **HX)
     count = 2 if map_index == "0" else 4
     assert f'data-testid="confirm-count">{count}<' in confirm.content.decode()
-    toast(op_client.post("/keys/task/delete/", {**scope, "confirmed_at": confirmed_at(confirm)}, **HX))
+    toast(op_client.post("/keys/task/delete/", {**scope, "listed": listed_in(confirm)}, **HX))
     assert set(values()) == left
 
 
 def test_expire_all_keys_of_a_task_instance(op_client, run):
     scope = {"run": run.pk, "task_id": "mapped", "map_index": "1"}
     confirm = op_client.get("/keys/task/expire/", scope, **HX)
-    toast(op_client.post("/keys/task/expire/", {**scope, "confirmed_at": confirmed_at(confirm)}, **HX))
+    toast(op_client.post("/keys/task/expire/", {**scope, "listed": listed_in(confirm)}, **HX))
     expired = set(TaskStateStore.objects.filter(expires_at__lte=timezone.now()).values_list("map_index", "key"))
     assert expired == {(1, "a"), (1, "b")}
 
@@ -230,14 +233,17 @@ def test_keys_written_after_the_confirmation_are_kept(op_client, run, task_key_f
     later = timezone.now() + timedelta(seconds=1)
     TaskStateStore.objects.filter(map_index=0, key="a").update(value="99", updated_at=later)
     task_key_factory(run, task_id="mapped", map_index=1, key="new", updated_at=later)
-    message = toast(op_client.post("/keys/task/delete/", {**scope, "confirmed_at": confirmed_at(confirm)}, **HX))
-    assert message == "Deleted 3 keys; 2 keys written since you confirmed were kept."
+    message = toast(op_client.post("/keys/task/delete/", {**scope, "listed": listed_in(confirm)}, **HX))
+    assert (
+        message
+        == "Deleted 3 keys; kept 2 keys that changed after the list was shown (1 added, 1 written since): 'a', 'new'."
+    )
     assert set(values()) == {("mapped", 0, "a"), ("mapped", 1, "new"), ("t", -1, "job")}
 
 
-def test_confirmation_without_its_time_changes_nothing(op_client, job):
+def test_confirmation_without_its_list_changes_nothing(op_client, job):
     response = op_client.post("/keys/task/delete/", {"ids": job.pk}, **HX)
-    assert response.status_code == 422 and "missing its time" in response.content.decode()
+    assert response.status_code == 422 and "list of keys is missing" in response.content.decode()
     assert TaskStateStore.objects.filter(pk=job.pk).exists()
 
 
@@ -304,9 +310,7 @@ def test_add_and_delete_an_asset_key(op_client, asset):
     assert duplicate.status_code == 422 and "already exists" in duplicate.content.decode()
     confirm = op_client.get(f"/assets/{asset.pk}/delete/", {"keys": "new"}, **HX)
     assert (
-        toast(
-            op_client.post(f"/assets/{asset.pk}/delete/", {"keys": "new", "confirmed_at": confirmed_at(confirm)}, **HX)
-        )
+        toast(op_client.post(f"/assets/{asset.pk}/delete/", {"keys": "new", "listed": listed_in(confirm)}, **HX))
         == "Deleted 1 key."
     )
     assert set(AssetStateStore.objects.values_list("key", flat=True)) == {"watermark", "cursor"}
@@ -316,10 +320,12 @@ def test_clear_an_asset_lists_keys_and_values_first(op_client, asset):
     confirm = op_client.get(f"/assets/{asset.pk}/delete/", {"all": "1"}, **HX)
     html = confirm.content.decode()
     assert "Clear all state of asset orders?" in html and 'data-testid="confirm-count">2<' in html
-    assert "<code>watermark</code>" in html and "&quot;2026-11-01&quot;" in html and "{&quot;id&quot;: 7}" in html
-    message = toast(
-        op_client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": confirmed_at(confirm)}, **HX)
+    assert (
+        "<code><bdi>watermark</bdi></code>" in html
+        and "&quot;2026-11-01&quot;" in html
+        and "{&quot;id&quot;: 7}" in html
     )
+    message = toast(op_client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "listed": listed_in(confirm)}, **HX))
     assert message == "Cleared the state of asset 'orders': deleted 2 keys."
     assert not AssetStateStore.objects.exists()
 
@@ -336,12 +342,12 @@ def action_requests(run, job, asset):
         ("post", f"/keys/task/{job.pk}/edit/", {"value": "2"}),
         ("post", f"/keys/task/{job.pk}/expiry/", {"expiry": "never"}),
         ("get", "/keys/task/delete/", {"ids": job.pk}),
-        ("post", "/keys/task/delete/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()}),
-        ("post", "/keys/task/expire/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()}),
+        ("post", "/keys/task/delete/", {"ids": job.pk, "listed": ""}),
+        ("post", "/keys/task/expire/", {"ids": job.pk, "listed": ""}),
         ("post", f"/runs/{run.pk}/tasks/t/add/", {"key": "n", "value": "1", "map_index": "-1", "expiry": "never"}),
         ("post", f"/assets/{asset.pk}/key/edit/?key=cursor", {"key": "cursor", "value": "1"}),
         ("post", f"/assets/{asset.pk}/add/", {"key": "n", "value": "1"}),
-        ("post", f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()}),
+        ("post", f"/assets/{asset.pk}/delete/", {"all": "1", "listed": ""}),
     ]
 
 
@@ -362,16 +368,8 @@ def test_viewers_get_403_and_change_nothing(client, viewer, run, job, asset):
 def test_change_permission_does_not_allow_delete(client, user_factory, job, asset):
     client.force_login(user_factory("changer", perms=["task.view", "task.change", "asset.view", "asset.change"]))
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "5"}, **HX).status_code == 204
-    assert (
-        client.post("/keys/task/delete/", {"ids": job.pk, "confirmed_at": timezone.now().isoformat()}, **HX).status_code
-        == 403
-    )
-    assert (
-        client.post(
-            f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()}, **HX
-        ).status_code
-        == 403
-    )
+    assert client.post("/keys/task/delete/", {"ids": job.pk, "listed": ""}, **HX).status_code == 403
+    assert client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "listed": ""}, **HX).status_code == 403
     assert TaskStateStore.objects.filter(pk=job.pk).exists() and AssetStateStore.objects.count() == 2
 
 
@@ -385,12 +383,7 @@ def test_posts_need_the_csrf_token(operator, job, asset):
     client = Client(enforce_csrf_checks=True)
     client.force_login(operator)
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "2"}, **HX).status_code == 403
-    assert (
-        client.post(
-            f"/assets/{asset.pk}/delete/", {"all": "1", "confirmed_at": timezone.now().isoformat()}, **HX
-        ).status_code
-        == 403
-    )
+    assert client.post(f"/assets/{asset.pk}/delete/", {"all": "1", "listed": ""}, **HX).status_code == 403
     assert TaskStateStore.objects.get(pk=job.pk).value == '{"id": 1}' and AssetStateStore.objects.count() == 2
     token = client.get(f"/keys/task/{job.pk}/").cookies["csrftoken"].value
     assert client.post(f"/keys/task/{job.pk}/edit/", {"value": "2"}, HTTP_X_CSRFTOKEN=token, **HX).status_code == 204
@@ -411,7 +404,7 @@ def test_delete_from_the_key_page_moves_on(op_client, job):
     next_url = f"/runs/{job.dag_run_id}/tasks/t/?map_index=-1"
     confirm = op_client.get("/keys/task/delete/", {"ids": job.pk, "next": next_url}, **HX)
     response = op_client.post(
-        "/keys/task/delete/", {"ids": job.pk, "confirmed_at": confirmed_at(confirm), "next": next_url}, **HX
+        "/keys/task/delete/", {"ids": job.pk, "listed": listed_in(confirm), "next": next_url}, **HX
     )
     assert response.status_code == 204 and response["HX-Redirect"] == next_url
 

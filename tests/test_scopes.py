@@ -418,16 +418,16 @@ def small_run(dag_run_factory, task_instance_factory, task_key_factory):
     return run, keys
 
 
-def confirmed_at(response):
+def listed_in(response):
     assert response.status_code == 200, response.content
-    return response.content.decode().split('name="confirmed_at" value="')[1].split('"')[0]
+    return response.content.decode().split('name="listed" value="')[1].split('"')[0]
 
 
 def confirm(client, action, ids):
     dialog = client.get(f"/keys/task/{action}/", {"ids": ids}, **HX)
     if dialog.status_code != 200:
         return dialog
-    return client.post(f"/keys/task/{action}/", {"ids": ids, "confirmed_at": confirmed_at(dialog)}, **HX)
+    return client.post(f"/keys/task/{action}/", {"ids": ids, "listed": listed_in(dialog)}, **HX)
 
 
 def test_a_viewer_views_but_cannot_change(client, small_run):
@@ -435,7 +435,7 @@ def test_a_viewer_views_but_cannot_change(client, small_run):
     client.force_login(make_user("vic", "Viewer"))
     for url in ("/", "/dags/", "/dags/etl_a/", f"/runs/{run.pk}/", f"/keys/task/{one.pk}/", "/search/?key=o"):
         assert client.get(url).status_code == 200, url
-    response = client.post("/keys/task/expire/", {"ids": [one.pk], "confirmed_at": timezone.now().isoformat()}, **HX)
+    response = client.post("/keys/task/expire/", {"ids": [one.pk], "listed": ""}, **HX)
     assert response.status_code == 403
     assert client.get(f"/keys/task/{one.pk}/edit/", **HX).status_code == 403
     assert TaskStateStore.objects.get(pk=one.pk).expires_at is None
@@ -453,7 +453,7 @@ def test_an_operator_edits_and_expires_but_does_not_delete_and_an_admin_deletes(
     assert confirm(client, "expire", [one.pk]).status_code == 204
     assert TaskStateStore.objects.get(pk=one.pk).expires_at is not None
     assert confirm(client, "delete", [two.pk]).status_code == 403
-    response = client.post("/keys/task/delete/", {"ids": [two.pk], "confirmed_at": timezone.now().isoformat()}, **HX)
+    response = client.post("/keys/task/delete/", {"ids": [two.pk], "listed": ""}, **HX)
     assert response.status_code == 403 and TaskStateStore.objects.filter(pk=two.pk).exists()
     client.force_login(make_user("ada", "Admin"))
     assert confirm(client, "delete", [two.pk]).status_code == 204
@@ -722,7 +722,7 @@ def test_bulk_actions_by_ids_change_only_the_scopes_keys(client, world):
     client.force_login(world["operator"])
     dialog = client.get("/keys/task/expire/", {"ids": ids}, **HX)
     assert_no_ml(text(dialog))
-    response = client.post("/keys/task/expire/", {"ids": ids, "confirmed_at": confirmed_at(dialog)}, **HX)
+    response = client.post("/keys/task/expire/", {"ids": ids, "listed": listed_in(dialog)}, **HX)
     assert response.status_code == 204, response.content
     assert TaskStateStore.objects.get(pk=etl.pk).expires_at is not None
     assert TaskStateStore.objects.get(pk=ml.pk).expires_at is None
@@ -731,13 +731,13 @@ def test_bulk_actions_by_ids_change_only_the_scopes_keys(client, world):
     client.force_login(world["admin"])
     other = keys["k_etl_expiring"]
     dialog = client.get("/keys/task/delete/", {"ids": [other.pk, ml.pk]}, **HX)
-    response = client.post("/keys/task/delete/", {"ids": [other.pk, ml.pk], "confirmed_at": confirmed_at(dialog)}, **HX)
+    response = client.post("/keys/task/delete/", {"ids": [other.pk, ml.pk], "listed": listed_in(dialog)}, **HX)
     assert response.status_code == 204, response.content
     assert not TaskStateStore.objects.filter(pk=other.pk).exists()
     assert TaskStateStore.objects.filter(pk=ml.pk).exists()
-    only_ml = client.post("/keys/task/delete/", {"ids": [ml.pk], "confirmed_at": timezone.now().isoformat()}, **HX)
+    only_ml = client.post("/keys/task/delete/", {"ids": [ml.pk], "listed": ""}, **HX)
     gone = missing_id(TaskStateStore)
-    absent = client.post("/keys/task/delete/", {"ids": [gone], "confirmed_at": timezone.now().isoformat()}, **HX)
+    absent = client.post("/keys/task/delete/", {"ids": [gone], "listed": ""}, **HX)
     assert only_ml.status_code == absent.status_code == 204
     assert only_ml["HX-Trigger"] == absent["HX-Trigger"] and "Deleted 0 keys" in only_ml["HX-Trigger"]
     assert TaskStateStore.objects.filter(pk=ml.pk).exists()
@@ -820,7 +820,7 @@ def test_a_dag_or_asset_differing_only_in_case_is_out_of_scope(
     dialog = client.get("/keys/task/expire/", {"ids": [secret.pk, world["keys"]["k_etl_never"].pk]}, **HX)
     client.post(
         "/keys/task/expire/",
-        {"ids": [secret.pk, world["keys"]["k_etl_never"].pk], "confirmed_at": confirmed_at(dialog)},
+        {"ids": [secret.pk, world["keys"]["k_etl_never"].pk], "listed": listed_in(dialog)},
         **HX,
     )
     if TaskStateStore.objects.get(pk=secret.pk).expires_at is not None:

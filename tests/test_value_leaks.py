@@ -147,8 +147,8 @@ def test_task_confirmations_list_keys_without_previews(as_user, client, world, a
 def test_task_confirmation_toast_shows_no_value(as_user, client, world):
     as_user("actor", perms=["task.delete"])
     confirm = client.get("/keys/task/delete/", {"ids": world["key"].pk}, **HX)
-    confirmed_at = text(confirm).split('name="confirmed_at" value="')[1].split('"')[0]
-    response = client.post("/keys/task/delete/", {"ids": world["key"].pk, "confirmed_at": confirmed_at}, **HX)
+    listed = text(confirm).split('name="listed" value="')[1].split('"')[0]
+    response = client.post("/keys/task/delete/", {"ids": world["key"].pk, "listed": listed}, **HX)
     assert response.status_code == 204 and "Deleted 1 key" in response["HX-Trigger"]
     assert TASK_SECRET not in response["HX-Trigger"]
 

@@ -29,7 +29,7 @@ from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
-from statestore_admin.state.values import decode_json_text, parse_datetime_aware, pretty
+from statestore_admin.state.values import decode_json_text, pretty
 
 from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
 
@@ -52,21 +52,22 @@ def _error_messages(exc: Exception) -> list[str]:
     return [str(exc)]
 
 
-def _done(request, message: str, fallback: str):
-    """Success: a toast and a refresh of the page's panel, or a move to ``next`` when the form names one
-    (an action that deletes what the page shows)."""
+def _done(request, message: str, fallback: str, level: str = "success"):
+    """Done (``level`` "error": nothing could be done, e.g. the key is gone): a toast and a refresh of the
+    page's panel, or a move to ``next`` when the form names one (an action that deletes what the page
+    shows)."""
     if request.htmx and request.POST.get("next"):
-        messages.success(request, message)
+        messages.add_message(request, getattr(messages, level.upper()), message)
         response = HttpResponse(status=204)
         response["HX-Redirect"] = _next_url(request, fallback)
         return response
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Trigger"] = json.dumps(
-            {"toast": {"level": "success", "message": message}, "stateChanged": True, "closeModal": True}
+            {"toast": {"level": level, "message": message}, "stateChanged": True, "closeModal": True}
         )
         return response
-    messages.success(request, message)
+    messages.add_message(request, getattr(messages, level.upper()), message)
     return redirect(_next_url(request, fallback))
 
 
@@ -96,12 +97,62 @@ def _nothing_to(verb: str) -> Invalid:
     return Invalid({NON_FIELD_ERRORS: f"There are no keys to {verb}: nothing was changed."})
 
 
-def _confirmed_at(request):
-    text = request.POST.get("confirmed_at", "")
+def _listed(request) -> services.Listing:
+    """The keys the confirmation listed, as its form posts them back."""
     try:
-        return parse_datetime_aware(text, "confirmed_at")
-    except ValidationError:
-        raise Invalid({NON_FIELD_ERRORS: "The confirmation is missing its time; open the dialog again."}) from None
+        return services.Listing.from_token(request.POST.get("listed", ""))
+    except ValidationError as exc:
+        raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
+
+
+def _listing_context(listing: services.Listing) -> dict:
+    """What a confirmation shows of its listing. The download link asks for the keys written up to the
+    latest listed one (or now): every listed key, whatever the clock of its writer."""
+    latest = max(filter(None, [listing.latest, timezone.now()]))
+    return {"count": listing.count, "sample": list(listing.sample), "listed": listing.token, "export_until": latest}
+
+
+def _edit_value(request, key, template: str, save, fetch, fallback: str):
+    """A value editor. ``save(value, seen_updated_at)`` calls the service. A key written since the editor
+    opened is a conflict: the editor then shows its current value beside the user's, and offers to save
+    the user's over that version or to keep it (no write). A key deleted meanwhile (``fetch()``, which
+    reads it again, finds none) closes the dialog."""
+    form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
+    conflict = None
+    if request.method == "POST" and request.POST.get("keep") == "current":
+        return _done(request, f"Kept the current value of {key.key!r}; nothing was written.", fallback)
+    if request.method == "POST" and form.is_valid():
+        try:
+            row = save(decode_json_text(form.cleaned_data["value"]), form.cleaned_data.get("seen_updated_at"))
+        except ValidationError as exc:
+            apply_errors(form, exc)
+        except NotFound as exc:
+            if not _still_there(fetch):
+                return _gone(request, fallback)
+            form.add_error(None, str(exc))  # e.g. its task instance is gone
+        except Conflict as exc:
+            current = exc.details[0]
+            form = ValueForm({**request.POST.dict(), "seen_updated_at": current["updated_at"].isoformat()})
+            form.is_valid()
+            conflict = {"value": pretty(current["current"]), "updated_at": current["updated_at"]}
+        else:
+            if row.written:
+                return _done(request, f"Saved the value of {key.key!r}.", fallback)
+            return _done(request, f"The value of {key.key!r} is unchanged: nothing was written.", fallback, "info")
+    status = 422 if request.method == "POST" else 200
+    return _dialog(request, template, {"key": key, "form": form, "conflict": conflict}, status=status)
+
+
+def _still_there(fetch) -> bool:
+    try:
+        fetch()
+    except NotFound:
+        return False
+    return True
+
+
+def _gone(request, fallback: str):
+    return _done(request, "The key was deleted after you opened it: nothing was saved.", fallback, "error")
 
 
 def _require_view_to_edit(user, store: str) -> None:
@@ -118,19 +169,25 @@ def _require_view_to_edit(user, store: str) -> None:
 @require_http_methods(["GET", "POST"])
 def task_key_edit(request, key_id):
     _require_view_to_edit(request.user, permissions.TASK)
-    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
-    form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
+    try:
+        key = selectors.get_task_key(key_id, scope=scope_of(request.user))
+    except NotFound:
+        if request.method == "POST":  # deleted while the editor was open
+            return _gone(request, "/")
+        raise
 
-    def save():
-        services.patch_task_key(
+    def save(value, seen_updated_at):
+        return services.patch_task_key(
             actor=Actor.from_request(request),
             ref=services.TaskKeyRef(id=key.id),
-            value=decode_json_text(form.cleaned_data["value"]),
-            seen_updated_at=form.cleaned_data.get("seen_updated_at"),
+            value=value,
+            seen_updated_at=seen_updated_at,
         )
-        return f"Saved the value of {key.key!r}.", f"/keys/task/{key.id}/"
 
-    return _form_action(request, form, "actions/_task_value.html", {"key": key}, save)
+    def fetch():
+        return selectors.get_task_key(key_id, scope=scope_of(request.user))
+
+    return _edit_value(request, key, "actions/_task_value.html", save, fetch, f"/keys/task/{key.id}/")
 
 
 @require_http_methods(["GET", "POST"])
@@ -248,45 +305,37 @@ def task_keys_action(request, action):
     try:
         selection, run = _task_selection(params, request.user)
         if request.method == "POST":
-            actor, confirmed_at = Actor.from_request(request), _confirmed_at(request)
+            actor, listed = Actor.from_request(request), _listed(request)
             if action == "delete" and selection.scope is not None:  # "Clear all keys" of a task instance
                 outcome = services.clear_task_instance(
                     actor=actor,
                     scope=selection.scope,
                     all_map_indices=selection.all_map_indices,
-                    confirmed_at=confirmed_at,
+                    listed=listed,
                 )
             else:
-                outcome = service(actor=actor, selection=selection, confirmed_at=confirmed_at)
-            if not outcome.changed and not outcome.kept:
+                outcome = service(actor=actor, selection=selection, listed=listed)
+            if not outcome.changed and not outcome.kept and not outcome.gone:
                 raise _nothing_to(action)
             return _done(request, outcome.describe(done), "/")
-        rows = selection.queryset(scope_of(request.user))
-        count = rows.count()
-        if not count:
+        rows = selection.queryset(scope_of(request.user)).order_by("task_id", "map_index", "key")
+        listing = services.list_keys(rows, sample=SAMPLE)
+        if not listing.count:
             raise _nothing_to(action)
-        previews = selectors.with_previews(rows)
-        ordered = previews.order_by("task_id", "map_index", "key")
-        if show_values:
-            sample = list(ordered[:SAMPLE])
-        else:  # names and places only: the values (and their previews) are not even read
-            sample = list(ordered.values("key", "task_id", "map_index")[:SAMPLE])
-        refs = previews.filter(is_ref=True).count() if action == "delete" else 0
+        shown, refs = _listing_context(listing), listing.refs if action == "delete" else 0
     except (ValidationError, NotFound) as exc:
         errors = _error_messages(exc)
-        selection, count, sample, refs = None, 0, [], 0
+        selection, shown, refs = None, {"count": 0, "sample": []}, 0
     context = {
         "run": run,
         "label": label,
         "effect": effect,
         "action": action,
         "errors": errors,
-        "count": count,
-        "sample": sample,
+        **shown,
         "selection": selection,
-        "confirmed_at": timezone.now().isoformat(),
         "danger": action == "delete",
-        "more": count - len(sample),
+        "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
         "show_values": show_values,
     }
@@ -297,23 +346,28 @@ def task_keys_action(request, action):
 @require_http_methods(["GET", "POST"])
 def asset_key_edit(request, asset_id):
     _require_view_to_edit(request.user, permissions.ASSET)
-    key = selectors.get_asset_key(
-        asset_id, request.GET.get("key", request.POST.get("key", "")), scope=scope_of(request.user)
-    )
-    form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
+    name = request.GET.get("key", request.POST.get("key", ""))
+    try:
+        key = selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
+    except NotFound:
+        if request.method == "POST" and selectors.get_asset(asset_id, scope=scope_of(request.user)):
+            return _gone(request, f"/assets/{asset_id}/")  # deleted while the editor was open
+        raise
 
-    def save():
-        services.set_asset_key(
+    def save(value, seen_updated_at):
+        return services.set_asset_key(
             actor=Actor.from_request(request),
             asset_id=asset_id,
             key=key.key,
-            value=decode_json_text(form.cleaned_data["value"]),
+            value=value,
             mode=services.UPDATE,
-            seen_updated_at=form.cleaned_data.get("seen_updated_at"),
+            seen_updated_at=seen_updated_at,
         )
-        return f"Saved the value of {key.key!r}.", f"/assets/{asset_id}/"
 
-    return _form_action(request, form, "actions/_asset_value.html", {"key": key}, save)
+    def fetch():
+        return selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
+
+    return _edit_value(request, key, "actions/_asset_value.html", save, fetch, f"/assets/{asset_id}/")
 
 
 @require_http_methods(["GET", "POST"])
@@ -349,39 +403,29 @@ def asset_keys_delete(request, asset_id):
     errors = []
     try:
         if request.method == "POST":
-            actor, confirmed_at = Actor.from_request(request), _confirmed_at(request)
+            actor, listed = Actor.from_request(request), _listed(request)
             if keys is None:
-                outcome = services.clear_asset(actor=actor, asset_id=asset_id, confirmed_at=confirmed_at)
+                outcome = services.clear_asset(actor=actor, asset_id=asset_id, listed=listed)
             else:
-                outcome = services.delete_asset_keys(
-                    actor=actor, asset_id=asset_id, keys=keys, confirmed_at=confirmed_at
-                )
-            if not outcome.changed and not outcome.kept:
+                outcome = services.delete_asset_keys(actor=actor, asset_id=asset_id, keys=keys, listed=listed)
+            if not outcome.changed and not outcome.kept and not outcome.gone:
                 raise _nothing_to("delete")
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
             return _done(request, outcome.describe(verb), f"/assets/{asset_id}/")
         if keys == []:
             raise Invalid({"keys": "Select at least one key."})
+        shown = _listing_context(services.list_keys(services.asset_selection(asset.pk, keys), sample=SAMPLE))
+        if not shown["count"]:
+            raise _nothing_to("delete")
     except ValidationError as exc:
         errors = _error_messages(exc)
-    rows = selectors.asset_keys_for(asset, keys or None) if not errors else None
-    show_values = permissions.can(request.user, permissions.ASSET, "view")
-    if rows is None:
-        sample = []
-    elif show_values:
-        sample = list(rows[:SAMPLE])
-    else:  # key names only: the values (and their previews) are not even read
-        sample = list(rows.values("key")[:SAMPLE])
+        shown = {"count": 0, "sample": []}
     context = {
         "asset": asset,
         "keys": keys,
         "errors": errors,
-        "count": rows.count() if rows is not None else 0,
-        "sample": sample,
-        "confirmed_at": timezone.now().isoformat(),
-        "show_values": show_values,
+        **shown,
+        "more": shown["count"] - len(shown["sample"]),
+        "show_values": permissions.can(request.user, permissions.ASSET, "view"),
     }
-    context["more"] = context["count"] - len(context["sample"])
-    if rows is not None and not context["count"]:
-        context["errors"] = errors = _error_messages(_nothing_to("delete"))
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

@@ -9,17 +9,25 @@ value needs its task instance to exist (Airflow's API answers 404 otherwise, thr
 an asset write records its writer as the API. Removing state (delete, expire) by key id never needs the
 task instance; addressing a task instance (clear, or a key by scope) does, as in Airflow.
 
-Confirmed actions (delete, expire, clear after a list was shown) touch only rows not written since the
-confirmation (``updated_at <= confirmed_at``): a key written in between is kept and reported, never lost.
+Confirmed actions (delete, expire, clear after a dialog listed the keys) act on exactly the keys the
+confirmation listed, in the version it listed (``Listing``): a key added since, or written since, is kept
+and reported, never lost, whatever the clock of the process that wrote it says. A write that changes
+nothing (the same value, and for a task key the same expiry) is not made: no row is touched, no event is
+recorded, and the returned row says so (``written`` is False).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from types import SimpleNamespace
 
+from django.conf import settings
+from django.core import signing
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, QuerySet
 from django.utils import timezone
@@ -33,7 +41,7 @@ from .errors import Conflict, Forbidden, Invalid, NotFound
 from .models import AuditEvent
 from .scopes import Scope, scope_of
 from .selectors import TaskScope
-from .values import Expiry, clean_key, encode_value
+from .values import Expiry, clean_key, encode_value, same_value
 
 Action = AuditEvent.Action
 CREATE, UPSERT, UPDATE = "create", "upsert", "update"  # write modes: new key only, either, existing only
@@ -48,23 +56,166 @@ API_WRITER_FIELDS = {
 }
 
 
+def _keys(n: int) -> str:
+    return f"{n:,} key{'s' if n != 1 else ''}"
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """What an action did: ``changed`` rows, ``kept`` rows skipped because they changed meanwhile, and
-    the audit event that records it (None when nothing changed)."""
+    """What an action did: ``changed`` rows and the audit event that records it (None when nothing
+    changed). After a confirmation, what it did not touch: ``added`` keys it had not listed, ``rewritten``
+    keys written since it listed them (both kept; ``kept_keys`` names the first of them), and ``gone``
+    listed keys that no longer existed."""
 
     changed: int
-    kept: int = 0
+    added: int = 0
+    rewritten: int = 0
+    gone: int = 0
+    kept_keys: tuple[str, ...] = ()
     event: AuditEvent | None = None
 
+    @property
+    def kept(self) -> int:
+        return self.added + self.rewritten
+
     def describe(self, verb: str) -> str:
-        text = f"{verb} {self.changed} key{'s' if self.changed != 1 else ''}"
+        text = f"{verb} {_keys(self.changed)}"
         if self.kept:
+            why = [
+                f"{self.added:,} added" if self.added else "",
+                f"{self.rewritten:,} written" if self.rewritten else "",
+            ]
+            names = ", ".join(repr(k) for k in self.kept_keys[:KEPT_NAMED])
+            more = f" and {self.kept - KEPT_NAMED:,} more" if self.kept > KEPT_NAMED else ""
             text += (
-                f"; {self.kept} key{'s' if self.kept != 1 else ''} written since you confirmed "
-                f"{'were' if self.kept != 1 else 'was'} kept"
+                f"; kept {_keys(self.kept)} that changed after the list was shown "
+                f"({', '.join(w for w in why if w)} since): {names}{more}"
             )
+        if self.gone:
+            text += f"; {_keys(self.gone)} listed {'were' if self.gone != 1 else 'was'} already gone"
         return text + "."
+
+
+# Confirmations ----------------------------------------------------------------------------------------
+LISTED_MAX = 10_000  # keys one confirmation can list (its token carries 12 bytes per key)
+KEPT_NAMED = 5  # kept keys named in an outcome's description
+_HASH_BYTES = 6  # of a key's identity, and of its version
+
+
+@cache
+def _hash_key() -> bytes:
+    """The key of the hashes in listings: a user cannot learn a value from its hash by guessing."""
+    return hashlib.sha256(b"statestore-admin listing\0" + settings.SECRET_KEY.encode()).digest()
+
+
+def _hashed(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), key=_hash_key(), digest_size=_HASH_BYTES).digest()
+
+
+def _identity(row) -> str:
+    """A task key is its row id; an asset key, its asset and name."""
+    return f"t{row.pk}" if isinstance(row, TaskStateStore) else f"a{row.asset_id}\0{row.key}"
+
+
+def _version(row) -> str:
+    """A key as a confirmation shows it: when its writer says it was written, and its value."""
+    return f"{row.updated_at.isoformat()}\0{row.value}"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The keys a confirmation listed: each key's identity and version (``_identity``, ``_version``), as
+    keyed hashes. The dialog carries it as a signed ``token``; confirming acts on exactly these keys as
+    they were. ``sample`` holds the first rows in the listing's order, for the dialog to show."""
+
+    versions: dict[bytes, bytes]
+    sample: tuple = ()
+    refs: int = 0  # worker-side references among the keys
+    latest: datetime | None = None  # the latest ``updated_at`` among the keys
+
+    @property
+    def count(self) -> int:
+        return len(self.versions)
+
+    @property
+    def token(self) -> str:
+        packed = b"".join(identity + version for identity, version in sorted(self.versions.items()))
+        return signing.Signer(salt=_TOKEN_SALT).sign(base64.urlsafe_b64encode(packed).decode())
+
+    @classmethod
+    def from_token(cls, token: str) -> Listing:
+        try:
+            packed = base64.urlsafe_b64decode(signing.Signer(salt=_TOKEN_SALT).unsign(token or ""))
+        except (signing.BadSignature, ValueError):
+            raise Invalid({"listed": "The confirmation's list of keys is missing or damaged; open it again."}) from None
+        step = 2 * _HASH_BYTES
+        return cls(
+            {packed[i : i + _HASH_BYTES]: packed[i + _HASH_BYTES : i + step] for i in range(0, len(packed), step)}
+        )
+
+    def sort(self, rows: list, others: list[tuple[str, bool]]) -> list:
+        """Of ``rows`` (current, locked), those listed in the version listed; each other one is added to
+        ``others`` as (its key, whether it was listed in another version)."""
+        listed = []
+        for row in rows:
+            version = self.versions.get(_hashed(_identity(row)))
+            if version is not None and version == _hashed(_version(row)):
+                listed.append(row)
+            else:
+                others.append((row.key, version is not None))
+        return listed
+
+
+def _outcome(recorder, listed: Listing | None, others: list[tuple[str, bool]]) -> Outcome:
+    """What an action did, and after a confirmation (``listed``), what it kept (``others``)."""
+    if listed is None:
+        return Outcome(recorder.count, event=recorder.event)
+    rewritten = sum(1 for _, was_listed in others if was_listed)
+    return Outcome(
+        recorder.count,
+        added=len(others) - rewritten,
+        rewritten=rewritten,
+        gone=listed.count - recorder.count - rewritten,
+        kept_keys=tuple(key for key, _ in others[:KEPT_NAMED]),
+        event=recorder.event,
+    )
+
+
+def _listed_chunks(rows: QuerySet, ordering: str, listed: Listing, others: list) -> Iterator[list]:
+    """The rows that ``listed`` lists in the version it listed, locked, a chunk at a time (see
+    ``_locked_chunks``); the other rows are added to ``others`` (``Listing.sort``)."""
+    for chunk in _locked_chunks(rows, ordering):
+        chosen = listed.sort(chunk, others)
+        if chosen:
+            yield chosen
+
+
+_TOKEN_SALT = "statestore_admin.state.services.Listing"
+
+
+def list_keys(rows: QuerySet, *, sample: int = 0) -> Listing:
+    """List ``rows`` (task or asset keys, in the order to show) for a confirmation; the first ``sample``
+    rows are kept, each with ``preview``, ``size`` and ``is_ref`` as ``selectors.with_previews`` gives.
+    More than ``LISTED_MAX`` keys cannot be confirmed one by one (Invalid). Values are read to hash their
+    versions, never returned beyond the sample."""
+    count = rows.count()
+    if count > LISTED_MAX:
+        raise Invalid(
+            {
+                "keys": f"These are {count:,} keys; a confirmation lists at most {LISTED_MAX:,}. Act on fewer at "
+                "a time (a selection, one map index), or use the API's clear."
+            }
+        )
+    versions, shown, refs, latest = {}, [], 0, None
+    for row in rows.iterator(chunk_size=audit.CHUNK):
+        versions[_hashed(_identity(row))] = _hashed(_version(row))
+        refs += row.value.startswith(selectors.REF_PREFIX)
+        latest = row.updated_at if latest is None else max(latest, row.updated_at)
+        if len(shown) < sample:
+            row.preview = row.value[: selectors.PREVIEW_CHARS]
+            row.size, row.is_ref = len(row.value), row.value.startswith(selectors.REF_PREFIX)
+            shown.append(row)
+    return Listing(versions, tuple(shown), refs, latest)
 
 
 # Addressing keys --------------------------------------------------------------------------------------
@@ -205,20 +356,21 @@ def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
     return sql, [*ident, *keys, *ident]
 
 
-def _confirmed(rows: QuerySet, confirmed_at: datetime | None) -> tuple[QuerySet, int]:
-    """The rows a confirmation opened at ``confirmed_at`` acts on, and how many were written since (kept)."""
-    if confirmed_at is None:
-        return rows, 0
-    return selectors.confirmed_keys(rows, confirmed_at=confirmed_at), rows.filter(updated_at__gt=confirmed_at).count()
-
-
 def _check_unchanged(row, seen_updated_at: datetime | None) -> None:
+    """An edit opened on the version ``seen_updated_at`` is refused when the key was written since; the
+    Conflict carries the current version (value and ``updated_at``) to offer instead."""
     if seen_updated_at is not None and row.updated_at != seen_updated_at:
         raise Conflict(
-            f"This key was written at {row.updated_at.isoformat()}, after you opened it. "
-            "Reload to see the current value before changing it.",
-            [{"key": row.key, "current": row.value}],
+            "This key was written after you opened it: its current value is shown beside yours.",
+            [{"key": row.key, "current": row.value, "updated_at": row.updated_at}],
         )
+
+
+def _unwritten(row):
+    """A write that would change nothing is not made: no row is touched and no event recorded (the
+    event's ``audit.change`` records nothing), and the row says so."""
+    row.written = False
+    return row
 
 
 def _state(row) -> audit.KeyState:
@@ -230,7 +382,9 @@ def set_task_key(
     *, actor: Actor, scope: TaskScope, key: str, value, expiry: Expiry, mode: str = UPSERT
 ) -> TaskStateStore:
     """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
-    (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one."""
+    (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one.
+    Writing the value and expiry a key has is not made (``written`` False): with the default retention
+    the expiry moves on, so such a write is made."""
     permissions.require_any(actor, permissions.TASK, ("add",) if mode == CREATE else ("add", "change"))
     scope_of(actor).require_dag(scope.dag_id)
     key = clean_key(key)
@@ -247,6 +401,8 @@ def set_task_key(
         if row is not None and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
         permissions.require(actor, permissions.TASK, "change" if row else "add")
+        if row is not None and same_value(row.value, text) and row.expires_at == expires_at:
+            return _unwritten(row)
         if row is None:
             row = TaskStateStore(
                 dag_run=run, dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
@@ -272,12 +428,14 @@ def set_task_key(
                 raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.") from None
         else:
             row.save(update_fields=["value", "updated_at", "expires_at"])
+    row.written = True
     return row
 
 
 def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None) -> TaskStateStore:
     """Replace an existing key's value and keep its expiry (Airflow's PATCH). The key's task instance
-    must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write."""
+    must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write. The same
+    value is not written (``written`` False)."""
     permissions.require(actor, permissions.TASK, "change")
     text = encode_value(value)
     rows = ref.rows(scope_of(actor))
@@ -290,13 +448,14 @@ def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: dat
         if ref.scope is None:
             selectors.require_task_instance(TaskScope.of(row))
         _check_unchanged(row, seen_updated_at)
-        if row.value == text:
-            return row  # nothing to change: no write, no event
+        if same_value(row.value, text):
+            return _unwritten(row)
         recorder.record(
             [audit.task_change(row, before=_state(row), after=(text, row.expires_at), limit=recorder.limit)]
         )
         row.value, row.updated_at = text, timezone.now()
         row.save(update_fields=["value", "updated_at"])
+    row.written = True
     return row
 
 
@@ -320,50 +479,64 @@ def set_task_expiry(
     return row
 
 
-def expire_task_keys(*, actor: Actor, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
-    """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them."""
+def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
+    """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them. After
+    a confirmation, only the keys it ``listed``, as it listed them."""
     permissions.require(actor, permissions.TASK, "change")
-    rows, kept = _confirmed(selection.queryset(scope_of(actor)), confirmed_at)
+    rows, others = selection.queryset(scope_of(actor)), []
     now = timezone.now()
     with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
-        for chunk in _locked_chunks(rows, "id"):
+        chunks = _locked_chunks(rows, "id") if listed is None else _listed_chunks(rows, "id", listed, others)
+        for chunk in chunks:
             recorder.record(
                 [audit.task_change(r, before=_state(r), after=(r.value, now), limit=recorder.limit) for r in chunk]
             )
             TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).update(expires_at=now)
-    return Outcome(recorder.count, kept, recorder.event)
+    return _outcome(recorder, listed, others)
 
 
-def delete_task_keys(*, actor: Actor, selection: TaskSelection, confirmed_at: datetime | None = None) -> Outcome:
-    """Delete the selected keys (the rows; a worker-side object is not reachable from here)."""
-    return _delete_task_rows(actor, selection, confirmed_at, Action.DELETE)
+def delete_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
+    """Delete the selected keys (the rows; a worker-side object is not reachable from here); after a
+    confirmation, only the keys it ``listed``, as it listed them."""
+    return _delete_task_rows(actor, selection, listed, Action.DELETE)
 
 
 def clear_task_instance(
-    *, actor: Actor, scope: TaskScope, all_map_indices: bool = False, confirmed_at: datetime | None = None
+    *, actor: Actor, scope: TaskScope, all_map_indices: bool = False, listed: Listing | None = None
 ) -> Outcome:
-    """Delete every key of the task instance, or of every map index of the task (404 if there is none)."""
+    """Delete every key of the task instance, or of every map index of the task (404 if there is none);
+    after a confirmation, only the keys it ``listed``, as it listed them."""
     selection = TaskSelection.of_instance(scope, all_map_indices)
-    return _delete_task_rows(actor, selection, confirmed_at, Action.CLEAR)
+    return _delete_task_rows(actor, selection, listed, Action.CLEAR)
 
 
-def _delete_task_rows(actor, selection: TaskSelection, confirmed_at, action) -> Outcome:
+def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, action) -> Outcome:
     permissions.require(actor, permissions.TASK, "delete")
     # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
     # looked up, to answer Airflow's 404 for a missing task instance.
     allowed = scope_of(actor)
     if selection.scope is not None:
         allowed.require_dag(selection.scope.dag_id)
-    few = _named_keys_condition(selection) if confirmed_at is None else None
-    rows, kept = (None, 0) if few else _confirmed(selection.queryset(allowed, check_instance=False), confirmed_at)
+    few = _named_keys_condition(selection) if listed is None else None
+    rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
-        for chunk in _deleted_chunks(TaskStateStore, rows, ("id",), few):
+        if listed is None:
+            deleted = _deleted_chunks(TaskStateStore, rows, ("id",), few)
+        else:
+            deleted = (
+                part
+                for chunk in _listed_chunks(rows, "id", listed, others)
+                for part in _deleted_chunks(
+                    TaskStateStore, TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]), ("id",)
+                )
+            )
+        for chunk in deleted:
             recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
-    if not recorder.count:
+    if not recorder.count and not others:
         selection.require_instance()
-    return Outcome(recorder.count, kept, recorder.event)
+    return _outcome(recorder, listed, others)
 
 
 # Asset keys -------------------------------------------------------------------------------------------
@@ -375,7 +548,9 @@ def set_asset_key(
     *, actor: Actor, asset_id: int, key: str, value, mode: str = UPSERT, seen_updated_at: datetime | None = None
 ) -> AssetStateStore:
     """Write an asset key, recorded as written by the API (as Airflow's PUT does). ``mode``: CREATE (add;
-    an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound)."""
+    an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound).
+    The same value is not written (``written`` False): by an edit, whoever wrote it last; by a PUT, when
+    the API wrote it last (otherwise the PUT records the API as its writer)."""
     permissions.require_any(
         actor, permissions.ASSET, {CREATE: ("add",), UPDATE: ("change",)}.get(mode, ("add", "change"))
     )
@@ -394,8 +569,9 @@ def set_asset_key(
         permissions.require(actor, permissions.ASSET, "change" if row else "add")
         if row is not None:
             _check_unchanged(row, seen_updated_at)
-            if mode == UPDATE and row.value == text:
-                return row  # an unchanged edit: no write, no event
+            by_api = all(getattr(row, name) == wanted for name, wanted in API_WRITER_FIELDS.items())
+            if same_value(row.value, text) and (mode == UPDATE or by_api):
+                return _unwritten(row)
         before = _state(row) if row is not None else None
         recorder.record([audit.asset_change(asset_id, key, before=before, after=(text, None), limit=recorder.limit)])
         if row is None:
@@ -410,34 +586,51 @@ def set_asset_key(
                 rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
         else:
             rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
-    return selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
+    row = selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
+    row.written = True
+    return row
 
 
-def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], confirmed_at: datetime | None = None) -> Outcome:
-    """Delete the named keys of an asset (absent ones are not an error, as in Airflow)."""
+def asset_selection(asset_id: int, keys: list[str] | None = None) -> QuerySet:
+    """An asset's keys, all or those named, by key: what a delete or clear acts on, and its confirmation
+    lists."""
+    rows = AssetStateStore.objects.filter(asset_id=asset_id)
+    return (rows if keys is None else rows.filter(key__in=keys)).order_by("key")
+
+
+def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], listed: Listing | None = None) -> Outcome:
+    """Delete the named keys of an asset (absent ones are not an error, as in Airflow); after a
+    confirmation, only the keys it ``listed``, as it listed them."""
     if not keys:
         raise Invalid({"keys": "Select at least one key."})
-    return _delete_asset_rows(actor, asset_id, keys, confirmed_at, Action.DELETE)
+    return _delete_asset_rows(actor, asset_id, keys, listed, Action.DELETE)
 
 
-def clear_asset(*, actor: Actor, asset_id: int, confirmed_at: datetime | None = None) -> Outcome:
-    """Delete every key of an asset (clear its state)."""
-    return _delete_asset_rows(actor, asset_id, None, confirmed_at, Action.CLEAR)
+def clear_asset(*, actor: Actor, asset_id: int, listed: Listing | None = None) -> Outcome:
+    """Delete every key of an asset (clear its state); after a confirmation, only the keys it ``listed``,
+    as it listed them."""
+    return _delete_asset_rows(actor, asset_id, None, listed, Action.CLEAR)
 
 
-def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, confirmed_at, action) -> Outcome:
+def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Listing | None, action) -> Outcome:
     permissions.require(actor, permissions.ASSET, "delete")
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
-    rows = AssetStateStore.objects.filter(asset_id=asset_id)
-    if keys is not None:
-        rows = rows.filter(key__in=keys)
-    rows, kept = _confirmed(rows, confirmed_at)
+    rows, others = asset_selection(asset_id, keys), []
+    identity = ("asset_id", "key")
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
-        for chunk in _deleted_chunks(AssetStateStore, rows, ("asset_id", "key")):
+        if listed is None:
+            deleted = _deleted_chunks(AssetStateStore, rows, identity)
+        else:
+            deleted = (
+                part
+                for chunk in _listed_chunks(rows, "key", listed, others)
+                for part in _deleted_chunks(AssetStateStore, rows.filter(key__in=[r.key for r in chunk]), identity)
+            )
+        for chunk in deleted:
             recorder.record(
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
-    return Outcome(recorder.count, kept, recorder.event)
+    return _outcome(recorder, listed, others)
 
 
 # Restore ----------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from statestore_admin.state.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES
+from ..listing import confirm
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -50,10 +51,6 @@ def token(operator):
     return record, {"HTTP_AUTHORIZATION": f"Bearer {token}"}
 
 
-def confirmed():
-    return (timezone.now() + timedelta(seconds=1)).isoformat()
-
-
 # (request, action, expected {key: (before value or None, after value or None)})
 UI = {
     "edit value": (
@@ -67,29 +64,23 @@ UI = {
         {"job": ('{"id": 1}', '{"id": 1}')},
     ),
     "expire": (
-        lambda c, w: c.post("/keys/task/expire/", {"ids": [w["job"]], "confirmed_at": confirmed()}, **HX),
+        lambda c, w: confirm(c, "/keys/task/expire/", {"ids": [w["job"]]}, **HX),
         "expire",
         {"job": ('{"id": 1}', '{"id": 1}')},
     ),
     "delete": (
-        lambda c, w: c.post("/keys/task/delete/", {"ids": [w["job"]], "confirmed_at": confirmed()}, **HX),
+        lambda c, w: confirm(c, "/keys/task/delete/", {"ids": [w["job"]]}, **HX),
         "delete",
         {"job": ('{"id": 1}', None)},
     ),
     "clear task instance": (
-        lambda c, w: c.post(
-            "/keys/task/delete/",
-            {"run": w["run"].pk, "task_id": "t", "map_index": "-1", "confirmed_at": confirmed()},
-            **HX,
-        ),
+        lambda c, w: confirm(c, "/keys/task/delete/", {"run": w["run"].pk, "task_id": "t", "map_index": "-1"}, **HX),
         "clear",
         {"job": ('{"id": 1}', None), "other": ("2", None)},
     ),
     "clear all map indexes": (
-        lambda c, w: c.post(
-            "/keys/task/delete/",
-            {"run": w["run"].pk, "task_id": "mapped", "map_index": "all", "confirmed_at": confirmed()},
-            **HX,
+        lambda c, w: confirm(
+            c, "/keys/task/delete/", {"run": w["run"].pk, "task_id": "mapped", "map_index": "all"}, **HX
         ),
         "clear",
         {"a": ("0", None)},
@@ -114,14 +105,12 @@ UI = {
         {"n": (None, '"x"')},
     ),
     "asset delete": (
-        lambda c, w: c.post(
-            f"/assets/{w['asset'].pk}/delete/", {"keys": ["cursor"], "confirmed_at": confirmed()}, **HX
-        ),
+        lambda c, w: confirm(c, f"/assets/{w['asset'].pk}/delete/", {"keys": ["cursor"]}, **HX),
         "delete",
         {"cursor": ("7", None)},
     ),
     "asset clear": (
-        lambda c, w: c.post(f"/assets/{w['asset'].pk}/delete/", {"all": "1", "confirmed_at": confirmed()}, **HX),
+        lambda c, w: confirm(c, f"/assets/{w['asset'].pk}/delete/", {"all": "1"}, **HX),
         "clear",
         {"cursor": ("7", None), "watermark": ('"w1"', None)},
     ),
