@@ -7,18 +7,20 @@
 
   function cookie(name) {
     const found = document.cookie.split("; ").find((part) => part.startsWith(name + "="));
-    return found ? decodeURIComponent(found.slice(name.length + 1)) : null;
+    return found ? found.slice(name.length + 1) : null;
   }
 
   function setCookie(name, value, maxAge) {
     const secure = location.protocol === "https:" ? "; Secure" : "";
-    document.cookie = name + "=" + encodeURIComponent(value) + "; Path=/; Max-Age=" + maxAge + "; SameSite=Lax" + secure;
+    document.cookie = name + "=" + value + "; Path=/; Max-Age=" + maxAge + "; SameSite=Lax" + secure;
   }
 
   let browserZone = "UTC";
   try {
     browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   } catch (error) { /* very old browsers: UTC */ }
+  // IANA names are plain cookie text (the server does not URL-decode cookies); anything else is not a zone.
+  if (!/^[A-Za-z0-9_+\-\/]+$/.test(browserZone)) browserZone = "UTC";
 
   if (cookie("tz") !== browserZone) {
     setCookie("tz", browserZone, YEAR);
