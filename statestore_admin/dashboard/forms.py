@@ -134,8 +134,7 @@ class ExpiryFields(forms.Form):
             self.asks_past = True
             self.add_error(
                 "expires_at",
-                "This time has passed: the key would expire at once and be deleted by the next garbage "
-                "collection. Tick the box to confirm, or pick a later time.",
+                "This time has passed: tick the box below to expire the key now, or pick a later time.",
             )
         return cleaned
 

@@ -62,7 +62,9 @@ def open_add(page, url):
 
 
 # 10 ---------------------------------------------------------------------------------------------------------
-def test_the_expiry_dialog_labels_the_current_expiry_and_picks_in_the_users_zone(signed_in, live_server, deployment):
+def test_the_expiry_dialog_labels_the_current_expiry_and_picks_in_the_users_zone(
+    signed_in, live_server, deployment, screenshot
+):
     page = signed_in
     dialog = open_expiry(page, live_server, "forever")
     expect(dialog.get_by_test_id("current-expiry")).to_have_text(
@@ -80,6 +82,7 @@ def test_the_expiry_dialog_labels_the_current_expiry_and_picks_in_the_users_zone
     expect(picker).to_have_attribute("type", "datetime-local")
     expect(picker).to_have_value(f"{local:%Y-%m-%dT%H:%M}")  # Berlin's time, not UTC's
     expect(dialog).to_contain_text(f"In your time zone, {BERLIN}.")
+    screenshot("expiry-dialog")
 
     dialog.get_by_role("button", name="In 7 days").click()
     expect(dialog.get_by_label("At a date and time")).to_be_checked()
@@ -93,7 +96,7 @@ def test_the_expiry_dialog_labels_the_current_expiry_and_picks_in_the_users_zone
     assert abs(stored - (timezone.now() + timedelta(days=7))) < timedelta(minutes=2)
 
 
-def test_a_past_expiry_warns_and_needs_a_confirmation(signed_in, live_server, deployment):
+def test_a_past_expiry_warns_and_needs_a_confirmation(signed_in, live_server, deployment, screenshot):
     page = signed_in
     before = TaskStateStore.objects.get(key="job_id").expires_at
     dialog = open_expiry(page, live_server, "job_id")
@@ -102,9 +105,10 @@ def test_a_past_expiry_warns_and_needs_a_confirmation(signed_in, live_server, de
     past = datetime.now(ZoneInfo(BERLIN)) - timedelta(days=1)
     dialog.get_by_label("Expires at").fill(f"{past:%Y-%m-%dT%H:%M}")
     expect(warning).to_be_visible()  # as soon as it is picked
-    expect(warning).to_contain_text("the next garbage collection deletes it")
+    expect(warning).to_contain_text("the next garbage collection deletes the key")
     dialog.get_by_role("button", name="Set expiry").click()
     expect(dialog.locator("#id_expires_at_error")).to_contain_text("This time has passed")
+    screenshot("expiry-dialog-past")
     assert TaskStateStore.objects.get(key="job_id").expires_at == before
     dialog.get_by_label("Yes, expire it now").check()
     dialog.get_by_role("button", name="Set expiry").click()
@@ -153,7 +157,7 @@ def test_add_key_offers_the_tasks_map_indexes_and_shows_errors_on_the_field(sign
     assert TaskStateStore.objects.get(key="offset").map_index == 1
 
 
-def test_a_key_with_blanks_around_it_needs_a_confirmation(signed_in, live_server, deployment):
+def test_a_key_with_blanks_around_it_needs_a_confirmation(signed_in, live_server, deployment, screenshot):
     page = signed_in
     dialog = open_add(page, f"{live_server.url}/runs/{deployment['run'].pk}/tasks/submit/")
     expect(dialog.get_by_label("Keep the blanks")).to_have_count(0)
@@ -161,6 +165,7 @@ def test_a_key_with_blanks_around_it_needs_a_confirmation(signed_in, live_server
     dialog.get_by_label("Value").fill('"x"')
     dialog.get_by_role("button", name="Add key").click()
     expect(dialog.locator("#id_key_error")).to_contain_text("The key starts with a blank (' job_id')")
+    screenshot("add-key-blanks")
     assert not TaskStateStore.objects.filter(key=" job_id").exists()
     dialog.get_by_label("Keep the blanks").check()
     dialog.get_by_role("button", name="Add key").click()
