@@ -2,21 +2,75 @@
 (function () {
   "use strict";
   const modal = () => document.getElementById("modal");
+  const toasts = () => document.getElementById("toasts");
+
+  // htmx keeps no snapshots of pages: Back or Forward to a URL htmx pushed reloads the whole, current page from
+  // the server (and dashboard/caching.py keeps htmx's partials out of the browser's cache).
+  htmx.config.historyCacheSize = 0;
+  htmx.config.refreshOnHistoryMiss = true;
+
+  // Toasts (#toasts in base.html, css/toasts.css): stacked in a corner, newest last, at most MAX_TOASTS; a long
+  // message is clipped to a few lines (all of it in the tooltip and for screen readers). Success and info go
+  // after TOAST_MS, not while hovered or focused; errors and warnings stay until closed.
+  const MAX_TOASTS = 4;
+  const TOAST_MS = 6000;
+  const lasting = (box) => box.classList.contains("toast-error") || box.classList.contains("toast-warning");
+
+  function dismissLater(box) {
+    if (lasting(box)) return;
+    let timer = null;
+    const start = () => {
+      clearTimeout(timer);
+      if (!box.matches(":hover, :focus-within")) timer = setTimeout(() => box.remove(), TOAST_MS);
+    };
+    box.addEventListener("mouseenter", () => clearTimeout(timer));
+    box.addEventListener("focusin", () => clearTimeout(timer));
+    box.addEventListener("mouseleave", start);
+    box.addEventListener("focusout", () => setTimeout(start)); // once focus has moved
+    start();
+  }
 
   function toast(message, level) {
+    level = level || "info";
     const box = document.createElement("div");
-    box.className = "toast toast-" + (level || "info");
-    box.textContent = message; // user data: never HTML
-    document.getElementById("toasts").appendChild(box);
-    setTimeout(() => box.remove(), level === "error" ? 10000 : 5000);
+    box.className = "toast toast-" + level;
+    if (lasting(box)) box.setAttribute("role", "alert");
+    const text = document.createElement("p");
+    text.className = "toast-text";
+    text.textContent = message; // user data: never HTML
+    text.title = message;
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "toast-close";
+    close.dataset.toastClose = "";
+    close.setAttribute("aria-label", "Dismiss notification"); // its × is drawn by toasts.css
+    box.append(text, close);
+    toasts().append(box);
+    const boxes = toasts().querySelectorAll(".toast");
+    if (boxes.length > MAX_TOASTS) ([...boxes].find((b) => !lasting(b)) || boxes[0]).remove();
+    dismissLater(box);
+  }
+
+  // A dialog: focus goes to the first field with an error, else the element marked autofocus, else the first
+  // field; a confirmation (no field) focuses Cancel, so Enter never confirms a destructive action by itself.
+  function focusInDialog() {
+    const dialog = modal();
+    const target = dialog.querySelector("[aria-invalid=true]") || dialog.querySelector("[autofocus]")
+      || dialog.querySelector("textarea, select, input:not([type=hidden])") || dialog.querySelector("[data-close]");
+    target?.focus();
   }
 
   document.addEventListener("htmx:afterSwap", (event) => {
-    if (event.detail.target.id === "modal-body" && !modal().open) {
+    if (event.detail.target.id !== "modal-body") return;
+    const opening = !modal().open;
+    if (opening) {
+      modal().setAttribute("aria-labelledby", "modal-title"); // every dialog's heading (templates/actions/...)
       modal().showModal();
-      const first = modal().querySelector("textarea, input:not([type=hidden]), button[type=submit]");
-      if (first) first.focus();
+      // A modal dialog makes the rest of the page inert: toasts move into it while it is open, so that one
+      // about the dialog's own request can be read and closed.
+      modal().append(toasts());
     }
+    if (opening || !modal().contains(document.activeElement)) focusInDialog(); // new, or its form replaced
   });
   document.body.addEventListener("toast", (event) => toast(event.detail.message, event.detail.level));
   document.body.addEventListener("closeModal", () => { if (modal().open) modal().close(); });
@@ -28,6 +82,8 @@
   document.addEventListener("htmx:sendError", () => toast("The server cannot be reached.", "error"));
 
   document.addEventListener("click", (event) => {
+    const closeToast = event.target.closest("[data-toast-close]");
+    if (closeToast) { closeToast.closest(".toast").remove(); return; }
     const close = event.target.closest("[data-close]");
     if (close && modal().open) { modal().close(); return; }
     const copy = event.target.closest("[data-copy-from]");
@@ -64,8 +120,12 @@
   });
   document.addEventListener("DOMContentLoaded", () => {
     syncSelection(); // a browser may restore checked boxes on reload
-    document.querySelectorAll("#toasts .toast").forEach((box) => setTimeout(() => box.remove(), 6000));
-    // Dialog closed with Escape or Cancel: clear it so a stale form is never resubmitted.
-    modal()?.addEventListener("close", () => { document.getElementById("modal-body").innerHTML = ""; });
+    document.querySelectorAll("#toasts .toast").forEach(dismissLater); // the server's messages
+    // Dialog closed with Escape or Cancel: clear it so a stale form is never resubmitted; toasts go back.
+    modal()?.addEventListener("close", () => {
+      document.getElementById("modal-body").innerHTML = "";
+      modal().removeAttribute("aria-labelledby");
+      document.body.append(toasts());
+    });
   });
 })();
