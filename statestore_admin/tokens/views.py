@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
 from statestore_admin.tokens.models import ApiToken
@@ -45,11 +46,14 @@ def api_tokens(request):
         return redirect("api-tokens")
     new_token = request.session.pop(NEW_TOKEN, None)
     tokens = ApiToken.objects.filter(user=request.user)
-    return render(
+    response = render(
         request,
         "tokens/index.html",
         {"tokens": tokens, "new_token": new_token, "lifetimes": lifetimes()},
     )
+    if new_token:  # never written to the browser's cache: Back or a reopened tab asks the server, which forgot it
+        patch_cache_control(response, no_store=True)
+    return response
 
 
 @require_GET
