@@ -14,6 +14,7 @@ from django.template import Context, Template, TemplateSyntaxError
 from django.utils import timezone
 
 from statestore_admin.dashboard.templatetags.display import num, size
+from statestore_admin.state.stats import take_snapshot
 
 from .conftest import BOTH_DATABASES
 
@@ -99,6 +100,15 @@ class TestPages:
         header = re.search(r'class="time-zone">(.*?)</div>', html, re.S).group(1)
         assert "<strong>UTC</strong>" in header and 'data-time-zone-switch="local"' in header
         assert "JST" not in html
+
+    def test_insights_labels_are_in_the_users_zone(self, client, operator, world):
+        snapshot = take_snapshot()
+        client.force_login(operator)
+        client.cookies["tz"] = "Asia/Tokyo"
+        html = client.get("/insights/").content.decode()
+        tokyo = snapshot.taken_at.astimezone(zoneinfo.ZoneInfo("Asia/Tokyo"))
+        assert f"{tokyo:%Y-%m-%d %H:%M}" in html
+        assert f"{snapshot.taken_at.astimezone(UTC):%Y-%m-%d %H:%M}</" not in html
 
     def test_an_unknown_zone_falls_back_to_the_servers(self, client, operator, world):
         client.force_login(operator)

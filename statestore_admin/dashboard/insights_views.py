@@ -296,7 +296,7 @@ def charts(data: insights.Insights) -> dict:
     """The page's charts from the figures (each None or empty when hidden or without data)."""
     out: dict = {}
     points = data.series.points
-    times = [p.taken_at for p in points]
+    times = [timezone.localtime(p.taken_at) for p in points]  # labels in the user's time zone
     if data.access.task:
         out["task_keys"] = line_chart("task-keys", "Task keys", times, [("task keys", [p.task_keys for p in points])])
         out["task_bytes"] = line_chart(
@@ -394,7 +394,7 @@ def charts(data: insights.Insights) -> dict:
         legend = sorted({(OUTCOME_CSS.get(r.outcome, "bad"), r.get_outcome_display()) for r in runs})
         table = [
             [
-                f"{r.started_at:%Y-%m-%d %H:%M}",
+                f"{timezone.localtime(r.started_at):%Y-%m-%d %H:%M}",
                 r.get_outcome_display(),
                 compact(r.rows_deleted),
                 duration(r.duration_seconds),
@@ -407,7 +407,10 @@ def charts(data: insights.Insights) -> dict:
         out["gc_rows"] = bar_chart(
             "gc-rows",
             "Rows deleted per GC run",
-            [(f"{r.started_at:%m-%d %H:%M}", r.rows_deleted, OUTCOME_CSS.get(r.outcome, "bad")) for r in runs],
+            [
+                (f"{timezone.localtime(r.started_at):%m-%d %H:%M}", r.rows_deleted, OUTCOME_CSS.get(r.outcome, "bad"))
+                for r in runs
+            ],
             headers,
             every=every,
             legend=legend,
@@ -416,7 +419,14 @@ def charts(data: insights.Insights) -> dict:
         out["gc_duration"] = bar_chart(
             "gc-duration",
             "GC run duration",
-            [(f"{r.started_at:%m-%d %H:%M}", r.duration_seconds or 0, OUTCOME_CSS.get(r.outcome, "bad")) for r in runs],
+            [
+                (
+                    f"{timezone.localtime(r.started_at):%m-%d %H:%M}",
+                    r.duration_seconds or 0,
+                    OUTCOME_CSS.get(r.outcome, "bad"),
+                )
+                for r in runs
+            ],
             headers,
             fmt=duration,
             every=every,
