@@ -6,7 +6,7 @@ own schema (``manage.py create_airflow_schema``: the committed ``airflow db migr
 the tests run; no index is added to Airflow's tables). An existing database of that name is reused
 (``--rebuild`` builds it again); it is built under a temporary name and renamed when complete, so an
 interrupted build is never reused. Its build time and row counts are recorded as the database's comment
-(``build_info()``), which ``bench/pages_bench.py`` writes into docs/benchmarks/scale.md.
+(``build_info()``), which ``bench/pages_bench.py`` writes into docs/benchmarks/pages.md.
 
 Shape, per size (``SIZES``): DAGs ``{team}_{n:04d}`` with the team cycling over ``TEAMS`` (so ``etl_*``
 is 10% of the DAGs), 100 daily runs each; every run has 4 tasks with 5 keys each and one task mapped ×10

@@ -15,7 +15,7 @@ deadline (30 s) is marked.
 
 ``--explain`` runs ``EXPLAIN (FORMAT JSON)`` of every captured Airflow query at the largest size and flags
 sequential scans of ``task_state_store`` and ``asset_state_store``. ``--write`` puts the result (with the
-deployments' build times) at the top of docs/benchmarks/scale.md.
+deployments' build times) at the top of docs/benchmarks/pages.md.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 import deployment  # bench/deployment.py: this script's folder is on sys.path when it runs
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "benchmarks" / "scale.md"
+OUT = ROOT / "docs" / "benchmarks" / "pages.md"
 DEFAULT_DEADLINE = 30.0
 LARGE_TABLES = ("task_state_store", "asset_state_store", "task_instance", "dag_run", "asset")
 STATE_TABLES = ("task_state_store", "asset_state_store")
@@ -319,7 +319,7 @@ def main() -> None:
         "--rounds", type=int, default=1, help="run the sizes in turn this many times; the median of all passes"
     )
     parser.add_argument("--explain", action="store_true", help="EXPLAIN every Airflow query at the largest size")
-    parser.add_argument("--write", action="store_true", help="write the result to docs/benchmarks/scale.md")
+    parser.add_argument("--write", action="store_true", help="write the result to docs/benchmarks/pages.md")
     parser.add_argument("--user-scope", help="time the pages as an Operator scoped to these DAGs (grant_scope)")
     parser.add_argument("--asset-scope", help="the scope's assets (default: from --user-scope, etl_* -> etl.*)")
     parser.add_argument("--query-timeout", type=float, default=600.0, help="AIRFLOW_DATABASE_QUERY_TIMEOUT")
@@ -390,8 +390,8 @@ def main() -> None:
     if args.write:
         if not OUT.exists():
             OUT.write_text(
-                "# The dashboard at scale\n\nNewest first. Written by `bench/pages_bench.py` on deployments built by "
-                "`bench/deployment.py` (its docstring describes their shape).\n\n"
+                "# The dashboard's pages at scale\n\nNewest first. Written by `bench/pages_bench.py` on deployments "
+                "built by `bench/deployment.py` (its docstring describes their shape).\n\n"
             )
         head, _, rest = OUT.read_text().partition("\n### ")
         OUT.write_text(head.rstrip() + "\n\n" + report + ("\n### " + rest if rest else ""))
