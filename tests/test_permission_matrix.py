@@ -422,9 +422,13 @@ def objects(w, target):
     return SimpleNamespace(run=w.ml_run, key=w.ml_key, asset=w.ml_asset, akey="ml-secret-asset-key")
 
 
+def listed(rows) -> str:
+    """What a confirmation dialog of ``rows`` posts back: its listing of them."""
+    return services.list_keys(rows).token
+
+
 def dashboard_cases(w) -> list[Case]:
-    now = _iso(timezone.now())  # a confirmation's time, in a form field
-    at = _query(now)  # ... and in a query string
+    at = _query(_iso(timezone.now()))  # a download's bound on updated_at, in a query string
     cases = [
         Case("", "GET", "/"),
         Case("overview/largest/", "GET", "/overview/largest/", any_of=VIEW_ANY),
@@ -700,7 +704,7 @@ def dashboard_cases(w) -> list[Case]:
                 target=target,
                 needs=(ASSET["delete"],),
                 headers=HX,
-                data={"keys": akey, "confirmed_at": now},
+                data={"keys": akey, "listed": listed(AssetStateStore.objects.filter(asset=asset, key=akey))},
                 ok=status(204),
             ),
             Case(
@@ -728,9 +732,13 @@ def dashboard_cases(w) -> list[Case]:
         ]
         for action in ("expire", "delete"):
             perm = TASK["change"] if action == "expire" else TASK["delete"]
-            for variant, params in (
-                ("ids", {"ids": str(key.pk)}),
-                ("task instance", {"run": str(run.pk), "task_id": "t", "map_index": "-1"}),
+            for variant, params, rows in (
+                ("ids", {"ids": str(key.pk)}, TaskStateStore.objects.filter(pk=key.pk)),
+                (
+                    "task instance",
+                    {"run": str(run.pk), "task_id": "t", "map_index": "-1"},
+                    TaskStateStore.objects.filter(dag_run=run, task_id="t", map_index=-1),
+                ),
             ):
                 query = "&".join(f"{k}={v}" for k, v in params.items())
                 scope = FILTERED if variant == "ids" else status(404)
@@ -755,7 +763,7 @@ def dashboard_cases(w) -> list[Case]:
                         variant=f"{action}, {variant}",
                         needs=(perm,),
                         headers=HX,
-                        data={**params, "confirmed_at": now},
+                        data={**params, "listed": listed(rows)},
                         ok=status(204),
                         out_of_scope=scope,
                     ),

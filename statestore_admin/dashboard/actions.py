@@ -18,7 +18,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseNotFound
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -53,9 +53,8 @@ def _error_messages(exc: Exception) -> list[str]:
 
 
 def _done(request, message: str, fallback: str, level: str = "success"):
-    """Done (``level`` "error": nothing could be done, e.g. the key is gone): a toast and a refresh of the
-    page's panel, or a move to ``next`` when the form names one (an action that deletes what the page
-    shows)."""
+    """Done (``level`` "info": done by doing nothing): a toast and a refresh of the page's panel, or a
+    move to ``next`` when the form names one (an action that deletes what the page shows)."""
     if request.htmx and request.POST.get("next"):
         messages.add_message(request, getattr(messages, level.upper()), message)
         response = HttpResponse(status=204)
@@ -112,11 +111,17 @@ def _listing_context(listing: services.Listing) -> dict:
     return {"count": listing.count, "sample": list(listing.sample), "listed": listing.token, "export_until": latest}
 
 
-def _edit_value(request, key, template: str, save, fetch, fallback: str):
-    """A value editor. ``save(value, seen_updated_at)`` calls the service. A key written since the editor
-    opened is a conflict: the editor then shows its current value beside the user's, and offers to save
-    the user's over that version or to keep it (no write). A key deleted meanwhile (``fetch()``, which
-    reads it again, finds none) closes the dialog."""
+def _edit_value(request, template: str, fetch, save, fallback: str):
+    """A value editor of the key ``fetch()`` reads; ``save(value, seen_updated_at)`` calls the service. A
+    key written since the editor opened is a conflict: the editor then shows its current value beside the
+    user's, and offers to save the user's over that version or to keep it (no write). A key deleted
+    meanwhile closes the dialog."""
+    try:
+        key = fetch()
+    except NotFound:
+        if request.method == "POST":
+            return _gone(request)
+        raise
     form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
     conflict = None
     if request.method == "POST" and request.POST.get("keep") == "current":
@@ -128,7 +133,7 @@ def _edit_value(request, key, template: str, save, fetch, fallback: str):
             apply_errors(form, exc)
         except NotFound as exc:
             if not _still_there(fetch):
-                return _gone(request, fallback)
+                return _gone(request)
             form.add_error(None, str(exc))  # e.g. its task instance is gone
         except Conflict as exc:
             current = exc.details[0]
@@ -151,8 +156,15 @@ def _still_there(fetch) -> bool:
     return True
 
 
-def _gone(request, fallback: str):
-    return _done(request, "The key was deleted after you opened it: nothing was saved.", fallback, "error")
+def _gone(request):
+    """The key was deleted while its editor was open (or is not the user's to see: the same answer):
+    nothing is saved, and the dialog closes with the message (a 404, as for any key that is not there)."""
+    message = "The key was deleted after you opened it: nothing was saved."
+    if not request.htmx:
+        raise NotFound(message)
+    response = HttpResponseNotFound(message, content_type="text/plain; charset=utf-8")
+    response["HX-Trigger"] = json.dumps({"closeModal": True, "stateChanged": True})
+    return response
 
 
 def _require_view_to_edit(user, store: str) -> None:
@@ -169,25 +181,19 @@ def _require_view_to_edit(user, store: str) -> None:
 @require_http_methods(["GET", "POST"])
 def task_key_edit(request, key_id):
     _require_view_to_edit(request.user, permissions.TASK)
-    try:
-        key = selectors.get_task_key(key_id, scope=scope_of(request.user))
-    except NotFound:
-        if request.method == "POST":  # deleted while the editor was open
-            return _gone(request, "/")
-        raise
-
-    def save(value, seen_updated_at):
-        return services.patch_task_key(
-            actor=Actor.from_request(request),
-            ref=services.TaskKeyRef(id=key.id),
-            value=value,
-            seen_updated_at=seen_updated_at,
-        )
 
     def fetch():
         return selectors.get_task_key(key_id, scope=scope_of(request.user))
 
-    return _edit_value(request, key, "actions/_task_value.html", save, fetch, f"/keys/task/{key.id}/")
+    def save(value, seen_updated_at):
+        return services.patch_task_key(
+            actor=Actor.from_request(request),
+            ref=services.TaskKeyRef(id=key_id),
+            value=value,
+            seen_updated_at=seen_updated_at,
+        )
+
+    return _edit_value(request, "actions/_task_value.html", fetch, save, f"/keys/task/{key_id}/")
 
 
 @require_http_methods(["GET", "POST"])
@@ -347,27 +353,21 @@ def task_keys_action(request, action):
 def asset_key_edit(request, asset_id):
     _require_view_to_edit(request.user, permissions.ASSET)
     name = request.GET.get("key", request.POST.get("key", ""))
-    try:
-        key = selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
-    except NotFound:
-        if request.method == "POST" and selectors.get_asset(asset_id, scope=scope_of(request.user)):
-            return _gone(request, f"/assets/{asset_id}/")  # deleted while the editor was open
-        raise
+
+    def fetch():
+        return selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
 
     def save(value, seen_updated_at):
         return services.set_asset_key(
             actor=Actor.from_request(request),
             asset_id=asset_id,
-            key=key.key,
+            key=name,
             value=value,
             mode=services.UPDATE,
             seen_updated_at=seen_updated_at,
         )
 
-    def fetch():
-        return selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
-
-    return _edit_value(request, key, "actions/_asset_value.html", save, fetch, f"/assets/{asset_id}/")
+    return _edit_value(request, "actions/_asset_value.html", fetch, save, f"/assets/{asset_id}/")
 
 
 @require_http_methods(["GET", "POST"])
