@@ -39,8 +39,11 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
 def page_urls(world):
     run, asset = world["run"], world["asset"]
     return {
+        "DAGs": "/dags/",
+        "DAG runs": "/dags/etl_orders/",
         "run": f"/runs/{run.pk}/",
         "task instance": f"/runs/{run.pk}/tasks/submit/",
+        "assets": "/assets/",
         "asset": f"/assets/{asset.pk}/",
         "search": "/search/?key=job",
         "audit": "/audit/",
@@ -52,7 +55,7 @@ def vary(response) -> set[str]:
 
 
 # 1. Back shows the full page ----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["run", "task instance", "asset", "search", "audit"])
+@pytest.mark.parametrize("name", ["DAGs", "DAG runs", "run", "task instance", "assets", "asset", "search", "audit"])
 def test_a_page_and_its_panel_vary_on_hx_request_and_the_panel_is_never_stored(client, operator, world, name):
     client.force_login(operator)
     url = page_urls(world)[name]

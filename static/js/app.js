@@ -83,7 +83,14 @@
 
   document.addEventListener("click", (event) => {
     const closeToast = event.target.closest("[data-toast-close]");
-    if (closeToast) { closeToast.closest(".toast").remove(); return; }
+    if (closeToast) {
+      const box = closeToast.closest(".toast");
+      const neighbour = box.nextElementSibling || box.previousElementSibling;
+      const keyboard = closeToast.matches(":focus-visible");
+      box.remove();
+      if (keyboard) neighbour?.querySelector("[data-toast-close]")?.focus(); // not lost to the page's top
+      return;
+    }
     const close = event.target.closest("[data-close]");
     if (close && modal().open) { modal().close(); return; }
     const copy = event.target.closest("[data-copy-from]");

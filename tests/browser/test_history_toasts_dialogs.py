@@ -174,6 +174,20 @@ def test_a_toast_shown_while_a_dialog_is_open_can_be_read_and_closed(signed_in, 
     expect(page.locator("body > #toasts .toast")).to_have_text("Back on the page.")
 
 
+def test_dismissing_a_toast_from_the_keyboard_moves_focus_to_the_next(signed_in, live_server, deployment):
+    page = signed_in
+    page.goto(f"{live_server.url}/search/")
+    fire_toast(page, "First failure", "error")
+    fire_toast(page, "Second failure", "error")
+    closes = page.get_by_role("button", name="Dismiss notification")
+    closes.first.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#toasts .toast")).to_have_text(["Second failure"])
+    expect(closes.first).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#toasts .toast")).to_have_count(0)
+
+
 def test_at_most_a_few_toasts_pile_up(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/search/")
