@@ -257,3 +257,14 @@ def test_an_asset_key_with_blanks_around_it_needs_a_confirmation(berlin, asset):
     assert AssetStateStore.objects.filter(asset=asset).count() == 1
     toast(berlin.post(f"/assets/{asset.pk}/add/", {"key": "cursor ", "value": "1", "keep_blanks": "on"}, **HX))
     assert AssetStateStore.objects.filter(asset=asset, key="cursor ").exists()
+
+
+def test_the_dialogs_isolate_and_escape_user_text(berlin, run, asset_factory, task_key_factory):
+    sneaky = "<b>\u202egnp.exe</b>"
+    task_key_factory(run, task_id="submit", key=sneaky, value=1, expires_at=None)
+    html = berlin.get(expiry_url(sneaky), **HX).content.decode()
+    title = re.search(r'<h2 id="modal-title">(.*?)</h2>', html).group(1)
+    assert title.startswith("Expiry of <code><bdi>&lt;b&gt;") and 'class="hidden-char"' in title and "\u202e" not in title
+    named = asset_factory(name="<i>\u202eorders</i>", uri="s3://x/y")
+    title = re.search(r'<h2 id="modal-title">(.*?)</h2>', berlin.get(f"/assets/{named.pk}/add/", **HX).content.decode())
+    assert title.group(1).startswith("Add a key to asset <bdi>&lt;i&gt;") and 'class="hidden-char"' in title.group(1)
