@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from django.contrib.auth.models import Group
 from django.utils import timezone
 from playwright.sync_api import expect
@@ -20,6 +21,7 @@ from statestore_admin.state import roles
 from statestore_admin.state.models import GcRun
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
+from .test_a11y_layout import serious
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -127,3 +129,22 @@ def test_preview_and_a_bounded_run_from_the_gc_page(signed_in, live_server, depl
     run = GcRun.objects.order_by("-started_at").first()
     assert (run.actor, run.via, run.rows_deleted, run.batches) == ("operator", "ui", 6, 2)
     expect(page.get_by_test_id("gc-stale")).to_be_hidden()  # a partial run counts as a success
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_gc_page_passes_axe_and_fits_a_phone(signed_in, live_server, deployment, scheme):
+    """No serious or critical axe finding on the page and in its confirmation, and no horizontal page overflow
+    at 390 px (the history and the recipes scroll inside their boxes)."""
+    page = signed_in
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"{live_server.url}/gc/")
+    axe = Axe()
+    assert serious(axe, page) == []
+    page.get_by_role("button", name="Run GC now…").click()
+    expect(page.locator("dialog#modal")).to_be_visible()
+    assert serious(axe, page) == []
+    page.get_by_role("button", name="Cancel").click()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/gc/")
+    width = page.evaluate("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+    assert width <= 390
