@@ -211,6 +211,8 @@ def test_every_page_and_dialog_refers_only_to_ids_that_exist(client, user_factor
     client.post(f"/keys/task/{world['job'].pk}/edit/", {"value": '"spark-2"'}, **HX)  # an audit event to visit
     ApiToken.issue(root, "ci")  # a token to revoke
     problems = crawl(client)
+    problems["/login/"] = dangling(parse(Client().get("/login/").content.decode()))  # signed out
+    problems["404"] = dangling(parse(client.get("/no-such-page/").content.decode()))
     assert len(problems) > 30, sorted(problems)  # overview, lists, run, task instances, keys, dialogs, audit…
     assert {f"/runs/{world['run'].pk}/", "/search/", "/account/tokens/", "/audit/"} <= set(problems)
     assert not {url: found for url, found in problems.items() if found}
