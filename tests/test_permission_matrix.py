@@ -752,7 +752,8 @@ def dashboard_cases(w) -> list[Case]:
                         variant=f"{action}, {variant}",
                         needs=(perm,),
                         headers=HX,
-                        out_of_scope=scope,
+                        # out-of-scope ids select nothing, and a confirmation of nothing is refused (422)
+                        out_of_scope=status(422) if variant == "ids" else scope,
                     ),
                     Case(
                         "keys/task/<action>/",

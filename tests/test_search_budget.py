@@ -294,3 +294,91 @@ def test_page_without_cut_has_no_notice(client, operator, world):
     page = client.get("/search/", {"key": "job"}).content.decode()
     assert 'role="status"><p>Stopped' not in page and not CUT.search(page)
     assert "stops after 2 s" in page  # the form says what a contains search costs
+
+
+# Both ways (issue 14) --------------------------------------------------------------------------------
+def back_from(fetch_before, last):
+    """Every page before ``last``, by its prev_cursor (read with ``before``): the items in display order."""
+    items, page, pages = [], last, 0
+    while page.prev_cursor is not None:
+        page = fetch_before(page.prev_cursor)
+        items = page.items + items
+        pages += 1
+        assert pages < 1000, "the search never reached its start"
+    assert page.cursor is None  # the start is the first page
+    return items
+
+
+@pytest.mark.parametrize("size", [1, 2, 50])
+def test_previous_pages_of_a_cut_search_find_every_match_once(world, tiny_chunks, size):
+    query = SearchQuery(key="job")
+    now = timezone.now()
+    pages, _ = follow(lambda c: searching.search_task_keys(query, now, c, size, scope=EVERYTHING))
+    last = pages[-1]
+    back = back_from(lambda b: searching.search_task_keys(query, now, None, size, scope=EVERYTHING, before=b), last)
+    assert [k.id for k in back + last.items] == expected_tasks(world)
+    pages, _ = follow(lambda c: searching.search_asset_keys(query, c, size, scope=EVERYTHING))
+    last = pages[-1]
+    back = back_from(lambda b: searching.search_asset_keys(query, None, size, scope=EVERYTHING, before=b), last)
+    assert [(k.asset_id, k.key) for k in back + last.items] == expected_assets(world)
+
+
+def test_a_backward_search_cut_short_says_so_and_continues_backwards(world, tiny_chunks):
+    query = SearchQuery(key="job")
+    now = timezone.now()
+    pages, _ = follow(lambda c: searching.search_task_keys(query, now, c, 2, scope=EVERYTHING))
+    page = searching.search_task_keys(query, now, None, 2, scope=EVERYTHING, before=pages[-1].prev_cursor)
+    assert page.cut_short and page.backward and len(page.items) < 2  # a chunk of 2 ids a request
+    further = searching.search_task_keys(query, now, None, 2, scope=EVERYTHING, before=page.prev_cursor)
+    assert further.backward and further.scanned_to > page.scanned_to  # back towards the newest keys
+    assert all(k.id > page.scanned_to for k in further.items)
+
+
+@pytest.mark.parametrize("query", [SearchQuery(dag_id="ml_"), SearchQuery(key="job", dag_id="etl")])
+def test_previous_pages_of_an_indexed_search_are_the_pages_seen(world, tiny_chunks, query):
+    now = timezone.now()
+    pages, _ = follow(lambda c: searching.search_task_keys(query, now, c, 2, scope=EVERYTHING))
+    assert len(pages) > 1 and not any(p.cut_short for p in pages)
+    page, seen = pages[-1], [pages[-1]]
+    while page.prev_cursor is not None:
+        page = searching.search_task_keys(query, now, None, 2, scope=EVERYTHING, before=page.prev_cursor)
+        seen.insert(0, page)
+    assert [[k.id for k in p.items] for p in seen] == [[k.id for k in p.items] for p in pages]
+    assert seen[0].cursor is None and pages[0].prev_cursor is None
+
+
+def test_value_search_has_the_same_budget(world, tiny_chunks):
+    TaskStateStore.objects.filter(key__startswith="job").update(value='{"owner": "Team Zürich"}')
+    AssetStateStore.objects.filter(key__istartswith="job").update(value='"Zürich watermark"')
+    query = SearchQuery(value="zürich")
+    pages, tasks = follow(lambda c: searching.search_task_keys(query, timezone.now(), c, 2, scope=EVERYTHING))
+    assert [k.id for k in tasks] == expected_tasks(world) and any(p.cut_short for p in pages)
+    pages, assets = follow(lambda c: searching.search_asset_keys(query, c, 2, scope=EVERYTHING))
+    assert [(k.asset_id, k.key) for k in assets] == expected_assets(world) and any(p.cut_short for p in pages)
+    page = searching.search_task_keys(SearchQuery(value="zürich", dag_id="etl_a"), timezone.now(), scope=EVERYTHING)
+    assert not page.cut_short and [k.id for k in page.items] == expected_tasks(world, dags=("etl_a",))
+
+
+def test_api_pages_back_with_before(api, world, tiny_chunks):
+    bodies = follow_api(api, TASK_API, {"key": "job", "limit": 2})
+    items, body = [], bodies[-1]
+    while body["prev_cursor"]:
+        body = api.get(TASK_API, {"key": "job", "limit": 2, "before": body["prev_cursor"]}).json()
+        items = body["items"] + items
+    assert [i["id"] for i in items + bodies[-1]["items"]] == expected_tasks(world)
+
+
+def test_page_links_to_the_previous_page_keeping_the_filters(client, operator, world):
+    client.force_login(operator)
+    params = {"key": "job", "store": "task", "dag_id": "etl"}
+    first = client.get("/search/", params).content.decode()
+    assert 'rel="prev"' not in first and "First page" not in first  # the first page has neither
+    page = searching.search_task_keys(SearchQuery(key="job", dag_id="etl"), timezone.now(), None, 1, scope=EVERYTHING)
+    second = client.get("/search/", {**params, "task_cursor": page.next_cursor}).content.decode()
+    prev = re.search(r'<a rel="prev" href="([^"]+)">← Previous</a>', second)
+    query = parse_qs(urlparse(html.unescape(prev.group(1))).query)
+    assert query["key"] == ["job"] and query["dag_id"] == ["etl"] and query["store"] == ["task"]
+    assert "task_before" in query and "task_cursor" not in query
+    back = client.get("/search/", {k: v[0] for k, v in query.items()}).content.decode()
+    assert re.findall(r'name="ids" value="(\d+)"', back) == [str(k.id) for k in page.items]
+    assert 'rel="prev"' not in back  # back at the start

@@ -6,6 +6,7 @@ import pytest
 from django.http import QueryDict
 from django.utils import timezone
 
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.search import MATCHES, STATUSES, SearchQuery
 from statestore_admin.tokens.models import ApiToken
@@ -131,3 +132,84 @@ def test_valid_page_search_still_works(client, operator, keys):
     response = client.get("/search/", {"key": "job", "match": "prefix", "status": "never"})
     html = response.content.decode()
     assert response.status_code == 200 and ">job_id<" in html and ">old_job<" not in html
+
+
+# Filters behave the same everywhere (issue 14) -------------------------------------------------------
+@pytest.fixture
+def stores(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
+    """Task keys of ml_train, ml_eval and etl (values with non-ASCII text and quotes), and asset keys of a
+    warehouse asset and another one."""
+    runs = {dag: dag_run_factory(dag_id=dag, run_id=f"manual__{dag}") for dag in ("ml_train", "ml_eval", "etl")}
+    task_key_factory(runs["ml_train"], key="score", value={"note": "Grüße aus Köln"})  # stored as \\u escapes
+    task_key_factory(runs["ml_eval"], key="score", value={"msg": 'say "hi"'})
+    task_key_factory(runs["etl"], key="cursor", value=41)
+    raw = task_key_factory(runs["etl"], key="greeting", value="")
+    TaskStateStore.objects.filter(pk=raw.pk).update(value='"GRÜSSE, grüße"')  # stored as the text itself
+    asset_key_factory(asset_factory(name="orders", uri="s3://warehouse/orders"), key="watermark", value="Köln")
+    asset_key_factory(asset_factory(name="users", uri="s3://lake/users"), key="watermark", value="x")
+
+
+def found(client, url, params):
+    return sorted((i.get("dag_id") or i.get("asset_name"), i["key"]) for i in client.get(url, params).json()["items"])
+
+
+def test_an_asset_filter_leaves_task_keys_out_and_a_dag_filter_asset_keys(api, operator, stores):
+    assert found(api, TASK_API, {"asset": "warehouse"}) == []
+    assert found(api, ASSET_API, {"asset": "warehouse"}) == [("orders", "watermark")]
+    assert found(api, ASSET_API, {"dag_id": "ml_"}) == []
+    api.force_login(operator)
+    html = api.get("/search/", {"asset": "warehouse", "store": "all"}).content.decode()
+    assert "Task state has no asset: the asset filter leaves it out." in html
+    orders = f'href="/assets/{AssetStateStore.objects.get(key="watermark", value__contains="K").asset_id}/"'
+    assert 'name="ids"' not in html and orders in html  # no task key, the asset key
+    html = api.get("/search/", {"dag_id": "ml_", "store": "all"}).content.decode()
+    assert "Asset state has no DAG, run, task or expiry" in html and orders not in html
+
+
+def test_a_dag_filter_is_a_prefix_as_on_the_dag_list(api, operator, user_factory, stores):
+    assert found(api, TASK_API, {"dag_id": "ml_"}) == [("ml_eval", "score"), ("ml_train", "score")]
+    assert found(api, TASK_API, {"dag_id": "ml_train"}) == [("ml_train", "score")]
+    assert found(api, TASK_API, {"dag_id": "ml_", "key": "sco"}) == [("ml_eval", "score"), ("ml_train", "score")]
+    assert found(api, TASK_API, {"dag_id": "ml%"}) == [] and found(api, TASK_API, {"dag_id": "m_"}) == []
+    api.force_login(operator)
+    html = api.get("/search/", {"dag_id": "ml_", "store": "task"}).content.decode()
+    assert html.count('name="ids"') == 2 and '<label for="dag_id">DAG id starts with</label>' in html
+    dag_list = api.get("/dags/", {"prefix": "ml_"}).content.decode()
+    assert "ml_train" in dag_list and "ml_eval" in dag_list and ">etl<" not in dag_list
+
+
+def test_a_scoped_users_dag_prefix_stays_within_their_dags(client, user_factory, stores):
+    from statestore_admin.state.models import AccessScope
+
+    from .conftest import ALL_PERMS
+
+    user = user_factory("ml-train", perms=ALL_PERMS)
+    AccessScope.objects.create(user=user, kind="dag", pattern="ml_t*")
+    _, token = ApiToken.issue(user, "tests")
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    assert found(client, TASK_API, {"dag_id": "ml_"}) == [("ml_train", "score")]
+    assert found(client, TASK_API, {"dag_id": "m", "key": "score"}) == [("ml_train", "score")]
+    assert found(client, TASK_API, {"dag_id": "etl"}) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "keys"),
+    [
+        ("grüße", [("etl", "greeting"), ("ml_train", "score")]),  # as itself and as JSON's \\u escapes
+        ('say "hi"', [("ml_eval", "score")]),  # quotes as JSON escapes them
+        ("41", [("etl", "cursor")]),
+        ("KÖLN", [("ml_train", "score")]),
+        ("nowhere", []),
+    ],
+)
+def test_value_search_finds_the_text_as_stored(api, stores, value, keys):
+    assert found(api, TASK_API, {"value": value}) == keys
+
+
+def test_value_search_on_the_page_and_with_other_filters(api, operator, stores):
+    assert found(api, TASK_API, {"value": "grüße", "key": "greet"}) == [("etl", "greeting")]
+    assert found(api, TASK_API, {"value": "grüße", "dag_id": "ml_"}) == [("ml_train", "score")]
+    assert found(api, ASSET_API, {"value": "köln"}) == [("orders", "watermark")]
+    api.force_login(operator)
+    html = api.get("/search/", {"value": 'say "hi"'}).content.decode()
+    assert html.count('name="ids"') == 1 and 'name="value" value="say &quot;hi&quot;"' in html

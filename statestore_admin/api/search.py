@@ -17,10 +17,19 @@ SEARCH_PARAMS = [
     OpenApiParameter("key", str, description="Text to find in keys"),
     OpenApiParameter("match", str, enum=["", *searching.MATCHES], default="contains", description="Empty: contains"),
     OpenApiParameter(
+        "value", str, description="Text the value's JSON contains (ignoring case), within the same time budget"
+    ),
+    OpenApiParameter(
         "cursor",
         str,
         description="next_cursor of the previous page, or of a search cut short to continue it (a bad one: the "
         "first page)",
+    ),
+    OpenApiParameter(
+        "before",
+        str,
+        description="prev_cursor of a page: the page before it (read backwards; a search cut short going "
+        "backwards continues with its prev_cursor). Takes precedence over cursor",
     ),
     OpenApiParameter("limit", integer(1, MAX_INT, 50), description="Larger values give 200 items"),
 ]
@@ -34,7 +43,13 @@ def search_query(request) -> searching.SearchQuery:
 
 
 def search_body(page: searching.SearchPage, items: list) -> dict:
-    return {"items": items, "next_cursor": page.next_cursor, "cut_short": page.cut_short, "scanned_to": page.scanned_to}
+    return {
+        "items": items,
+        "next_cursor": page.next_cursor,
+        "prev_cursor": page.prev_cursor,
+        "cut_short": page.cut_short,
+        "scanned_to": page.scanned_to,
+    }
 
 
 class SearchTaskKeys(OwnView):
@@ -44,26 +59,28 @@ class SearchTaskKeys(OwnView):
         responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[
             *SEARCH_PARAMS,
-            OpenApiParameter("dag_id", str),
+            OpenApiParameter("dag_id", str, description="A prefix of the DAG id, as on the DAG list"),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
             OpenApiParameter("status", str, enum=["", *searching.STATUSES], description="Empty: any"),
         ],
     )
     def get(self, request):
-        """Task keys across all DAGs, newest first, keyset-paginated (no total count).
+        """Task keys across all DAGs, newest first, keyset-paginated both ways (no total count).
 
-        A key search (any `match`) without `dag_id` is served by no index: it reads the table by ranges of ids
-        and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are
-        the matches found so far (fewer than `limit`, maybe none), `scanned_to` is the lowest id searched,
-        and `next_cursor` continues the search below it (every match is found once). With a `dag_id` the
-        search is an index range, without a budget."""
+        `dag_id` is a prefix; `run_id` and `task_id` are exact; an `asset` filter finds no task key (task keys
+        have no asset). A key or value search (any `match`) without `dag_id` is served by no index: it reads the
+        table by ranges of ids and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then
+        true, `items` are the matches found so far (fewer than `limit`, maybe none), `scanned_to` is the last id
+        searched, and `next_cursor` (or, for a page read with `before`, `prev_cursor`) continues the search
+        (every match is found once). With a `dag_id` the search is an index range, without a budget."""
         page = searching.search_task_keys(
             search_query(request),
             timezone.now(),
             request.query_params.get("cursor"),
             query_int(request, "limit", 50, 1),
             scope=scope_of(request.user),
+            before=request.query_params.get("before"),
         )
         items = [
             {
@@ -94,14 +111,19 @@ class SearchAssetKeys(OwnView):
         parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
     )
     def get(self, request):
-        """Asset keys across all assets, keyset-paginated (no total count).
+        """Asset keys across all assets, keyset-paginated both ways (no total count).
 
-        A key search (any `match`) reads the table by ranges of asset ids (no index leads with the key) and stops
+        A `dag_id`, `run_id`, `task_id` or `status` filter finds no asset key (asset keys have none). A key or
+        value search (any `match`) reads the table by ranges of asset ids (no index leads with the key) and stops
         after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are the matches
-        found so far, `scanned_to` is the highest asset id searched, and `next_cursor` continues the search."""
-        query = search_query(request)
+        found so far, `scanned_to` is the last asset id searched, and `next_cursor` (or, for a page read with
+        `before`, `prev_cursor`) continues the search."""
         page = searching.search_asset_keys(
-            query, request.query_params.get("cursor"), query_int(request, "limit", 50, 1), scope=scope_of(request.user)
+            search_query(request),
+            request.query_params.get("cursor"),
+            query_int(request, "limit", 50, 1),
+            scope=scope_of(request.user),
+            before=request.query_params.get("before"),
         )
         items = [
             {

@@ -1,4 +1,4 @@
-"""The Search page: keys of both stores found by key, DAG, run, task, status or asset."""
+"""The Search page: keys of both stores found by key, value, DAG, run, task, status or asset."""
 
 from django.contrib import messages
 from django.http import HttpResponseBadRequest
@@ -30,16 +30,27 @@ def search(request):
             valid.pop(name, None)
         query = searching.SearchQuery.from_params(valid)
     store = params.get("store") if params.get("store") in ("task", "asset") else "all"
-    searched = not invalid and any([query.key, query.dag_id, query.run_id, query.task_id, query.status, query.asset])
+    searched = not invalid and any(
+        [query.key, query.value, query.dag_id, query.run_id, query.task_id, query.status, query.asset]
+    )
     task_page = asset_page = None
     deadline = searching.search_deadline()  # one time budget for both stores
     if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
         task_page = searching.search_task_keys(
-            query, now, params.get("task_cursor"), scope=scope_of(request.user), deadline=deadline
+            query,
+            now,
+            params.get("task_cursor"),
+            scope=scope_of(request.user),
+            deadline=deadline,
+            before=params.get("task_before"),
         )
     if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
         asset_page = searching.search_asset_keys(
-            query, params.get("asset_cursor"), scope=scope_of(request.user), deadline=deadline
+            query,
+            params.get("asset_cursor"),
+            scope=scope_of(request.user),
+            deadline=deadline,
+            before=params.get("asset_before"),
         )
     response = render_page(
         request,
@@ -50,6 +61,8 @@ def search(request):
             "searched": searched,
             "task_page": task_page,
             "asset_page": asset_page,
+            "task_links": _links(params, "task", task_page),
+            "asset_links": _links(params, "asset", asset_page),
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
             "budget": searching.time_budget(),
@@ -60,3 +73,25 @@ def search(request):
     if invalid:
         response.status_code = 400
     return response
+
+
+def _links(params, store: str, page) -> dict:
+    """The first, previous and next pages of one store's results: the query string with that store's cursor
+    (``<store>_cursor`` after a page, ``<store>_before`` before one), every filter and the other store's page
+    kept, so that each link can be shared."""
+    if page is None:
+        return {}
+
+    def link(name: str = "", cursor: str | None = None) -> str:
+        linked = params.copy()
+        for param in (f"{store}_cursor", f"{store}_before"):
+            linked.pop(param, None)
+        if name:
+            linked[f"{store}_{name}"] = cursor
+        return f"?{linked.urlencode()}"
+
+    return {
+        "first": link() if page.cursor else None,
+        "prev": link("before", page.prev_cursor) if page.prev_cursor else None,
+        "next": link("cursor", page.next_cursor) if page.next_cursor else None,
+    }

@@ -1,4 +1,5 @@
 """Keyset (cursor) pagination: no OFFSET, no ``COUNT(*)``; one extra row tells whether there is more.
+A page is read after a cursor (``paginate``: the next page) or before one (``paginate_before``: the previous).
 
 A cursor is the ordering values of the last row shown, as URL-safe base64 JSON, so a page link can
 be shared. An invalid cursor is the first page (it is user input): one that does not decode, or whose
@@ -28,9 +29,13 @@ MIN_INT, MAX_INT = -(2**63), 2**63 - 1  # what any integer column can be compare
 
 @dataclass
 class Page:
+    """``next_cursor``: the rows after this page (None at the end); ``prev_cursor``: the rows before it, for
+    ``paginate_before`` (None on the first page); ``cursor``: the one this page was read from (None: the first)."""
+
     items: list
     next_cursor: str | None
     cursor: str | None
+    prev_cursor: str | None = None
 
     @property
     def has_more(self) -> bool:
@@ -131,4 +136,27 @@ def paginate(
     if len(items) > size:
         items = items[:size]
         next_cursor = encode_cursor([read(items[-1], f.lstrip("-")) for f in ordering])
-    return Page(items, next_cursor, cursor if values is not None else None)
+    prev_cursor = encode_cursor([read(items[0], f.lstrip("-")) for f in ordering]) if values and items else None
+    return Page(items, next_cursor, cursor if values is not None else None, prev_cursor)
+
+
+def paginate_before(queryset: QuerySet, ordering: list[str], cursor: str | None, size: int = DEFAULT_PAGE_SIZE) -> Page:
+    """The page before ``cursor`` (a page's ``prev_cursor``: its first row), shown in ``ordering``: read
+    backwards. A page that reaches the start is the first page (``cursor`` and ``prev_cursor`` None); an invalid
+    cursor is the first page."""
+    size = max(1, min(size, MAX_PAGE_SIZE))
+    values = decode_cursor_for(cursor, queryset.model, ordering)
+    if values is None:
+        return paginate(queryset, ordering, None, size)
+    backwards = [field[1:] if field.startswith("-") else f"-{field}" for field in ordering]
+    rows = list(queryset.order_by(*backwards).filter(_after(backwards, values))[: size + 1])
+    if not rows:  # nothing before it any more: the first page
+        return paginate(queryset, ordering, None, size)
+    more = len(rows) > size
+    items = rows[:size][::-1]
+
+    def encoded(row) -> str:
+        return encode_cursor([getattr(row, field.lstrip("-")) for field in ordering])
+
+    # Without more rows before, this is the first page (shorter than a page if rows came or went meanwhile).
+    return Page(items, encoded(items[-1]), cursor if more else None, encoded(items[0]) if more else None)

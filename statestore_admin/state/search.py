@@ -1,19 +1,28 @@
 """Search across task and asset keys: one parser of the parameters (``SearchQuery.from_params``) for the
 Search page and the search API, and the queries.
 
-A key search without a DAG filter is one no index can serve, whatever its match (Airflow owns the schema: there
-is no trigram index, no index leads with ``key``, and the lookup index leads with ``dag_id``); a substring
-(``contains``) search never can. Such a search is a **budgeted scan**:
+The filters: ``key`` (contains, prefix or exact), ``value`` (contains, in the value's JSON text), ``dag_id``
+(a prefix, as on the DAG list), ``run_id`` and ``task_id`` (exact), ``status``, ``asset`` (in its name or URI).
+DAG, run, task and status filters select task keys only (asset keys have none of them), and the asset filter
+asset keys only (task keys have no asset): a search with a filter of one store finds nothing in the other.
+
+A key or value search without a DAG filter is one no index can serve, whatever its match (Airflow owns the
+schema: there is no trigram index, no index leads with ``key``, and the lookup index leads with ``dag_id``); a
+substring (``contains``) search never can. Such a search is a **budgeted scan**:
 the table is read by ranges of its primary key (task keys newest id first, asset keys by ascending asset id) in
 chunks sized to take a fraction of the budget, until the page is full, the table is read, or the deadline
 (``SEARCH_TIME_BUDGET_SECONDS``, 2 s by default, checked between chunks) has passed. A search stopped by the
-deadline returns what it found so far with ``cut_short`` and a ``next_cursor`` that resumes where the scan
+deadline returns what it found so far with ``cut_short`` and a cursor that resumes where the scan
 stopped, so that continuing finds every match exactly once. Searches with a DAG filter, and those without a
-key (by status, run or task), are one query.
+key or value (by status, run or task), are one query.
+
+Pages go both ways: ``next_cursor`` continues after a page, ``prev_cursor`` (passed as ``before``) reads the
+page before it, backwards, with the same budget; a search cut short going backwards resumes backwards.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,9 +33,9 @@ from django.db.models import Max, Min, Q, QuerySet
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from .errors import Invalid
-from .pagination import MAX_PAGE_SIZE, Page, decode_cursor_for, encode_cursor, paginate
+from .pagination import MAX_PAGE_SIZE, Page, decode_cursor_for, encode_cursor, paginate, paginate_before
 from .scopes import Scope
-from .selectors import STATUSES, scoped_asset_keys, scoped_task_keys, status_filter, with_previews
+from .selectors import STATUSES, dag_prefix_q, scoped_asset_keys, scoped_dag_ids, status_filter, with_previews
 
 MATCHES = ("contains", "prefix", "exact")
 
@@ -49,13 +58,14 @@ class SearchQuery:
     task_id: str = ""
     status: str = ""
     asset: str = ""
+    value: str = ""
 
     @classmethod
     def from_params(cls, params) -> SearchQuery:
         """From a query string, the same for the Search page and the API. An unknown ``match`` or ``status``
         is ``Invalid`` naming the parameter (code ``enum``, ``params["choices"]``); empty means the default.
-        Ids and the asset text are stripped of surrounding spaces; the key is taken as typed."""
-        names = ("key", "match", "dag_id", "run_id", "task_id", "status", "asset")
+        Ids and the asset text are stripped of surrounding spaces; the key and the value are taken as typed."""
+        names = ("key", "match", "dag_id", "run_id", "task_id", "status", "asset", "value")
         values = {name: params.get(name) or "" for name in names}
         errors = {}
         for name, choices in (("match", MATCHES), ("status", tuple(STATUSES))):
@@ -78,6 +88,7 @@ class SearchQuery:
             task_id=values["task_id"].strip(),
             status=values["status"],
             asset=values["asset"].strip(),
+            value=values["value"],
         )
 
     def key_filter(self) -> Q:
@@ -86,29 +97,54 @@ class SearchQuery:
         lookup = {"contains": "icontains", "prefix": "startswith", "exact": "exact"}[self.match]
         return Q(**{f"key__{lookup}": self.key})
 
+    def value_filter(self) -> Q:
+        """The value's JSON text contains the text, ignoring case: as typed, or as JSON writes it in a string
+        (quotes and backslashes escaped; non-ASCII as itself or as ``\\u`` escapes, as ``json.dumps`` writes
+        it by default). Escapes hide the case of non-ASCII letters from the database: those match as typed, all
+        lower case or all upper case."""
+        if not self.value:
+            return Q()
+        forms = {self.value}
+        for text in (self.value, self.value.lower(), self.value.upper()):
+            forms |= {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+        condition = Q()
+        for form in sorted(forms):
+            condition |= Q(value__icontains=form)
+        return condition
+
+    def text_filter(self) -> Q:
+        return self.key_filter() & self.value_filter()
+
+    @property
+    def searches_text(self) -> bool:
+        """A key or value search (no index serves one without a DAG filter)."""
+        return bool(self.key or self.value)
+
     @property
     def task_only(self) -> bool:
+        """A filter that asset keys do not have: they are left out."""
         return bool(self.dag_id or self.run_id or self.task_id or self.status)
 
     @property
-    def budgeted(self) -> bool:
-        """A key search of task keys without a DAG filter: no index serves it (any match)."""
-        return bool(self.key) and not self.dag_id
+    def asset_only(self) -> bool:
+        """A filter that task keys do not have: they are left out."""
+        return bool(self.asset)
 
 
 @dataclass
 class SearchPage(Page):
     """A page of search results. ``cut_short``: the time budget ran out before the page was full; ``items``
-    are the matches found so far and ``next_cursor`` resumes the scan. ``scanned_to``: how far the scan got,
-    the lowest task key id read (task keys) or the highest asset id read (asset keys)."""
+    are the matches found so far, and ``next_cursor`` (or, for a page read ``backward``, ``prev_cursor``)
+    resumes the scan. ``scanned_to``: how far the scan got, the last task key id or asset id read."""
 
     cut_short: bool = False
     scanned_to: int | None = None
     budget: float = 0.0
+    backward: bool = False
 
 
 def time_budget() -> float:
-    """``SEARCH_TIME_BUDGET_SECONDS``: how long a key search no index serves may scan."""
+    """``SEARCH_TIME_BUDGET_SECONDS``: how long a key or value search no index serves may scan."""
     return max(0.0, float(settings.SEARCH_TIME_BUDGET_SECONDS))
 
 
@@ -131,89 +167,157 @@ def _bounds(model, column: str) -> tuple[int | None, int | None]:
     return low, model.objects.aggregate(high=Max(column))["high"]
 
 
-def _scan_task_keys(rows, cursor: str | None, size: int, deadline: float) -> SearchPage:
-    """``rows`` (filtered) newest first, by descending ranges of ids, until the page is full, the table is
-    read, or ``deadline``. The cursor is an id: the scan goes on below it (a page's last id, or where a scan
-    stopped)."""
-    size = max(1, min(size, MAX_PAGE_SIZE))
-    values = decode_cursor_for(cursor, TaskStateStore, ["-id"])
-    used = cursor if values is not None else None
-    floor, high = _bounds(TaskStateStore, "id")
-    if high is None:
-        return SearchPage([], None, used, budget=time_budget())
-    top = high + 1 if values is None else min(values[0], high + 1)
+def _scan(rows: QuerySet, column: str, order: list[str], start: int, end: int, up: bool, size: int, deadline: float):
+    """``rows`` read by ranges of the integer ``column``, each in ``order``: upwards over [start, end], or
+    downwards over [end, start), until ``size`` + 1 are found, the range is read, or ``deadline``. Returns the rows
+    found, in scan order, and where a scan stopped by the deadline resumes (None otherwise): upwards the lowest
+    position not read, downwards the highest + 1."""
     found: list = []
-    chunk, hi = FIRST_CHUNK, top
-    while hi > floor:
-        lo = max(hi - chunk, floor)
+    chunk, position = FIRST_CHUNK, start
+
+    def unread(at: int) -> bool:
+        return at <= end if up else at > end
+
+    while unread(position):
+        lo, hi = (position, position + chunk) if up else (max(position - chunk, end), position)
         started = time.monotonic()
-        found += rows.filter(id__gte=lo, id__lt=hi).order_by("-id")[: size + 1 - len(found)]
+        found += rows.filter(**{f"{column}__gte": lo, f"{column}__lt": hi}).order_by(*order)[: size + 1 - len(found)]
         took = time.monotonic() - started
         if len(found) > size:
-            return SearchPage(found[:size], encode_cursor([found[size - 1].id]), used, budget=time_budget())
-        chunk, hi = _next_chunk(chunk, hi - lo, took, deadline - time.monotonic()), lo
-        if hi > floor and time.monotonic() >= deadline:
-            return SearchPage(found, encode_cursor([hi]), used, cut_short=True, scanned_to=hi, budget=time_budget())
-    return SearchPage(found, None, used, budget=time_budget())
+            return found, None
+        chunk, position = _next_chunk(chunk, hi - lo, took, deadline - time.monotonic()), hi if up else lo
+        if unread(position) and time.monotonic() >= deadline:
+            return found, position
+    return found, None
 
 
-def _scan_asset_keys(rows, cursor: str | None, size: int, deadline: float) -> SearchPage:
-    """``rows`` (filtered) by asset id and key, by ascending ranges of asset ids, until the page is full, the
-    table is read, or ``deadline``. The cursor is a page's last (asset id, key), or the asset id where a scan
-    stopped (it goes on from that asset)."""
+def _scan_task_keys(rows, cursor: str | None, before: str | None, size: int, deadline: float) -> SearchPage:
+    """``rows`` (filtered) newest first, by ranges of ids, until the page is full, the table is read, or
+    ``deadline``. ``cursor`` is an id: the page goes on below it (a page's last id, or where a scan stopped);
+    ``before`` is an id: the page is the one above it, read upwards (a page's first id, or where a backward
+    scan stopped, minus one)."""
     size = max(1, min(size, MAX_PAGE_SIZE))
-    after = decode_cursor_for(cursor, AssetStateStore, ["asset_id", "key"])
-    resume = None if after is not None else decode_cursor_for(cursor, AssetStateStore, ["asset_id"])
-    used = cursor if after is not None or resume is not None else None
+    budget = time_budget()
+    floor, high = _bounds(TaskStateStore, "id")
+    back = decode_cursor_for(before, TaskStateStore, ["id"])
+    if back is not None and high is not None:
+        found, resume = _scan(rows, "id", ["id"], back[0] + 1, high, True, size, deadline)
+        items = found[:size][::-1]
+        forward = encode_cursor([found[0].id if found else back[0] + 1])
+        if resume is not None:
+            return SearchPage(
+                items, forward, before, encode_cursor([resume - 1]), True, resume - 1, budget, backward=True
+            )
+        if len(found) > size:
+            return SearchPage(items, forward, before, encode_cursor([items[0].id]), budget=budget, backward=True)
+        if found:  # the start: the first page as it is now (shorter than a page if keys came or went meanwhile)
+            return SearchPage(items, forward, None, budget=budget, backward=True)
+        cursor = None  # nothing before it any more: the first page
+    values = decode_cursor_for(cursor, TaskStateStore, ["-id"])
+    used = cursor if values is not None else None
+    if high is None:
+        return SearchPage([], None, used, budget=budget)
+    top = high + 1 if values is None else min(values[0], high + 1)
+    found, resume = _scan(rows, "id", ["-id"], top, floor, False, size, deadline)
+    items = found[:size]
+    prev = None if values is None else encode_cursor([items[0].id if items else top - 1])
+    if resume is not None:
+        return SearchPage(items, encode_cursor([resume]), used, prev, True, resume, budget)
+    more = encode_cursor([items[-1].id]) if len(found) > size else None
+    return SearchPage(items, more, used, prev, budget=budget)
+
+
+def _scan_asset_keys(rows, cursor: str | None, before: str | None, size: int, deadline: float) -> SearchPage:
+    """``rows`` (filtered) by asset id and key, by ranges of asset ids, until the page is full, the table is
+    read, or ``deadline``. ``cursor``: a page's last (asset id, key), or the asset id where a scan stopped (it
+    goes on from that asset); ``before``: a page's first (asset id, key), or the asset id below which a
+    backward scan goes on."""
+    size = max(1, min(size, MAX_PAGE_SIZE))
+    budget = time_budget()
     lo, ceiling = _bounds(AssetStateStore, "asset_id")
+    back = decode_cursor_for(before, AssetStateStore, ["asset_id", "key"])
+    below = None if back is not None else decode_cursor_for(before, AssetStateStore, ["asset_id"])
+    if (back is not None or below is not None) and ceiling is not None:
+        if back is not None:
+            rows = rows.filter(Q(asset_id__lt=back[0]) | Q(asset_id=back[0], key__lt=back[1]))
+        start = min((back[0] + 1) if back is not None else below[0], ceiling + 1)
+        found, resume = _scan(rows, "asset_id", ["-asset_id", "-key"], start, lo, False, size, deadline)
+        items = found[:size][::-1]
+        edge = back[0] if back is not None else below[0]  # nothing found: from that asset on
+        forward = encode_cursor([found[0].asset_id, found[0].key] if found else [edge])
+        if resume is not None:
+            return SearchPage(items, forward, before, encode_cursor([resume]), True, resume, budget, backward=True)
+        if len(found) > size:
+            first = encode_cursor([items[0].asset_id, items[0].key])
+            return SearchPage(items, forward, before, first, budget=budget, backward=True)
+        if found:  # the start: the first page as it is now (shorter than a page if keys came or went meanwhile)
+            return SearchPage(items, forward, None, budget=budget, backward=True)
+        cursor = None  # nothing before it any more: the first page
+    after = decode_cursor_for(cursor, AssetStateStore, ["asset_id", "key"])
+    resume_at = None if after is not None else decode_cursor_for(cursor, AssetStateStore, ["asset_id"])
+    used = cursor if after is not None or resume_at is not None else None
     if ceiling is None:
-        return SearchPage([], None, used, budget=time_budget())
+        return SearchPage([], None, used, budget=budget)
     if after is not None:
         rows = rows.filter(Q(asset_id__gt=after[0]) | Q(asset_id=after[0], key__gt=after[1]))
         lo = max(lo, after[0])
-    elif resume is not None:
-        lo = max(lo, resume[0])
-    found: list = []
-    chunk = FIRST_CHUNK
-    while lo <= ceiling:
-        hi = lo + chunk
-        started = time.monotonic()
-        found += rows.filter(asset_id__gte=lo, asset_id__lt=hi).order_by("asset_id", "key")[: size + 1 - len(found)]
-        took = time.monotonic() - started
-        if len(found) > size:
-            last = found[size - 1]
-            return SearchPage(found[:size], encode_cursor([last.asset_id, last.key]), used, budget=time_budget())
-        chunk, lo = _next_chunk(chunk, hi - lo, took, deadline - time.monotonic()), hi
-        if lo <= ceiling and time.monotonic() >= deadline:
-            return SearchPage(found, encode_cursor([lo]), used, cut_short=True, scanned_to=lo - 1, budget=time_budget())
-    return SearchPage(found, None, used, budget=time_budget())
+    elif resume_at is not None:
+        lo = max(lo, resume_at[0])
+    found, resume = _scan(rows, "asset_id", ["asset_id", "key"], lo, ceiling, True, size, deadline)
+    items = found[:size]
+    prev = None
+    if used is not None:
+        prev = encode_cursor([items[0].asset_id, items[0].key] if items else [lo + (after is not None)])
+    if resume is not None:
+        return SearchPage(items, encode_cursor([resume]), used, prev, True, resume - 1, budget)
+    more = encode_cursor([items[-1].asset_id, items[-1].key]) if len(found) > size else None
+    return SearchPage(items, more, used, prev, budget=budget)
 
 
 def _unbudgeted(page: Page) -> SearchPage:
-    return SearchPage(page.items, page.next_cursor, page.cursor)
+    return SearchPage(page.items, page.next_cursor, page.cursor, page.prev_cursor)
 
 
-def task_key_rows(query: SearchQuery, now: datetime, *, scope: Scope) -> QuerySet:
-    """The task keys ``query`` matches in ``scope``, unordered: what the search pages through and an export
-    downloads; none (``.none()``) for a DAG out of scope."""
-    if query.dag_id and not scope.allows_dag(query.dag_id):
-        return TaskStateStore.objects.none()
-    rows = TaskStateStore.objects.filter(query.key_filter())
-    if not query.dag_id:
-        rows = scoped_task_keys(scope, rows)
-    for name in ("dag_id", "run_id", "task_id"):
+def _page(rows: QuerySet, ordering: list[str], cursor: str | None, before: str | None, size: int) -> SearchPage:
+    """A page of a search an index serves: after ``cursor``, or before ``before``."""
+    if before:
+        return _unbudgeted(paginate_before(rows, ordering, before, size))
+    return _unbudgeted(paginate(rows, ordering, cursor, size))
+
+
+def _task_rows(query: SearchQuery, now: datetime, scope: Scope) -> tuple[QuerySet, bool]:
+    """The task keys that ``query`` selects in ``scope``, and whether an index serves it (a DAG filter on a
+    column sorted by code point, or no key or value to find)."""
+    rows = TaskStateStore.objects.filter(query.text_filter())
+    indexed = not query.searches_text
+    if query.dag_id:
+        prefix, ranged = dag_prefix_q(query.dag_id)
+        rows, indexed = rows.filter(prefix), indexed or ranged
+    allowed = scoped_dag_ids(scope)
+    if allowed is not None:  # a scoped user: their DAGs (with the prefix), by the lookup index
+        rows = rows.filter(dag_id__in=[dag_id for dag_id in allowed if dag_id.startswith(query.dag_id)])
+    for name in ("run_id", "task_id"):
         if getattr(query, name):
             rows = rows.filter(**{name: getattr(query, name)})
     if query.status in STATUSES:
         rows = rows.filter(status_filter(query.status, now))
-    return rows
+    return rows, indexed
+
+
+def task_key_rows(query: SearchQuery, now: datetime, *, scope: Scope) -> QuerySet:
+    """Every task key ``query`` finds in ``scope``, unordered and without a time budget: what an export of the
+    results downloads."""
+    if query.asset_only:
+        return TaskStateStore.objects.none()
+    return _task_rows(query, now, scope)[0]
 
 
 def asset_key_rows(query: SearchQuery, *, scope: Scope) -> QuerySet:
-    """The asset keys ``query`` matches in ``scope``, unordered; none for a search with task filters."""
+    """Every asset key ``query`` finds in ``scope``, unordered: what the search pages through and an export of
+    the results downloads. None for a DAG, run, task or status filter."""
     if query.task_only:
         return AssetStateStore.objects.none()
-    rows = scoped_asset_keys(scope, AssetStateStore.objects.filter(query.key_filter()))
+    rows = scoped_asset_keys(scope, AssetStateStore.objects.filter(query.text_filter()))
     if query.asset:
         rows = rows.filter(Q(asset__name__icontains=query.asset) | Q(asset__uri__icontains=query.asset))
     return rows
@@ -227,27 +331,35 @@ def search_task_keys(
     *,
     scope: Scope,
     deadline: float | None = None,
+    before: str | None = None,
 ) -> SearchPage:
-    """Task keys, newest first. A key search without a DAG filter is a budgeted scan (``SearchPage``),
-    stopped at ``deadline`` (default: ``search_deadline()``)."""
-    rows = task_key_rows(query, now, scope=scope)
-    if rows.query.is_empty():
-        return SearchPage([], None, cursor)
-    if query.budgeted:
-        return _scan_task_keys(with_previews(rows), cursor, size, search_deadline() if deadline is None else deadline)
-    return _unbudgeted(paginate(with_previews(rows), ["-id"], cursor, size))
+    """Task keys, newest first: the page after ``cursor``, or the page before ``before``. A key or value search
+    without a DAG filter is a budgeted scan (``SearchPage``), stopped at ``deadline`` (default:
+    ``search_deadline()``). An asset filter finds none (task keys have no asset)."""
+    if query.asset_only:
+        return SearchPage([], None, None)
+    rows, indexed = _task_rows(query, now, scope)
+    rows = with_previews(rows)
+    if indexed:
+        return _page(rows, ["-id"], cursor, before, size)
+    return _scan_task_keys(rows, cursor, before, size, search_deadline() if deadline is None else deadline)
 
 
 def search_asset_keys(
-    query: SearchQuery, cursor: str | None = None, size: int = 50, *, scope: Scope, deadline: float | None = None
+    query: SearchQuery,
+    cursor: str | None = None,
+    size: int = 50,
+    *,
+    scope: Scope,
+    deadline: float | None = None,
+    before: str | None = None,
 ) -> SearchPage:
-    """Asset keys by asset and key. A key search is a budgeted scan (``SearchPage``: the primary key leads
-    with the asset id), stopped at
-    ``deadline`` (default: ``search_deadline()``)."""
-    rows = asset_key_rows(query, scope=scope)
-    if rows.query.is_empty():
+    """Asset keys by asset and key: the page after ``cursor``, or the page before ``before``. A key or value
+    search is a budgeted scan (``SearchPage``: the primary key leads with the asset id), stopped at ``deadline``
+    (default: ``search_deadline()``). A DAG, run, task or status filter finds none (asset keys have none)."""
+    if query.task_only:
         return SearchPage([], None, None)
-    rows = with_previews(rows.select_related("asset")).defer("asset__extra")
-    if query.key:
-        return _scan_asset_keys(rows, cursor, size, search_deadline() if deadline is None else deadline)
-    return _unbudgeted(paginate(rows, ["asset_id", "key"], cursor, size))
+    rows = with_previews(asset_key_rows(query, scope=scope).select_related("asset")).defer("asset__extra")
+    if query.searches_text:
+        return _scan_asset_keys(rows, cursor, before, size, search_deadline() if deadline is None else deadline)
+    return _page(rows, ["asset_id", "key"], cursor, before, size)

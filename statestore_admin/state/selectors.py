@@ -594,6 +594,17 @@ def _distinct_dags(after: str, prefix: str, limit: int, ranged: bool = False) ->
         return [row[0] for row in db.fetchall()]
 
 
+def dag_prefix_q(prefix: str) -> tuple[Q, bool]:
+    """The rows whose dag_id starts with ``prefix`` (a DAG filter, as the DAG list's), and whether the lookup
+    index serves them: as one range of it where dag_id sorts by code point (see ``_codepoint_order``)."""
+    condition = Q(dag_id__startswith=prefix)
+    if not _codepoint_order():
+        return condition, False
+    if ord(prefix[-1]) < 0x10FFFF:
+        condition &= Q(dag_id__gte=prefix, dag_id__lt=prefix[:-1] + chr(ord(prefix[-1]) + 1))
+    return condition, True
+
+
 def _literal_prefix(pattern: str) -> str:
     for n, char in enumerate(pattern):
         if char in "*?":
