@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from django.db import connections, router
-from django.db.models import BooleanField, Q, QuerySet
+from django.db.models import BooleanField, F, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -87,11 +87,12 @@ def task_entry(row) -> dict:
 
 
 def asset_entry(row) -> dict:
+    """``row``: an asset key with its asset's ``asset_name`` and ``asset_uri`` (as ``asset_source`` reads it)."""
     return {
         "store": permissions.ASSET,
         "asset_id": row.asset_id,
-        "asset_name": row.asset.name,
-        "asset_uri": row.asset.uri,
+        "asset_name": row.asset_name,
+        "asset_uri": row.asset_uri,
         "key": row.key,
         **_value_fields(row.value),
         "updated_at": _iso(row.updated_at),
@@ -170,7 +171,6 @@ def _task_cells(row) -> list:
 
 
 def _asset_cells(row) -> list:
-    asset = row.asset
     return [
         permissions.ASSET,
         "",
@@ -178,8 +178,8 @@ def _asset_cells(row) -> list:
         "",
         "",
         row.asset_id,
-        asset.name,
-        asset.uri,
+        row.asset_name,
+        row.asset_uri,
         row.key,
         row.value,
         "",
@@ -213,22 +213,27 @@ def _after(rows: QuerySet, names: list[str], values: list, descending: bool):
     return RawSQL(f"({columns}) {'<' if descending else '>'} ({marks})", values, output_field=BooleanField())
 
 
-def keyset_chunks(rows: QuerySet, ordering: tuple[str, ...], size: int | None = None) -> Iterator[list]:
+def keyset_chunks(
+    rows: QuerySet, ordering: tuple[str, ...], size: int | None = None, fields: tuple[str, ...] | None = None
+) -> Iterator[list]:
     """``rows`` in ``ordering`` (unique; all ascending, or all descending with ``-``), ``size`` rows a query,
-    each query starting after the last row read: memory holds one chunk, no cursor outlives a query."""
+    each query starting after the last row read: memory holds one chunk, no cursor outlives a query. With
+    ``fields`` (the ordering's among them), rows are named tuples of those, not model instances (a third
+    of the time)."""
     size = size or STREAM_CHUNK
     descending = ordering[0].startswith("-")
     names = [name.lstrip("-") for name in ordering]
-    fields = [rows.model._meta.get_field(name).attname for name in names]
+    attnames = [rows.model._meta.get_field(name).attname for name in names]
     ordered = rows.order_by(*ordering)
     last = None
     while True:
-        chunk = list((ordered if last is None else ordered.filter(_after(rows, names, last, descending)))[:size])
+        page = ordered if last is None else ordered.filter(_after(rows, names, last, descending))
+        chunk = list((page.values_list(*fields, named=True) if fields else page)[:size])
         if chunk:
             yield chunk
         if len(chunk) < size:
             return
-        last = [getattr(chunk[-1], name) for name in fields]
+        last = [getattr(chunk[-1], name) for name in attnames]
 
 
 # What a download holds --------------------------------------------------------------------------------------
@@ -240,17 +245,23 @@ class Source:
     ordering: tuple[str, ...]
     entry: Callable[[object], dict]
     cells: Callable[[object], list]
+    fields: tuple[str, ...] | None = None  # read as named tuples of these; None: model instances
 
     def chunks(self) -> Iterator[list]:
-        return keyset_chunks(self.rows, self.ordering)
+        return keyset_chunks(self.rows, self.ordering, fields=self.fields)
+
+
+TASK_FIELDS = ("id", "dag_id", "run_id", "task_id", "map_index", "key", "value", "expires_at", "updated_at")
+ASSET_FIELDS = ("asset_id", "key", "value", "updated_at", "asset_name", "asset_uri")
 
 
 def task_source(rows: QuerySet, ordering: tuple[str, ...] = BY_ID) -> Source:
-    return Source(rows, ordering, task_entry, _task_cells)
+    return Source(rows, ordering, task_entry, _task_cells, TASK_FIELDS)
 
 
 def asset_source(rows: QuerySet) -> Source:
-    return Source(rows.select_related("asset").defer("asset__extra"), ASSET_ORDER, asset_entry, _asset_cells)
+    named = rows.annotate(asset_name=F("asset__name"), asset_uri=F("asset__uri"))
+    return Source(named, ASSET_ORDER, asset_entry, _asset_cells, ASSET_FIELDS)
 
 
 @dataclass(frozen=True)
