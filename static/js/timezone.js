@@ -15,6 +15,9 @@
     document.cookie = name + "=" + value + "; Path=/; Max-Age=" + maxAge + "; SameSite=Lax" + secure;
   }
 
+  // Load the page again by GET (a reload would repeat a POST that rendered this page).
+  const again = () => location.replace(location.href.split("#")[0]);
+
   let browserZone = "UTC";
   try {
     browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
@@ -29,7 +32,7 @@
     // Reload at most once per zone, so that a zone the server does not know cannot loop.
     if (shown && shown !== wanted && sessionStorage.getItem("tz-reloaded") !== wanted) {
       sessionStorage.setItem("tz-reloaded", wanted);
-      location.reload();
+      again();
     }
   }
 
@@ -37,6 +40,6 @@
     const button = event.target.closest("[data-time-zone-switch]");
     if (!button) return;
     setCookie("tz_utc", "1", button.dataset.timeZoneSwitch === "utc" ? YEAR : 0);
-    location.reload();
+    again();
   });
 })();

@@ -133,6 +133,10 @@ def test_axe_finds_nothing_serious_on_any_page(browser, live_server, operator, d
     for name, path in pages(deployment).items():
         visit(page, live_server.url + path)
         findings[name] = serious(axe, page)
+    visit(page, live_server.url + pages(deployment)["task-instance"])  # a dialog open over the page
+    page.locator("tr", has=page.locator("td.key code", has_text="job_id")).locator("button", has_text="Edit").click()
+    expect(page.locator("dialog#modal")).to_be_visible()
+    findings["edit dialog"] = serious(axe, page)
     page.context.close()
     assert not {name: found for name, found in findings.items() if found}
 
