@@ -743,11 +743,13 @@ class TaskGroup:
 
 def _blocks(run: DagRun, items: list[TaskStateStore]) -> list[TaskGroup]:
     """``items`` (ordered by task and map index) grouped by task and map index, with their task instances:
-    one query."""
-    tasks = {item.task_id for item in items}
+    one query, of the task instances of the page's tasks and map indexes only (a mapped task may have thousands)."""
+    tasks, map_indexes = {item.task_id for item in items}, {item.map_index for item in items}
     instances = {
         (ti.task_id, ti.map_index): ti
-        for ti in TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks)
+        for ti in TaskInstance.objects.filter(
+            dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks, map_index__in=map_indexes
+        )
     }
     groups: OrderedDict[str, OrderedDict[int, InstanceBlock]] = OrderedDict()
     for item in items:
