@@ -132,11 +132,11 @@ def test_a_running_runs_pages_poll_and_a_finished_ones_do_not(client, operator, 
     for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/tasks/train_fold/"):
         html = client.get(url).content.decode()
         assert 'hx-trigger="stateChanged from:body, autoRefresh, every 10s" data-auto-refresh' in html, url
-        assert "The run is running: keys refresh every 10 s (paused while this tab is hidden" in html
+        assert "This run is running: its keys refresh every 10 s (paused while this tab is hidden" in html
     for url in (f"/runs/{done.pk}/", f"/runs/{done.pk}/tasks/report/"):
         html = client.get(url).content.decode()
         assert "data-auto-refresh" not in html and "every 10s" not in html, url
-        assert "The run is success: no auto-refresh." in html
+        assert "This run is not running (success): its keys do not refresh on their own." in html
     # A run that finishes stops polling at its next refresh: the panel decides again.
     run.state = "success"
     run.save(update_fields=["state"])

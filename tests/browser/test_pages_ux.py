@@ -143,7 +143,7 @@ def test_a_running_runs_page_refreshes_itself_while_visible(signed_in, live_serv
     page = signed_in
     live = deployment["live"]
     page.goto(f"{live_server.url}/runs/{live.pk}/")
-    expect(page.get_by_test_id("auto-refresh")).to_contain_text("The run is running: keys refresh every 1 s")
+    expect(page.get_by_test_id("auto-refresh")).to_contain_text("This run is running: its keys refresh every 1 s")
     TaskStateStore.objects.create(
         dag_run=live,
         dag_id=live.dag_id,
@@ -171,7 +171,9 @@ def test_a_running_runs_page_refreshes_itself_while_visible(signed_in, live_serv
     )
     expect(page.locator("#keys-panel td.key", has_text="renamed_meanwhile")).to_be_visible(timeout=3000)
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/")
-    expect(page.get_by_test_id("auto-refresh")).to_have_text("The run is success: no auto-refresh.")
+    expect(page.get_by_test_id("auto-refresh")).to_have_text(
+        "This run is not running (success): its keys do not refresh on their own."
+    )
     requests.clear()
     page.wait_for_timeout(1500)
     assert not [url for url in requests if re.search(r"/runs/\d+/$", url)]
