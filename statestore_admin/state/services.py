@@ -100,6 +100,7 @@ class Outcome:
 LISTED_MAX = 10_000  # keys one confirmation can list (its token carries 12 bytes per key)
 KEPT_NAMED = 5  # kept keys named in an outcome's description
 _HASH_BYTES = 6  # of a key's identity, and of its version
+_TOKEN_SALT = "statestore_admin.state.services.Listing"
 
 
 @cache
@@ -188,9 +189,6 @@ def _listed_chunks(rows: QuerySet, ordering: str, listed: Listing, others: list)
         chosen = listed.sort(chunk, others)
         if chosen:
             yield chosen
-
-
-_TOKEN_SALT = "statestore_admin.state.services.Listing"
 
 
 def list_keys(rows: QuerySet, *, sample: int = 0) -> Listing:
@@ -361,7 +359,7 @@ def _check_unchanged(row, seen_updated_at: datetime | None) -> None:
     Conflict carries the current version (value and ``updated_at``) to offer instead."""
     if seen_updated_at is not None and row.updated_at != seen_updated_at:
         raise Conflict(
-            "This key was written after you opened it: its current value is shown beside yours.",
+            "This key was written after you opened it; nothing was saved.",
             [{"key": row.key, "current": row.value, "updated_at": row.updated_at}],
         )
 
