@@ -4,6 +4,8 @@
 - ``{{ key|user_text }}``: the text isolated from what surrounds it (``<bdi>``: right-to-left text inside
   cannot reorder the page around it), each hidden character (a control, a bidi override, a zero-width
   space, …) shown as a badge named in its ``title`` instead of acting.
+- ``{{ key|user_text_plain }}``: the same as text without markup, for where no markup can go (a page's
+  ``<title>``): hidden characters as their symbols.
 - ``{{ stored|value_text }}`` (``{{ preview|value_text:60 }}`` cuts it to 60 characters): a stored
   value, or its first characters, as people read it: Airflow stores ``json.dumps`` text, which spells
   every non-ASCII character as a ``\\u`` escape; those are shown as the characters they stand for.
@@ -38,6 +40,11 @@ def user_text(text) -> SafeString:
     if text is None:
         return SafeString("")
     return format_html("<bdi>{}</bdi>", visible_html(str(text)))
+
+
+@register.filter
+def user_text_plain(text) -> str:
+    return "" if text is None else "".join(part for part, _ in visible_segments(str(text)))
 
 
 @register.filter
