@@ -25,7 +25,7 @@ from playwright.sync_api import expect
 
 from statestore_admin.state import services
 from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.state.models import AuditEvent, GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.state.stats import take_snapshot
 
 from ..conftest import BOTH_DATABASES
@@ -61,6 +61,42 @@ def deployment(operator, dag_run_factory, task_instance_factory, task_key_factor
     services.expire_task_keys(actor=Actor(via="ui", user=operator), selection=services.TaskSelection(ids=(key.pk,)))
     take_snapshot()
     return {"run": run, "asset": asset, "key": key, "event": AuditEvent.objects.latest("id")}
+
+
+@pytest.fixture
+def history(deployment):
+    """Four weeks of earlier snapshots and daily GC runs before ``deployment``'s snapshot, for the screenshots."""
+    now = timezone.now()
+    for day in range(28, 0, -1):
+        taken = now - timedelta(days=day)
+        keys = 2 + (28 - day) // 5
+        snapshot = StatsSnapshot.objects.create(
+            taken_at=taken,
+            finished_at=taken + timedelta(seconds=3),
+            status="done",
+            task_keys=keys,
+            task_bytes=keys * 60,
+            expired=day % 3,
+            expiring=1,
+            never=2,
+            live=keys - day % 3,
+            dags=1,
+            asset_keys=2,
+            asset_bytes=23,
+            assets=1,
+        )
+        StatsSnapshotDag.objects.create(snapshot=snapshot, dag_id="etl_orders", keys=keys, bytes=keys * 60)
+        started = taken - timedelta(hours=1)
+        GcRun.objects.create(
+            started_at=started,
+            finished_at=started + timedelta(seconds=20 + day % 7),
+            cutoff=started,
+            batch_size=10_000,
+            rows_deleted=12_480 + day * 1_337,
+            outcome=GcRun.Outcome.COMPLETED,
+            host="gc-1",
+            pid=1,
+        )
 
 
 def pages(deployment) -> dict[str, str]:
@@ -142,7 +178,7 @@ def test_axe_finds_nothing_serious_on_any_page(browser, live_server, operator, d
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_no_page_is_wider_than_a_phone(browser, live_server, operator, deployment, scheme):
+def test_no_page_is_wider_than_a_phone(browser, live_server, operator, deployment, history, scheme):
     page = new_page(browser, live_server, scheme=scheme, viewport=PHONE)
     too_wide = {}
     width = page.evaluate("document.documentElement.scrollWidth")
@@ -173,7 +209,7 @@ LINES = """(el) => {
 }"""
 
 
-def test_keys_stay_whole_and_run_tables_line_up_at_desktop_width(browser, live_server, operator, deployment):
+def test_keys_stay_whole_and_run_tables_line_up_at_desktop_width(browser, live_server, operator, deployment, history):
     page = new_page(browser, live_server)
     sign_in(page, live_server, operator)
     for scheme in ("light", "dark"):
