@@ -93,6 +93,8 @@ view, path, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 request = RequestFactory().get(path, params)
 request.user = get_user_model()(username="bench", is_superuser=True, is_active=True)
 before = int(current) / 1024
+usage = resource.getrusage(resource.RUSAGE_SELF)
+cpu_before = usage.ru_utime + usage.ru_stime
 started = time.perf_counter()
 response = getattr(export_views, view)(request, **json.loads(sys.argv[4]))
 assert response.status_code == 200, response.status_code
@@ -104,8 +106,9 @@ for piece in response:
     size += len(piece)
     lines += piece.count(b"\n")
 response.close()
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"ttfb": first, "seconds": time.perf_counter() - started, "bytes": size, "lines": lines,
-                  "rss_before": before, "peak_rss": rss_mb()}))
+                  "cpu": usage.ru_utime + usage.ru_stime - cpu_before, "rss_before": before, "peak_rss": rss_mb()}))
 """
 
 
@@ -211,6 +214,7 @@ def main() -> None:
             "mb": statistics.median(r["bytes"] for r in runs) / 1e6,
             "ttfb": statistics.median(r["ttfb"] for r in runs),
             "seconds": statistics.median(r["seconds"] for r in runs),
+            "cpu": statistics.median(r["cpu"] for r in runs),
             "spread": (min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)),
             "rss_before": max(r["rss_before"] for r in runs),
             "peak_rss": max(r["peak_rss"] for r in runs),
@@ -221,6 +225,11 @@ def main() -> None:
     print(plan)
     if not args.no_write:
         write(args, info, results, plan)
+
+
+def spread(row: dict) -> str:
+    low, high = row["spread"]
+    return "" if low == high else f" ({low:.1f}–{high:.1f})"
 
 
 def write(args, info: dict, results: list[dict], plan: str) -> None:
@@ -234,15 +243,17 @@ def write(args, info: dict, results: list[dict], plan: str) -> None:
         f"Data set: {args.keys:,} task keys in one DAG run (task `work`, 50 map indexes) and {args.keys:,} keys of "
         "one asset, on Airflow 3.3.2's schema, values of 30 to 200 bytes of JSON (1% non-ASCII). Each download "
         "runs in a fresh process that calls the view and streams the body as a WSGI server would; "
-        f"the median of {args.rounds} runs.",
+        + ("one run" if args.rounds == 1 else f"the median of {args.rounds} runs (lowest–highest)")
+        + '. "CPU" is the process\'s own CPU time (user and system): on a machine '
+        "shared with other work, wall time mostly measures waiting for a core.",
         "",
-        "| download | rows | size | first byte | total | rows/s | RSS before | peak RSS |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| download | rows | size | first byte | total (wall) | CPU | rows/s (wall) | RSS before | peak RSS |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| {r['label']} | {r['rows']:,} | {r['mb']:.0f} MB | {r['ttfb'] * 1000:.0f} ms | {r['seconds']:.1f} s "
-            f"({r['spread'][0]:.1f}–{r['spread'][1]:.1f}) | {r['rows'] / r['seconds']:,.0f} | "
+            f"| {r['label']} | {r['rows']:,} | {r['mb']:.0f} MB | {r['ttfb'] * 1000:.0f} ms | {r['seconds']:.1f} s"
+            f"{spread(r)} | {r['cpu']:.1f} s | {r['rows'] / r['seconds']:,.0f} | "
             f"{r['rss_before']:.0f} MB | {r['peak_rss']:.0f} MB |"
         )
     lines += [
