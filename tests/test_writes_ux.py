@@ -179,6 +179,21 @@ def test_saving_an_unchanged_value_writes_nothing_on_any_face(web, world, api):
     assert not AuditEvent.objects.exists()
 
 
+def test_django_admin_records_no_change_for_the_same_value_spelled_otherwise(client, world, user_factory):
+    from django.contrib.admin.models import LogEntry
+
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    greeting = world["greeting"]
+    url = f"/admin/airflow/taskstatestore/{greeting.pk}/change/"
+    page = text(client.get(url))
+    seen = unescape(re.search(r'name="seen_updated_at" value="([^"]*)"', page).group(1))
+    data = {"expiry": "keep", "expires_at_text": "", "seen_updated_at": seen, "_save": "Save"}
+    response = client.post(url, {**data, "new_value": json.dumps(GRUSS)})  # escaped: not the text shown
+    assert response.status_code == 302
+    assert TaskStateStore.objects.get(pk=greeting.pk).updated_at == greeting.updated_at
+    assert not AuditEvent.objects.exists() and "value" not in LogEntry.objects.get().get_change_message()
+
+
 def test_an_object_naming_a_key_twice_is_refused_on_every_face(web, world, api):
     greeting = world["greeting"]
     page = web.post(f"/keys/task/{greeting.pk}/edit/", {"value": '{"a": 1, "a": 2}'}, **HX)

@@ -185,7 +185,8 @@ class TaskKeyForm(forms.ModelForm):
             ref = services.TaskKeyRef(id=self.instance.pk)
             if new_value:
                 row = services.patch_task_key(actor=actor, ref=ref, value=value, seen_updated_at=seen)
-                self.done.append("value")
+                if row.written:  # the same value spelled otherwise is not written
+                    self.done.append("value")
                 seen = row.updated_at
             if expiry is not None:
                 services.set_task_expiry(actor=actor, ref=ref, expiry=expiry, seen_updated_at=seen)
