@@ -82,7 +82,7 @@ def test_a_scoped_operator_sees_only_their_dags(signed_in, live_server, deployme
 
     # An ml run by its URL: the not-found page, as for a run that does not exist.
     page.goto(f"{live_server.url}/runs/{deployment['ml_training'].pk}/")
-    expect(page.locator("h1")).to_have_text("Not found")
+    expect(page.locator("h1")).to_have_text("Page not found")
     expect(page.locator("main, body").first).not_to_contain_text("ml_training")
     page.goto(f"{live_server.url}/runs/{deployment['etl_orders'].pk}/")
     expect(page.locator("h1")).to_have_text("scheduled__2026-11-29T00:00:00+00:00")
