@@ -373,7 +373,7 @@ def _download(pieces, name: str) -> StreamingHttpResponse:
 @requires_view(permissions.TASK)
 def task_keys_export(request):
     """The task keys of a confirmation (``run``, ``task_id``, ``map_index`` or ``ids``) not written after
-    its ``confirmed_at``: exactly what confirming deletes, as an export document."""
+    its ``confirmed_at``: every key it lists (``selectors.confirmed_keys``), as an export document."""
     try:
         selection, _run = _task_selection(request.GET, request.user)
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")

@@ -1177,9 +1177,10 @@ def first_keys_of(events: list[AuditEvent], per_event: int) -> dict[int, list[Au
 def confirmed_keys(
     rows: QuerySet | None = None, *, asset_id: int | None = None, keys: list[str] | None = None, confirmed_at
 ) -> QuerySet:
-    """What a confirmation opened at ``confirmed_at`` acts on, as the services' deletes select it: the rows
-    not written since. ``rows`` is a task selection's queryset; without it, the asset's keys (all, or the
-    ``keys`` named)."""
+    """A confirmation's download: the rows written up to ``confirmed_at``, which the dialog sets to its
+    latest listed ``updated_at`` (or its own time, if later), so that every key it lists is in, whatever
+    the writers' clocks (confirming acts on the listed keys only: ``services.Listing``). ``rows`` is a
+    task selection's queryset; without it, the asset's keys (all, or the ``keys`` named)."""
     if rows is None:
         rows = AssetStateStore.objects.filter(asset_id=asset_id)
         if keys is not None:
