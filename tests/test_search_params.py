@@ -173,9 +173,25 @@ def test_a_dag_filter_is_a_prefix_as_on_the_dag_list(api, operator, user_factory
     assert found(api, TASK_API, {"dag_id": "ml%"}) == [] and found(api, TASK_API, {"dag_id": "m_"}) == []
     api.force_login(operator)
     html = api.get("/search/", {"dag_id": "ml_", "store": "task"}).content.decode()
-    assert html.count('name="ids"') == 2 and '<label for="dag_id">DAG id starts with</label>' in html
+    assert html.count('name="ids"') == 2 and '<option value="prefix" selected>starts with (as on the DAG list)' in html
     dag_list = api.get("/dags/", {"prefix": "ml_"}).content.decode()
     assert "ml_train" in dag_list and "ml_eval" in dag_list and ">etl<" not in dag_list
+
+
+def test_an_exact_dag_filter_for_the_dag_lists_links(api, operator, dag_run_factory, task_key_factory, stores):
+    """The DAG list counts one DAG's expired keys: its link asks for exactly that DAG, not its prefix."""
+    for dag in ("etl", "etl_v2"):
+        run = dag_run_factory(dag_id=dag, run_id=f"old__{dag}")
+        task_key_factory(run, key="stale", expires_at=timezone.now() - timedelta(hours=1))
+    assert found(api, TASK_API, {"dag_id": "etl", "status": "expired"}) == [("etl", "stale"), ("etl_v2", "stale")]
+    assert found(api, TASK_API, {"dag_id": "etl", "dag_match": "exact", "status": "expired"}) == [("etl", "stale")]
+    assert api.get(TASK_API, {"dag_match": "fuzzy"}).status_code == 422
+    api.force_login(operator)
+    dag_list = api.get("/dags/").content.decode()
+    link = "/search/?dag_id=etl&amp;dag_match=exact&amp;status=expired&amp;store=task"
+    assert f'<a href="{link}">1</a>' in dag_list
+    html = api.get(link.replace("&amp;", "&")).content.decode()
+    assert html.count('name="ids"') == 1 and '<option value="exact" selected>exact</option>' in html
 
 
 def test_a_scoped_users_dag_prefix_stays_within_their_dags(client, user_factory, stores):

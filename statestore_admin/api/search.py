@@ -59,7 +59,10 @@ class SearchTaskKeys(OwnView):
         responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
         parameters=[
             *SEARCH_PARAMS,
-            OpenApiParameter("dag_id", str, description="A prefix of the DAG id, as on the DAG list"),
+            OpenApiParameter("dag_id", str, description="A prefix of the DAG id, as on the DAG list (see dag_match)"),
+            OpenApiParameter(
+                "dag_match", str, enum=["", *searching.DAG_MATCHES], default="prefix", description="Empty: prefix"
+            ),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
             OpenApiParameter("status", str, enum=["", *searching.STATUSES], description="Empty: any"),
@@ -68,12 +71,13 @@ class SearchTaskKeys(OwnView):
     def get(self, request):
         """Task keys across all DAGs, newest first, keyset-paginated both ways (no total count).
 
-        `dag_id` is a prefix; `run_id` and `task_id` are exact; an `asset` filter finds no task key (task keys
-        have no asset). A key or value search (any `match`) without `dag_id` is served by no index: it reads the
-        table by ranges of ids and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then
-        true, `items` are the matches found so far (fewer than `limit`, maybe none), `scanned_to` is the last id
-        searched, and `next_cursor` (or, for a page read with `before`, `prev_cursor`) continues the search
-        (every match is found once). With a `dag_id` the search is an index range, without a budget."""
+        `dag_id` is a prefix (`dag_match=exact`: one DAG); `run_id` and `task_id` are exact; an `asset` filter
+        finds no task key (task keys have no asset). A key or value search (any `match`) without `dag_id` is served
+        by no index: it reads the table by ranges of ids and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by
+        default): `cut_short` is then true, `items` are the matches found so far (fewer than `limit`, maybe none),
+        `scanned_to` is the last id searched, and `next_cursor` (or, for a page read with `before`, `prev_cursor`)
+        continues the search (every match is found once). With a `dag_id` the search is an index range, without a
+        budget."""
         page = searching.search_task_keys(
             search_query(request),
             timezone.now(),

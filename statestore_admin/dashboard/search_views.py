@@ -65,6 +65,7 @@ def search(request):
             "asset_links": _links(params, "asset", asset_page),
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
+            "dag_matches": [("prefix", "starts with (as on the DAG list)"), ("exact", "exact")],
             "budget": searching.time_budget(),
             "now": now,
         },

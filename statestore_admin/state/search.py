@@ -2,7 +2,8 @@
 Search page and the search API, and the queries.
 
 The filters: ``key`` (contains, prefix or exact), ``value`` (contains, in the value's JSON text), ``dag_id``
-(a prefix, as on the DAG list), ``run_id`` and ``task_id`` (exact), ``status``, ``asset`` (in its name or URI).
+(a prefix, as on the DAG list; ``dag_match=exact`` for one DAG, as the DAG list's links ask), ``run_id`` and
+``task_id`` (exact), ``status``, ``asset`` (in its name or URI).
 DAG, run, task and status filters select task keys only (asset keys have none of them), and the asset filter
 asset keys only (task keys have no asset): a search with a filter of one store finds nothing in the other.
 
@@ -38,6 +39,7 @@ from .scopes import Scope
 from .selectors import STATUSES, dag_prefix_q, scoped_asset_keys, scoped_dag_ids, status_filter, with_previews
 
 MATCHES = ("contains", "prefix", "exact")
+DAG_MATCHES = ("prefix", "exact")
 
 # A budgeted scan's chunks, in ids (task keys) or asset ids (asset keys): the first chunk's size, and the bounds
 # of the next ones, sized from the rate measured so far to take 1/CHUNK_SHARE of the budget (at most
@@ -59,16 +61,17 @@ class SearchQuery:
     status: str = ""
     asset: str = ""
     value: str = ""
+    dag_match: str = "prefix"
 
     @classmethod
     def from_params(cls, params) -> SearchQuery:
         """From a query string, the same for the Search page and the API. An unknown ``match`` or ``status``
         is ``Invalid`` naming the parameter (code ``enum``, ``params["choices"]``); empty means the default.
         Ids and the asset text are stripped of surrounding spaces; the key and the value are taken as typed."""
-        names = ("key", "match", "dag_id", "run_id", "task_id", "status", "asset", "value")
+        names = ("key", "match", "dag_id", "run_id", "task_id", "status", "asset", "value", "dag_match")
         values = {name: params.get(name) or "" for name in names}
         errors = {}
-        for name, choices in (("match", MATCHES), ("status", tuple(STATUSES))):
+        for name, choices in (("match", MATCHES), ("status", tuple(STATUSES)), ("dag_match", DAG_MATCHES)):
             if values[name] and values[name] not in choices:
                 typed = repr(values[name]).replace("%", "%%")  # the message is %-formatted with params
                 errors[name] = [
@@ -89,6 +92,7 @@ class SearchQuery:
             status=values["status"],
             asset=values["asset"].strip(),
             value=values["value"],
+            dag_match=values["dag_match"] or "prefix",
         )
 
     def key_filter(self) -> Q:
@@ -290,12 +294,14 @@ def _task_rows(query: SearchQuery, now: datetime, scope: Scope) -> tuple[QuerySe
     column sorted by code point, or no key or value to find)."""
     rows = TaskStateStore.objects.filter(query.text_filter())
     indexed = not query.searches_text
+    exact = query.dag_match == "exact"
     if query.dag_id:
-        prefix, ranged = dag_prefix_q(query.dag_id)
-        rows, indexed = rows.filter(prefix), indexed or ranged
+        condition, ranged = (Q(dag_id=query.dag_id), True) if exact else dag_prefix_q(query.dag_id)
+        rows, indexed = rows.filter(condition), indexed or ranged
     allowed = scoped_dag_ids(scope)
-    if allowed is not None:  # a scoped user: their DAGs (with the prefix), by the lookup index
-        rows = rows.filter(dag_id__in=[dag_id for dag_id in allowed if dag_id.startswith(query.dag_id)])
+    if allowed is not None:  # a scoped user: their DAGs (with the filter), by the lookup index
+        wanted = [d for d in allowed if (d == query.dag_id if exact and query.dag_id else d.startswith(query.dag_id))]
+        rows = rows.filter(dag_id__in=wanted)
     for name in ("run_id", "task_id"):
         if getattr(query, name):
             rows = rows.filter(**{name: getattr(query, name)})
