@@ -466,7 +466,8 @@ def test_listing_runs_the_same_queries_for_3_or_30_events(api, operator, dag_run
 
     def queries_for(events: int) -> int:
         for i in range(events - AuditEvent.objects.count()):
-            services.set_task_key(actor=actor, scope=scope, key=f"k{i}", value=i, expiry=services.Expiry("never"))
+            key = f"k{events}-{i}"
+            services.set_task_key(actor=actor, scope=scope, key=key, value=i, expiry=services.Expiry("never"))
         with CaptureQueriesContext(connections["default"]) as captured:
             assert len(api.get(EVENTS, {"limit": 50}).json()["items"]) == events
         return len(captured)
