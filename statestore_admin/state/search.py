@@ -152,9 +152,13 @@ def time_budget() -> float:
     return max(0.0, float(settings.SEARCH_TIME_BUDGET_SECONDS))
 
 
+SCAN_SHARE = 0.9  # of the budget, for the scans; the rest is for the answer around them (its queries, rendering)
+
+
 def search_deadline() -> float:
-    """A deadline (``time.monotonic()``) for the searches of one request, shared by both stores."""
-    return time.monotonic() + time_budget()
+    """A deadline (``time.monotonic()``) for the searches of one request, shared by both stores: the scans
+    stop at ``SCAN_SHARE`` of the budget, so that the whole answer comes within it."""
+    return time.monotonic() + SCAN_SHARE * time_budget()
 
 
 def _next_chunk(chunk: int, span: int, took: float, left: float) -> int:
