@@ -274,3 +274,26 @@ def test_a_first_page_without_the_cookie_is_shown_again_in_the_browsers_zone(bro
     expect(page.locator("html")).to_have_attribute("data-time-zone", "America/New_York")
     assert {c["name"]: c["value"] for c in context.cookies()}["tz"] == "America/New_York"
     context.close()
+
+
+def test_the_404_page_the_favicon_and_numbers_for_people(browser, live_server, operator, deployment):
+    """Item 16: a missing page says so for people (no resolver details), with the site's nav and style; the
+    favicon is there; the largest values name their run; times ahead read "in …", never "0 minutes ago"."""
+    page = new_page(browser, live_server)
+    sign_in(page, live_server, operator)
+    response = page.goto(f"{live_server.url}/runs/999999/")
+    assert response.status == 404
+    expect(page.locator("h1")).to_have_text("Page not found")
+    expect(page.locator("nav")).to_be_visible()
+    assert "Resolver404" not in page.content() and "matches the given query" not in page.content()
+    assert page.request.get(f"{live_server.url}/favicon.ico").status == 200
+    icon = page.locator("link[rel=icon]").first.get_attribute("href")
+    assert page.request.get(f"{live_server.url}{icon}").status == 200
+    visit(page, f"{live_server.url}/")
+    largest = page.locator("table.largest")
+    expect(largest).to_contain_text(deployment["run"].run_id)
+    page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/submit/")
+    expiries = page.locator("td.expiry time").all_inner_texts()
+    assert expiries and not any(re.search(r"\b0\s+minutes ago", text) for text in expiries), expiries
+    assert any(text.startswith("in ") for text in expiries), expiries
+    page.context.close()
