@@ -333,6 +333,9 @@ def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkey
     assert (only["by_dag"], only["dags"]) == ([{"dag_id": "reference", "rows": 40}], 1)
     top = gc.dry_run(gc.GcPlan(cutoff=timezone.now()), top=1, scope=EVERYTHING).as_dict()
     assert top["by_dag"] == [{"dag_id": "other", "rows": 70}] and top["dags"] == 3
+    snapshot(now - timedelta(minutes=5), {"newer": 3})  # a snapshot's DAGs are kept per snapshot: the new one's
+    newer = dry(dag_ids=()).as_dict()
+    assert (newer["by_dag"], newer["dags"]) == ([{"dag_id": "newer", "rows": 3}], 1)
 
 
 def test_dry_run_under_the_cap_ignores_snapshots(reference):

@@ -53,10 +53,10 @@ from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, ai
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from . import audit, permissions
+from . import audit, permissions, stats
 from .actors import Actor
 from .errors import Forbidden, Invalid
-from .models import AuditEvent, GcRun, StatsSnapshot
+from .models import AuditEvent, GcRun, StatsSnapshotDag
 from .pagination import Page, paginate
 from .scopes import Scope, scope_of
 from .values import parse_datetime_aware
@@ -182,14 +182,6 @@ def _decoded(text: str):
 # through the expires_at index); beyond it the rows are the planner's estimate and the DAGs come from the
 # latest statistics snapshot, so that the answer costs the same at 20 thousand keys and at 10 million.
 DRY_RUN_EXACT_CAP = 10_000
-
-
-def _latest_snapshot() -> StatsSnapshot | None:
-    try:
-        from .stats import latest_snapshot
-    except ImportError:  # pragma: no cover - the statistics module's own reader, when it is there
-        return StatsSnapshot.objects.filter(status=StatsSnapshot.Status.DONE).order_by("-taken_at").first()
-    return latest_snapshot()
 
 
 def _human(n: int) -> str:
@@ -339,15 +331,21 @@ def _capped_count(plan: GcPlan, cap: int) -> int:
 
 
 def _snapshot_by_dag(plan: GcPlan, top: int) -> tuple[datetime | None, int | None, list[tuple[str, int]]]:
-    """The latest snapshot's expired rows by DAG: (taken_at, DAGs with expired rows, the top ones)."""
-    snapshot = _latest_snapshot()
-    if snapshot is None:
+    """The latest snapshot's expired rows by DAG: (taken_at, DAGs with expired rows, the top ones), read once
+    per snapshot (``stats.kept``: a snapshot never changes, and it has a row per DAG)."""
+    latest = stats.latest_snapshot_id()
+    if latest is None:
         return None, None, []
-    dags = snapshot.dag_rows.filter(expired__gt=0)
-    if plan.dag_ids:
-        dags = dags.filter(dag_id__in=plan.dag_ids)
-    top_dags = list(dags.order_by("-expired", "dag_id").values_list("dag_id", "expired")[:top])
-    return snapshot.taken_at, dags.count(), top_dags
+    pk, taken_at = latest
+
+    def compute():
+        dags = StatsSnapshotDag.objects.filter(snapshot_id=pk, expired__gt=0)
+        if plan.dag_ids:
+            dags = dags.filter(dag_id__in=plan.dag_ids)
+        return dags.count(), list(dags.order_by("-expired", "dag_id").values_list("dag_id", "expired")[:top])
+
+    dags, top_dags = stats.kept("gc-by-dag", (pk, plan.dag_ids, top), compute)
+    return taken_at, dags, top_dags
 
 
 def dry_run(

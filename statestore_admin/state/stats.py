@@ -434,6 +434,12 @@ def latest_snapshot() -> StatsSnapshot | None:
     return StatsSnapshot.objects.filter(status=StatsSnapshot.Status.DONE).order_by("-taken_at").first()
 
 
+def latest_snapshot_id() -> tuple[int, datetime] | None:
+    """The newest ``done`` snapshot's id and time, without its figures (lists and histograms), or None."""
+    done = StatsSnapshot.objects.filter(status=StatsSnapshot.Status.DONE)
+    return done.order_by("-taken_at").values_list("pk", "taken_at").first()
+
+
 @dataclass(frozen=True)
 class SnapshotSeries:
     """``points``: per done snapshot since the start, oldest first, ``{"taken_at", "task_keys", "task_bytes",
@@ -478,19 +484,24 @@ class ScopedTotals:
 SCOPED_CACHE_SECONDS = 24 * 3600  # done snapshots never change: a scope's sums of them are kept this long
 
 
-def for_dag_patterns(what: str, snapshots: tuple, scope: Scope, compute):
-    """``compute()``: something read from the done snapshots ``snapshots`` (their ids or times) for the DAG
-    patterns of ``scope``, kept in the cache (``CACHE_URL``) under those three. A done snapshot is never
-    changed, so what is kept stays exact: a scoped user's page sums its DAGs' rows once per snapshot and set
-    of patterns, not at every view (matching patterns against thousands of per-DAG rows costs more with
-    every DAG; reading one cached value does not)."""
-    digest = hashlib.sha256(repr((what, snapshots, sorted(scope.dags or ()))).encode()).hexdigest()
-    key = f"statestore:snapshot-scope:{digest}"
-    value = cache.get(key)
+def kept(what: str, key: tuple, compute):
+    """``compute()``: something read from done snapshots only, ``key`` naming them (their ids or times) and
+    whatever else it depends on, kept in the cache (``CACHE_URL``) under ``what`` and ``key``. A done
+    snapshot is never changed, so what is kept stays exact: a figure summed from thousands of per-DAG rows
+    is summed once per snapshot, not at every view (that sum costs more with every DAG; reading one cached
+    value does not)."""
+    digest = hashlib.sha256(repr((what, key)).encode()).hexdigest()
+    cache_key = f"statestore:snapshot:{digest}"
+    value = cache.get(cache_key)
     if value is None:
         value = compute()
-        cache.set(key, value, SCOPED_CACHE_SECONDS)
+        cache.set(cache_key, value, SCOPED_CACHE_SECONDS)
     return value
+
+
+def for_dag_patterns(what: str, snapshots: tuple, scope: Scope, compute):
+    """``kept`` for the DAG patterns of ``scope``: a scoped user's sums of the snapshots ``snapshots``."""
+    return kept(what, (snapshots, tuple(sorted(scope.dags or ()))), compute)
 
 
 def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
