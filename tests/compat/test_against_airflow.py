@@ -83,7 +83,7 @@ def test_dashboard_shows_every_row_airflow_wrote(airflow, golden, servers):
     browser = logged_in(url)
     run_page = browser.get(f"{url}/runs/{tasks[0][8]}/").text
     for row in tasks:
-        assert f"<code>{html.escape(row[4])}</code>" in run_page, row[4]
+        assert f"<code><bdi>{html.escape(row[4])}</bdi></code>" in run_page, row[4]  # keys are isolated (bidi)
     assert run_page.count("badge-never") == sum(1 for row in tasks if row[7] is None)
 
     assets = query(golden["db"], ASSET_ROWS)
@@ -104,7 +104,7 @@ def test_dashboard_shows_every_row_airflow_wrote(airflow, golden, servers):
         }
     asset_page = browser.get(f"{url}/assets/{golden['asset_id']}/").text
     for row in assets:
-        assert f"<code>{html.escape(row[1])}</code>" in asset_page
+        assert f"<code><bdi>{html.escape(row[1])}</bdi></code>" in asset_page
 
 
 # b. GC: identical tables after Airflow's and ours ------------------------------------------------
