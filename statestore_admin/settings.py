@@ -165,6 +165,16 @@ SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0
 GC_STALE_AFTER_HOURS = env.float("GC_STALE_AFTER_HOURS", default=26.0)
 GC_BACKLOG_WARN_ROWS = env.int("GC_BACKLOG_WARN_ROWS", default=100_000)
 
+# Worker-side backends (docs/worker-backends.md) ---------------------------------------------------
+# Read the objects behind common.io's worker-side references to show their values (key pages, ?resolve=true).
+WORKER_BACKEND_READ = env.bool("WORKER_BACKEND_READ", default=False)
+# Largest value (decompressed bytes) read from an object for display.
+WORKER_BACKEND_READ_MAX_BYTES = env.int("WORKER_BACKEND_READ_MAX_BYTES", default=1024 * 1024)
+# fsspec storage options by Airflow connection id (the conn_id in s3://conn_id@bucket/…), else by protocol,
+# else "*": a JSON object, e.g. {"aws_default": {"profile": "airflow"}}. Empty: each library's own defaults
+# (AWS_* variables, Google application default credentials, …).
+WORKER_BACKEND_STORAGE_OPTIONS = env.json("WORKER_BACKEND_STORAGE_OPTIONS", default={})
+
 # REST API -------------------------------------------------------------------------------------
 # API tokens expire after at most this many days (also the default; `create_api_token --expires-in`).
 API_TOKEN_MAX_AGE_DAYS = env.int("API_TOKEN_MAX_AGE_DAYS", default=365)

@@ -176,6 +176,27 @@ OPTIONS: dict[tuple[str, str], Option] = {
             "Worker-side backend; when set, database values are references to external storage.",
         ),
         Option(
+            "common.io",
+            "state_store_objectstorage_path",
+            "",
+            _text,
+            "Base path of the objects of common.io's worker-side backend (file://, s3://conn_id@bucket/…).",
+        ),
+        Option(
+            "common.io",
+            "state_store_objectstorage_threshold",
+            "0",
+            _non_negative_int("bytes"),
+            "common.io's worker-side backend keeps values whose JSON is shorter than this inline in the row.",
+        ),
+        Option(
+            "common.io",
+            "state_store_objectstorage_compression",
+            "",
+            _text,
+            "Compression of common.io's worker-side objects (an fsspec name such as gzip); adds its suffix.",
+        ),
+        Option(
             "api",
             "base_url",
             "",
@@ -352,6 +373,18 @@ class AirflowConfig:
     @property
     def worker_backend(self) -> str:
         return self.get("workers", "state_store_backend").value
+
+    @property
+    def objectstorage_path(self) -> str:
+        return self.get("common.io", "state_store_objectstorage_path").value
+
+    @property
+    def objectstorage_threshold(self) -> int:
+        return self.get("common.io", "state_store_objectstorage_threshold").value
+
+    @property
+    def objectstorage_compression(self) -> str:
+        return self.get("common.io", "state_store_objectstorage_compression").value
 
     @property
     def api_base_url(self) -> str:

@@ -35,7 +35,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from . import audit, permissions, selectors
+from . import audit, objects, permissions, selectors
 from .actors import Actor
 from .errors import Conflict, Forbidden, Invalid, NotFound
 from .models import AuditEvent
@@ -73,6 +73,7 @@ class Outcome:
     gone: int = 0
     kept_keys: tuple[str, ...] = ()
     event: AuditEvent | None = None
+    objects: objects.ObjectDeletes | None = None
 
     @property
     def kept(self) -> int:
@@ -93,7 +94,7 @@ class Outcome:
             )
         if self.gone:
             text += f"; {_keys(self.gone)} listed {'were' if self.gone != 1 else 'was'} already gone"
-        return text + "."
+        return text + "." + (self.objects.describe() if self.objects else "")
 
 
 # Confirmations ----------------------------------------------------------------------------------------
@@ -167,10 +168,12 @@ class Listing:
         return listed
 
 
-def _outcome(recorder, listed: Listing | None, others: list[tuple[str, bool]]) -> Outcome:
+def _outcome(
+    recorder, listed: Listing | None, others: list[tuple[str, bool]], deletes: objects.ObjectDeletes | None = None
+) -> Outcome:
     """What an action did, and after a confirmation (``listed``), what it kept (``others``)."""
     if listed is None:
-        return Outcome(recorder.count, event=recorder.event)
+        return Outcome(recorder.count, event=recorder.event, objects=deletes)
     rewritten = sum(1 for _, was_listed in others if was_listed)
     return Outcome(
         recorder.count,
@@ -179,7 +182,23 @@ def _outcome(recorder, listed: Listing | None, others: list[tuple[str, bool]]) -
         gone=listed.count - recorder.count - rewritten,
         kept_keys=tuple(key for key, _ in others[:KEPT_NAMED]),
         event=recorder.event,
+        objects=deletes,
     )
+
+
+def _delete_objects(recorder, references: list[objects.Reference], store) -> objects.ObjectDeletes | None:
+    """Airflow's order for worker-side values: the rows are deleted and committed (the caller's ``audit.change``
+    has finished), then their objects. A failed object delete never brings a row back: it is recorded in the
+    change's audit event (its reference and error) and reported; the object is an orphan until the same key
+    is written again (references are deterministic) or ``state_store_orphans --delete`` removes it."""
+    if not references:
+        return None
+    deletes = objects.delete_objects(references, store)
+    if recorder.event is not None:
+        details = {**recorder.event.details, "objects": deletes.details()}
+        AuditEvent.objects.filter(pk=recorder.event.pk).update(details=details)
+        recorder.event.details = details
+    return deletes
 
 
 def _listed_chunks(rows: QuerySet, ordering: str, listed: Listing, others: list) -> Iterator[list]:
@@ -494,7 +513,7 @@ def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
 
 
 def delete_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
-    """Delete the selected keys (the rows; a worker-side object is not reachable from here); after a
+    """Delete the selected keys (their rows, then their worker-side objects: ``_delete_objects``); after a
     confirmation, only the keys it ``listed``, as it listed them."""
     return _delete_task_rows(actor, selection, listed, Action.DELETE)
 
@@ -518,6 +537,7 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     few = _named_keys_condition(selection) if listed is None else None
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
+    store, references = objects.storage(), []
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
@@ -532,9 +552,10 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
             )
         for chunk in deleted:
             recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
+            references += objects.refs_to_delete((r.value for r in chunk), store)
     if not recorder.count and not others:
         selection.require_instance()
-    return _outcome(recorder, listed, others)
+    return _outcome(recorder, listed, others, _delete_objects(recorder, references, store))
 
 
 # Asset keys -------------------------------------------------------------------------------------------
@@ -615,6 +636,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     rows, others = asset_selection(asset_id, keys), []
     identity = ("asset_id", "key")
+    store, references = objects.storage(), []
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
         if listed is None:
             deleted = _deleted_chunks(AssetStateStore, rows, identity)
@@ -628,7 +650,8 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
             recorder.record(
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
-    return _outcome(recorder, listed, others)
+            references += objects.refs_to_delete((r.value for r in chunk), store)
+    return _outcome(recorder, listed, others, _delete_objects(recorder, references, store))
 
 
 # Restore ----------------------------------------------------------------------------------------------

@@ -1,0 +1,354 @@
+"""Worker-side objects: the values a worker-side backend keeps outside Airflow's database.
+
+With ``[workers] state_store_backend`` set, a worker stores ``{"__airflow_state_ref__": "<ref>"}`` in the row.
+Airflow's own backend, common.io's ``StateStoreObjectStorageBackend``, makes ``<ref>`` either
+
+- the path of an object under ``[common.io] state_store_objectstorage_path`` (the base):
+  ``<base>/<dag_id>/<run_id>/<task_id>/<map_index>/<key>[suffix]`` for a task key and
+  ``<base>/assets/<asset name, else uri>/<key>[suffix]`` for an asset key, each segment URL-quoted, the suffix
+  that of ``state_store_objectstorage_compression`` (``.gz`` for gzip); or
+- when the value's JSON is shorter than ``state_store_objectstorage_threshold`` bytes, the JSON text itself
+  (the value is inline, wrapped like a reference).
+
+The paths are deterministic in (scope, key): a later write of the same key overwrites the object. This module
+classifies references, reads objects for display (opt-in, ``WORKER_BACKEND_READ``), deletes them after their
+rows (the rule "row first, commit, then the object" is applied by the services) and never opens a
+reference outside the base path. See docs/worker-backends.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import quote, urlsplit
+
+import fsspec
+import fsspec.utils
+from django.conf import settings
+
+from statestore_admin.airflow.config import AirflowConfigError, airflow_config
+from statestore_admin.airflow.models import worker_ref_of
+
+PROVIDER_BACKEND = "airflow.providers.common.io.state_store.backend.StateStoreObjectStorageBackend"
+
+# What a reference is.
+INLINE = "inline"  # the value's JSON text itself (under the threshold): no object
+OBJECT = "object"  # an object under the configured base path
+OUTSIDE = "outside"  # a URL outside the configured base path: never opened
+UNCONFIGURED = "unconfigured"  # a URL, but the dashboard's Airflow configuration names no base path
+
+FAILED_NAMED = 20  # failed object deletes named in an audit event (all are counted)
+
+RISK_REASON = (
+    "This reference does not follow the deterministic layout ({expected}). Airflow deletes the row first and the "
+    "object second; when the second step fails (or GC deletes only the row), a deterministic path is recovered by "
+    "the next write of the same key, which overwrites it. This object never is: once its row is gone it stays "
+    "orphaned until someone deletes it (state_store_orphans --delete)."
+)
+
+
+class StorageError(Exception):
+    """The object storage is misconfigured, or an object could not be read."""
+
+
+def _segment(text: str) -> str | None:
+    """A path segment as the backend writes it; None for what it refuses (empty, ``.``, ``..``)."""
+    if not text or text in (".", ".."):
+        return None
+    return quote(text, safe="")
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The configured object storage: its base as references print it (``scheme://[conn_id@]host/path``, no
+    trailing slash), its compression and threshold."""
+
+    base: str
+    compression: str = ""
+    threshold: int = 0
+
+    @classmethod
+    def from_config(cls, config=None) -> Storage | None:
+        config = config or airflow_config()
+        path = config.objectstorage_path
+        if not path:
+            return None
+        return cls(
+            base=_normalised_base(path),
+            compression=config.objectstorage_compression,
+            threshold=config.objectstorage_threshold,
+        )
+
+    @cached_property
+    def _split(self):
+        return urlsplit(self.base)
+
+    @property
+    def scheme(self) -> str:
+        return self._split.scheme
+
+    @property
+    def conn_id(self) -> str | None:
+        """Airflow's connection id in ``scheme://conn_id@bucket/…``: the dashboard maps it to its own credentials
+        (``WORKER_BACKEND_STORAGE_OPTIONS``), it has no Airflow connections."""
+        return self._split.username
+
+    @cached_property
+    def suffix(self) -> str:
+        if not self.compression:
+            return ""
+        for suffix, name in fsspec.utils.compressions.items():
+            if name == self.compression:
+                return f".{suffix}"
+        raise StorageError(f"Compression {self.compression!r} is not supported.")
+
+    # Deterministic references -------------------------------------------------------------------------
+    def task_ref(self, dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> str | None:
+        parts = [_segment(dag_id), _segment(run_id), _segment(task_id), str(map_index), _segment(key)]
+        if None in parts:
+            return None
+        return "/".join([self.base, *parts]) + self.suffix
+
+    def asset_ref(self, identifier: str, key: str) -> str | None:
+        parts = [_segment(identifier), _segment(key)]
+        if None in parts:
+            return None
+        return "/".join([self.base, "assets", *parts]) + self.suffix
+
+    def contains(self, ref: str) -> bool:
+        """Whether ``ref`` names an object under the base path (never ``..`` out of it)."""
+        if not ref.startswith(self.base + "/"):
+            return False
+        rest = ref[len(self.base) + 1 :]
+        segments = rest.split("/")
+        return bool(rest) and all(s not in ("", ".", "..") for s in segments) and "\\" not in rest
+
+    # Access ---------------------------------------------------------------------------------------------
+    def filesystem(self):
+        options = settings.WORKER_BACKEND_STORAGE_OPTIONS
+        chosen = options.get(self.conn_id or "", options.get(self.scheme, options.get("*", {})))
+        try:
+            return fsspec.filesystem(self.scheme, **chosen)
+        except (ImportError, ValueError) as exc:
+            raise StorageError(
+                f"Cannot open {self.scheme}:// storage: {exc}. Install the matching fsspec package "
+                "(README, Worker-side backends)."
+            ) from exc
+
+    def path(self, ref: str) -> str:
+        """The filesystem's path of a reference under the base (its conn_id left out)."""
+        split = urlsplit(ref)
+        return self.filesystem()._strip_protocol(f"{split.scheme}://{split.hostname or ''}{split.path}")
+
+    def ref_of(self, path: str) -> str:
+        """The reference of an object listed by the filesystem (the inverse of ``path``)."""
+        base_path = self.path(self.base + "/x")[: -len("/x")]
+        return self.base + path[len(base_path) :]
+
+
+def _normalised_base(path: str) -> str:
+    text = path.strip().rstrip("/")
+    if "://" not in text:  # a plain local path, as ObjectStoragePath reads it
+        text = "file://" + text
+    return text
+
+
+def storage() -> Storage | None:
+    """The object storage the dashboard's Airflow configuration names, or None (also when those options are
+    invalid: the overview names the error, and references are then reported as unreachable)."""
+    try:
+        return Storage.from_config()
+    except AirflowConfigError:
+        return None
+
+
+def backend_is_object_storage(config=None) -> bool:
+    config = config or airflow_config()
+    return config.worker_backend == PROVIDER_BACKEND
+
+
+# References -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reference:
+    """A stored reference: its text and what it is; ``expected`` the deterministic reference(s) of its key
+    (empty when unknown), ``risk`` why it would stay orphaned when it does not follow the layout."""
+
+    ref: str
+    kind: str
+    expected: tuple[str, ...] = ()
+
+    @property
+    def is_object(self) -> bool:
+        return self.kind == OBJECT
+
+    @property
+    def risk(self) -> str | None:
+        if self.kind != OBJECT or not self.expected or self.ref in self.expected:
+            return None
+        return RISK_REASON.format(expected=" or ".join(self.expected))
+
+    @property
+    def explanation(self) -> str:
+        return {
+            INLINE: "The value is short enough to stay in the row: the reference holds its JSON text, no object.",
+            OBJECT: "The value is an object in the worker-side storage; the row holds its path.",
+            OUTSIDE: "This reference is outside the configured state_store_objectstorage_path: the dashboard "
+            "never opens or deletes it.",
+            UNCONFIGURED: "The dashboard's Airflow configuration has no [common.io] state_store_objectstorage_path: "
+            "it cannot read or delete this object.",
+        }[self.kind]
+
+
+def classify(ref: str, store: Storage | None, expected: Iterable[str | None] = ()) -> Reference:
+    """What ``ref`` is, as common.io's backend decides it: a URL under the base is an object, anything without
+    a URL scheme is inline JSON text."""
+    wanted = tuple(e for e in expected if e)
+    if not urlsplit(ref).scheme:
+        return Reference(ref, INLINE)
+    if store is None:
+        return Reference(ref, UNCONFIGURED)
+    return Reference(ref, OBJECT if store.contains(ref) else OUTSIDE, wanted)
+
+
+def reference_of_task_row(row, store: Storage | None) -> Reference | None:
+    ref = worker_ref_of(row.value)
+    if not isinstance(ref, str):
+        return None
+    expected = [store.task_ref(row.dag_id, row.run_id, row.task_id, row.map_index, row.key)] if store else []
+    return classify(ref, store, expected)
+
+
+def reference_of_asset_row(row, store: Storage | None, *, name: str = "", uri: str = "") -> Reference | None:
+    ref = worker_ref_of(row.value)
+    if not isinstance(ref, str):
+        return None
+    expected = [store.asset_ref(i, row.key) for i in (name, uri) if i] if store else []
+    return classify(ref, store, expected)
+
+
+# Reading --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Resolved:
+    """The value behind a reference: ``text`` its JSON text, or ``error`` why it is not shown."""
+
+    reference: Reference
+    text: str | None = None
+    error: str | None = None
+
+
+def read_enabled() -> bool:
+    return settings.WORKER_BACKEND_READ
+
+
+def resolve(reference: Reference, store: Storage | None) -> Resolved:
+    """The real value behind ``reference``: inline text as it is, an object read (decompressed) when
+    ``WORKER_BACKEND_READ`` is on, at most ``WORKER_BACKEND_READ_MAX_BYTES``. Never opens anything outside
+    the base path."""
+    if reference.kind == INLINE:
+        try:
+            json.loads(reference.ref)
+        except ValueError:
+            return Resolved(reference, error="The inline reference is not JSON text.")
+        return Resolved(reference, text=reference.ref)
+    if reference.kind != OBJECT:
+        return Resolved(reference, error=reference.explanation)
+    if not read_enabled():
+        return Resolved(reference, error="Reading worker-side objects is off (WORKER_BACKEND_READ=1 turns it on).")
+    limit = settings.WORKER_BACKEND_READ_MAX_BYTES
+    try:
+        data = read_object(store, reference.ref, limit + 1)
+    except FileNotFoundError:
+        return Resolved(reference, error="The object is missing: this is a dangling reference.")
+    except Exception as exc:  # the storage's own errors (permissions, network, corrupt compression)
+        return Resolved(reference, error=f"The object could not be read: {type(exc).__name__}: {exc}")
+    if len(data) > limit:
+        return Resolved(reference, error=f"The value is larger than {limit:,} bytes: too large to show here.")
+    try:
+        text = data.decode("utf-8")
+        json.loads(text)
+    except ValueError:
+        return Resolved(reference, error="The object does not hold UTF-8 JSON text.")
+    return Resolved(reference, text=text)
+
+
+def read_object(store: Storage, ref: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the object's content, decompressed by its suffix."""
+    if not store.contains(ref):
+        raise StorageError("The reference is outside the configured base path.")
+    with store.filesystem().open(store.path(ref), "rb", compression="infer") as f:
+        return f.read(limit)
+
+
+# Deleting -------------------------------------------------------------------------------------------
+@dataclass
+class ObjectDeletes:
+    """What deleting the objects of deleted rows did. ``failed`` names the first ``FAILED_NAMED`` failures,
+    ``failed_count`` counts them all; a failed object is an orphan."""
+
+    deleted: int = 0
+    missing: int = 0
+    failed_count: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def fail(self, ref: str, error: str) -> None:
+        self.failed_count += 1
+        if len(self.failed) < FAILED_NAMED:
+            self.failed.append((ref, error))
+
+    @property
+    def attempted(self) -> int:
+        return self.deleted + self.missing + self.failed_count
+
+    def details(self) -> dict:
+        return {
+            "deleted": self.deleted,
+            "missing": self.missing,
+            "failed": self.failed_count,
+            "failures": [{"ref": ref, "error": error} for ref, error in self.failed],
+        }
+
+    def describe(self) -> str:
+        if not self.failed_count:
+            return ""
+        first = self.failed[0]
+        more = f" and {self.failed_count - 1:,} more" if self.failed_count > 1 else ""
+        return (
+            f" {self.failed_count:,} worker-side object{'s' if self.failed_count != 1 else ''} could not be deleted "
+            f"and {'are' if self.failed_count != 1 else 'is'} now orphaned ({first[0]}: {first[1]}{more}); "
+            "the rows stay deleted. See the Orphans page."
+        )
+
+
+def refs_to_delete(values: Iterable[str | None], store: Storage | None) -> list[Reference]:
+    """The references among deleted rows' values whose objects must go: objects, and URLs the dashboard
+    cannot reach (they fail, and are reported); inline ones have no object."""
+    found = []
+    for value in values:
+        ref = worker_ref_of(value)
+        if isinstance(ref, str):
+            reference = classify(ref, store)
+            if reference.kind != INLINE:
+                found.append(reference)
+    return found
+
+
+def delete_objects(references: Iterable[Reference], store: Storage | None, into: ObjectDeletes | None = None):
+    """Delete the objects of rows already deleted and committed. A failure is recorded, never raised: the
+    row stays deleted and the object is an orphan (a later write of the same key overwrites it)."""
+    result = into or ObjectDeletes()
+    fs = None
+    for reference in references:
+        if reference.kind != OBJECT:
+            result.fail(reference.ref, reference.explanation)
+            continue
+        try:
+            fs = fs or store.filesystem()
+            fs.rm_file(store.path(reference.ref))
+            result.deleted += 1
+        except FileNotFoundError:
+            result.missing += 1
+        except Exception as exc:  # the storage's own errors: permissions, network, …
+            result.fail(reference.ref, f"{type(exc).__name__}: {exc}")
+    return result
