@@ -352,3 +352,19 @@ def delete_objects(references: Iterable[Reference], store: Storage | None, into:
         except Exception as exc:  # the storage's own errors: permissions, network, …
             result.fail(reference.ref, f"{type(exc).__name__}: {exc}")
     return result
+
+
+# What the pages and the API show -----------------------------------------------------------------------
+def resolve_task_row(row) -> Resolved | None:
+    """The value behind a task key's reference (None when its value is no reference)."""
+    store = storage()
+    reference = reference_of_task_row(row, store)
+    return None if reference is None else resolve(reference, store)
+
+
+def resolve_asset_row(row, asset) -> Resolved | None:
+    """The value behind an asset key's reference (None when its value is no reference); ``asset`` gives the
+    name and URI its deterministic paths use."""
+    store = storage()
+    reference = reference_of_asset_row(row, store, name=asset.name, uri=asset.uri)
+    return None if reference is None else resolve(reference, store)
