@@ -87,3 +87,64 @@ def test_invalid_airflow_option_is_reported(monkeypatch):
     assert ids(messages) == ["statestore.E004"]
     assert "[state_store] default_retention_days" in messages[0].msg
     assert "AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS" in messages[0].msg
+
+
+# Worker-side objects (docs/worker-backends.md) --------------------------------------------------------
+OBJECT_PATH = "AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH"
+
+
+def worker_checks():
+    from statestore_admin.state.checks import check_worker_backend_settings
+
+    return check_worker_backend_settings()
+
+
+def test_worker_backend_settings_pass_without_storage(monkeypatch):
+    monkeypatch.delenv(OBJECT_PATH, raising=False)
+    assert worker_checks() == []
+
+
+def test_reading_objects_without_storage_is_a_warning(monkeypatch, settings):
+    monkeypatch.delenv(OBJECT_PATH, raising=False)
+    settings.WORKER_BACKEND_READ = True
+    assert ids(worker_checks()) == ["statestore.W001"]
+
+
+def test_a_reachable_file_storage_passes(monkeypatch, settings, tmp_path):
+    monkeypatch.setenv(OBJECT_PATH, f"file://{tmp_path}/state/")
+    settings.WORKER_BACKEND_READ = True
+    assert worker_checks() == []
+
+
+def test_a_storage_whose_fsspec_package_is_missing_is_a_warning(monkeypatch):
+    pytest.importorskip("fsspec")
+    try:
+        import s3fs  # noqa: F401
+
+        pytest.skip("s3fs is installed here: the optional extra is present")
+    except ImportError:
+        pass
+    monkeypatch.setenv(OBJECT_PATH, "s3://aws_default@bucket/task-state/")
+    messages = worker_checks()
+    assert ids(messages) == ["statestore.W002"]
+    assert "s3fs" in messages[0].msg and "s3://aws_default@bucket/task-state" in messages[0].msg
+
+
+def test_an_unsupported_compression_is_a_warning(monkeypatch, tmp_path):
+    monkeypatch.setenv(OBJECT_PATH, f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "snappy")
+    messages = worker_checks()
+    assert ids(messages) == ["statestore.W002"] and "snappy" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("WORKER_BACKEND_READ_MAX_BYTES", 0, "statestore.E009"),
+        ("WORKER_BACKEND_STORAGE_OPTIONS", {"aws_default": "profile"}, "statestore.E010"),
+        ("WORKER_BACKEND_STORAGE_OPTIONS", ["x"], "statestore.E010"),
+    ],
+)
+def test_invalid_worker_backend_settings_are_errors(settings, name, value, code):
+    setattr(settings, name, value)
+    assert code in ids(worker_checks())
