@@ -59,3 +59,4 @@ schema:
 
 clean-demo:
 	rm -f var/airflow.sqlite3 var/dashboard.sqlite3 var/demo_password
+	rm -rf var/state

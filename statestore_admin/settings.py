@@ -20,6 +20,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND
 from statestore_admin.airflow.dburl import resolve_airflow_database, with_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -117,6 +118,10 @@ TEMPLATES = [
 # Databases ----------------------------------------------------------------------------------
 AIRFLOW_DB_ALIAS = "airflow"
 _embedded_airflow_path = VAR_DIR / "airflow.sqlite3"
+if DEMO:  # the demo's worker-side objects live in var/state/, like a worker's common.io backend writes them
+    os.environ.setdefault("AIRFLOW__WORKERS__STATE_STORE_BACKEND", OBJECT_STORAGE_BACKEND)
+    os.environ.setdefault("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{VAR_DIR / 'state'}/")
+    os.environ.setdefault("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
 AIRFLOW_DATABASE = resolve_airflow_database(os.environ, embedded_path=_embedded_airflow_path, demo=DEMO)
 if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -167,7 +172,7 @@ GC_BACKLOG_WARN_ROWS = env.int("GC_BACKLOG_WARN_ROWS", default=100_000)
 
 # Worker-side backends (docs/worker-backends.md) ---------------------------------------------------
 # Read the objects behind common.io's worker-side references to show their values (key pages, ?resolve=true).
-WORKER_BACKEND_READ = env.bool("WORKER_BACKEND_READ", default=False)
+WORKER_BACKEND_READ = env.bool("WORKER_BACKEND_READ", default=DEMO)
 # Largest value (decompressed bytes) read from an object for display.
 WORKER_BACKEND_READ_MAX_BYTES = env.int("WORKER_BACKEND_READ_MAX_BYTES", default=1024 * 1024)
 # fsspec storage options by Airflow connection id (the conn_id in s3://conn_id@bucket/…), else by protocol,

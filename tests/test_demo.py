@@ -1,5 +1,6 @@
 """Demo data: a believable, idempotent deployment; fast set-based scale data."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -98,3 +99,22 @@ def test_scale_data_is_bulk_and_idempotent():
 def test_bad_scale_arguments():
     with pytest.raises(CommandError):
         call_command("demo_data", allow_any_database=True, scale=-1)
+
+
+def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch, settings, tmp_path):
+    """`make run` gives the demo a file:// object storage in var/state/: its offloaded values are written
+    there like common.io's backend writes them, and the key page's resolver reads them back."""
+    from statestore_admin.state import objects
+
+    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+    settings.WORKER_BACKEND_READ = True
+    load()
+    rows = TaskStateStore.objects.filter(dag_id="s3_ingest", key="manifest")
+    assert rows.count() == 2  # one per run, each its own object
+    for row in rows:
+        resolved = objects.resolve_task_row(row)
+        assert resolved.reference.kind == objects.OBJECT and resolved.reference.risk is None
+        assert resolved.reference.ref.endswith("/download/-1/manifest.gz")
+        assert (tmp_path / "state" / "s3_ingest").is_dir()
+        assert json.loads(resolved.text)[0]["path"].startswith("s3://landing/events/")

@@ -33,6 +33,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 METASTORE_BACKEND = "airflow.state.metastore.MetastoreBackend"
+# Airflow's own worker-side backend (apache-airflow-providers-common-io): values as objects, rows hold references.
+OBJECT_STORAGE_BACKEND = "airflow.providers.common.io.state_store.backend.StateStoreObjectStorageBackend"
 
 
 class AirflowConfigError(ImproperlyConfigured):

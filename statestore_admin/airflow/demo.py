@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
+from statestore_admin.state import objects
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
 
 from .config import airflow_config
@@ -37,6 +38,27 @@ class DemoKey:
 
 def _ref(uri: str) -> dict:
     return {TaskStateStore.REF_KEY: uri}
+
+
+@dataclass(frozen=True)
+class Offloaded:
+    """A value a worker-side backend keeps as an object: with the demo's object storage (``make run`` puts it
+    in var/state/), written there the way common.io's backend writes it, the row holding its reference."""
+
+    value: object
+
+
+def _stored(value, store, dag_id: str, run_id: str, task_id: str, map_index: int, key: str):
+    if not isinstance(value, Offloaded):
+        return value
+    if store is None:  # no storage configured: a reference to an object the dashboard cannot reach
+        return _ref(f"s3://airflow-state/{dag_id}/{task_id}/{key}")
+    ref = store.task_ref(dag_id, run_id, task_id, map_index, key)
+    fs, path = store.filesystem(), store.path(ref)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb", compression=store.compression or None) as f:
+        f.write(json.dumps(value.value).encode())
+    return _ref(ref)
 
 
 def _manifest(files: int) -> list[dict]:
@@ -83,7 +105,7 @@ DAGS = {
         "tasks": ["list_files", "download", "validate"],
         "keys": [
             DemoKey("list_files", "manifest_cache", _manifest(250), DEFAULT),
-            DemoKey("download", "manifest", _ref("s3://airflow-state/task/s3_ingest/download/manifest"), DEFAULT),
+            DemoKey("download", "manifest", Offloaded(_manifest(400)), DEFAULT),
             DemoKey("download", "checkpoint", _ref("s3://airflow-state/task/s3_ingest/download/checkpoint"), NEVER),
             DemoKey("validate", "errors", [], timedelta(seconds=-60)),
         ],
@@ -166,6 +188,7 @@ def load_demo_data() -> dict[str, int]:
     """Create or refresh the demo deployment. Returns what it wrote, by kind."""
     now = timezone.now()
     config = airflow_config()
+    store = objects.storage()
     counts = {"dag_runs": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
     runs_by_offset: dict[tuple[str, int], DagRun] = {}
     for dag_id, spec in DAGS.items():
@@ -217,7 +240,9 @@ def load_demo_data() -> dict[str, int]:
                     defaults={
                         "dag_id": dag_id,
                         "run_id": run.run_id,
-                        "value": json.dumps(key.value),
+                        "value": json.dumps(
+                            _stored(key.value, store, dag_id, run.run_id, key.task_id, key.map_index, key.key)
+                        ),
                         "updated_at": now,
                         "expires_at": _expiry(key.expiry, now).resolve(now, config),
                     },

@@ -28,10 +28,10 @@ import fsspec
 import fsspec.utils
 from django.conf import settings
 
-from statestore_admin.airflow.config import AirflowConfigError, airflow_config
+from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND, AirflowConfigError, airflow_config
 from statestore_admin.airflow.models import worker_ref_of
 
-PROVIDER_BACKEND = "airflow.providers.common.io.state_store.backend.StateStoreObjectStorageBackend"
+PROVIDER_BACKEND = OBJECT_STORAGE_BACKEND
 
 # What a reference is.
 INLINE = "inline"  # the value's JSON text itself (under the threshold): no object
