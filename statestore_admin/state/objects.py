@@ -368,3 +368,24 @@ def resolve_asset_row(row, asset) -> Resolved | None:
     store = storage()
     reference = reference_of_asset_row(row, store, name=asset.name, uri=asset.uri)
     return None if reference is None else resolve(reference, store)
+
+
+def missing_objects(values: Iterable[str], limit: int = FAILED_NAMED) -> list[str]:
+    """The object references among ``values`` (stored value texts) whose objects do not exist, the first
+    ``limit``: a restored row whose object was deleted after it is a dangling reference. Unreachable
+    storage checks nothing."""
+    store = storage()
+    if store is None:
+        return []
+    missing = []
+    try:
+        fs = store.filesystem()
+        for value in values:
+            ref = worker_ref_of(value)
+            if isinstance(ref, str) and classify(ref, store).is_object and not fs.exists(store.path(ref)):
+                missing.append(ref)
+                if len(missing) >= limit:
+                    break
+    except Exception:  # the storage's own errors: the restore itself is done, this is a courtesy check
+        return missing
+    return missing

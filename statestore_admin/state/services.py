@@ -665,6 +665,7 @@ class RestoreOutcome:
     kept: list[dict] = field(default_factory=list)  # conflicts the operator chose to keep
     missing: list[dict] = field(default_factory=list)  # DAG run or asset gone: nothing restored for them
     events: list[AuditEvent] = field(default_factory=list)
+    dangling: list[str] = field(default_factory=list)  # restored references whose objects no longer exist
 
     def describe(self) -> str:
         parts = [f"Restored {self.restored} key{'s' if self.restored != 1 else ''}"]
@@ -674,6 +675,14 @@ class RestoreOutcome:
             parts.append(f"{len(self.kept)} kept as they are now")
         if self.missing:
             parts.append(f"{len(self.missing)} not restored: {self.missing[0]['reason']}")
+        if self.dangling:
+            n = len(self.dangling)
+            count = f"{n}{' or more' if n >= objects.FAILED_NAMED else ''}"
+            parts.append(
+                f"{count} restored reference{'s' if n != 1 else ''} point{'s' if n == 1 else ''} at a "
+                f"worker-side object that no longer exists (deleted after its row), e.g. {self.dangling[0]}: "
+                "tasks read no value there"
+            )
         return "; ".join(parts) + "."
 
 
@@ -767,6 +776,8 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     result = RestoreOutcome()
     for store, group in groups.items():
         _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
+    if result.restored:
+        result.dangling = objects.missing_objects(t.state[0] for t in targets if t.state is not None)
     return result
 
 

@@ -1,0 +1,72 @@
+"""Undoing a delete of a key whose value was a worker-side object: the reference comes back, the object does
+not (it was deleted after its row, Airflow's order), and the restore says so."""
+
+import json
+
+import fsspec
+import pytest
+
+from statestore_admin.state import services
+from statestore_admin.state.actors import Actor
+from statestore_admin.state.selectors import TaskScope
+
+from .conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
+REF_KEY = "__airflow_state_ref__"
+
+
+@pytest.fixture
+def storage(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    return f"file://{tmp_path}/state"
+
+
+def write_object(ref: str, value) -> None:
+    fs = fsspec.filesystem("file")
+    path = fs._strip_protocol(ref)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb") as f:
+        f.write(json.dumps(value).encode())
+
+
+def test_undoing_a_delete_restores_the_reference_and_reports_its_missing_object(
+    storage, dag_run_factory, task_instance_factory, task_key_factory
+):
+    run = dag_run_factory(dag_id="etl", run_id="r 1")
+    task_instance_factory(run, task_id="t")
+    ref = f"{storage}/etl/r%201/t/-1/big"
+    write_object(ref, {"rows": list(range(50))})
+    task_key_factory(run, key="big", task_id="t", value={REF_KEY: ref})
+    task_key_factory(run, key="small", task_id="t", value={REF_KEY: '{"a": 1}'})  # inline: no object
+    actor = Actor.command()
+
+    outcome = services.clear_task_instance(actor=actor, scope=TaskScope("etl", "r 1", "t"))
+    assert outcome.changed == 2 and outcome.objects.deleted == 1 and outcome.objects.failed_count == 0
+    assert not fsspec.filesystem("file").exists(ref)
+
+    restored = services.restore_event(actor=actor, event_id=outcome.event.pk)
+    assert restored.restored == 2
+    assert restored.dangling == [ref]
+    assert "1 restored reference points at a worker-side object that no longer exists" in restored.describe()
+    assert ref in restored.describe()
+
+
+def test_undoing_a_delete_whose_object_exists_again_reports_nothing(
+    storage, dag_run_factory, task_instance_factory, task_key_factory
+):
+    """The object was written again (same deterministic path) before the undo: the reference is whole."""
+    run = dag_run_factory(dag_id="etl", run_id="r2")
+    task_instance_factory(run, task_id="t")
+    ref = f"{storage}/etl/r2/t/-1/k"
+    write_object(ref, [1, 2])
+    task_key_factory(run, key="k", task_id="t", value={REF_KEY: ref})
+    actor = Actor.command()
+    outcome = services.delete_task_keys(
+        actor=actor, selection=services.TaskSelection(scope=TaskScope("etl", "r2", "t"), keys=("k",))
+    )
+    assert outcome.objects.deleted == 1
+    write_object(ref, [1, 2])  # written again by a worker in the meantime
+    restored = services.restore_event(actor=actor, event_id=outcome.event.pk)
+    assert restored.restored == 1 and restored.dangling == []
+    assert "no longer exists" not in restored.describe()
