@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 for name in list(os.environ):
-    if name.startswith("AIRFLOW__") or name in ("AIRFLOW_CONFIG", "AIRFLOW_DATABASE_URL"):
+    if name.startswith(("AIRFLOW__", "WORKER_BACKEND_")) or name in ("AIRFLOW_CONFIG", "AIRFLOW_DATABASE_URL"):
         del os.environ[name]
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="statestore-test-airflow-home-")
 
