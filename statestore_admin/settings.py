@@ -175,6 +175,8 @@ GC_BACKLOG_WARN_ROWS = env.int("GC_BACKLOG_WARN_ROWS", default=100_000)
 WORKER_BACKEND_READ = env.bool("WORKER_BACKEND_READ", default=DEMO)
 # Largest value (decompressed bytes) read from an object for display.
 WORKER_BACKEND_READ_MAX_BYTES = env.int("WORKER_BACKEND_READ_MAX_BYTES", default=1024 * 1024)
+# Seconds a page waits for one object read before it says the storage did not answer (0: no deadline).
+WORKER_BACKEND_READ_TIMEOUT = env.float("WORKER_BACKEND_READ_TIMEOUT", default=10.0)
 # fsspec storage options by Airflow connection id (the conn_id in s3://conn_id@bucket/…), else by protocol,
 # else "*": a JSON object, e.g. {"aws_default": {"profile": "airflow"}}. Empty: each library's own defaults
 # (AWS_* variables, Google application default credentials, …).

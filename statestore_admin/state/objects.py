@@ -18,10 +18,12 @@ reference outside the base path. See docs/worker-backends.md.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from urllib.parse import quote, urlsplit
 
 import fsspec
@@ -256,9 +258,12 @@ def resolve(reference: Reference, store: Storage | None) -> Resolved:
         return Resolved(reference, error=reference.explanation)
     if not read_enabled():
         return Resolved(reference, error="Reading worker-side objects is off (WORKER_BACKEND_READ=1 turns it on).")
-    limit = settings.WORKER_BACKEND_READ_MAX_BYTES
+    limit, seconds = settings.WORKER_BACKEND_READ_MAX_BYTES, settings.WORKER_BACKEND_READ_TIMEOUT
     try:
-        data = read_object(store, reference.ref, limit + 1)
+        # In a thread of its own with a deadline: storage that stops answering must not hang the page.
+        data = _readers().submit(read_object, store, reference.ref, limit + 1).result(timeout=seconds or None)
+    except concurrent.futures.TimeoutError:
+        return Resolved(reference, error=f"The storage did not answer within {seconds:g} s.")
     except FileNotFoundError:
         return Resolved(reference, error="The object is missing: this is a dangling reference.")
     except Exception as exc:  # the storage's own errors (permissions, network, corrupt compression)
@@ -273,11 +278,22 @@ def resolve(reference: Reference, store: Storage | None) -> Resolved:
     return Resolved(reference, text=text)
 
 
+@cache
+def _readers() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="object-read")
+
+
 def read_object(store: Storage, ref: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of the object's content, decompressed by its suffix."""
+    """At most ``limit`` bytes of the object's content, decompressed by its suffix. On local storage a
+    symbolic link out of the base path is refused like a reference outside it."""
     if not store.contains(ref):
         raise StorageError("The reference is outside the configured base path.")
-    with store.filesystem().open(store.path(ref), "rb", compression="infer") as f:
+    path = store.path(ref)
+    if store.scheme in ("file", "local"):
+        base = os.path.realpath(store.path(store.base + "/x")[: -len("/x")])
+        if not os.path.realpath(path).startswith(base + os.sep):
+            raise StorageError("The object is a link out of the configured base path.")
+    with store.filesystem().open(path, "rb", compression="infer") as f:
         return f.read(limit)
 
 
