@@ -70,3 +70,28 @@ def test_undoing_a_delete_whose_object_exists_again_reports_nothing(
     restored = services.restore_event(actor=actor, event_id=outcome.event.pk)
     assert restored.restored == 1 and restored.dangling == []
     assert "no longer exists" not in restored.describe()
+
+
+def test_the_event_page_names_objects_that_could_not_be_deleted(
+    storage, client, operator, dag_run_factory, task_instance_factory, task_key_factory
+):
+    """A reference outside the configured base path is never deleted: the rows go, the event says which
+    object is left behind and why (escaped: references are user data)."""
+    run = dag_run_factory(dag_id="etl", run_id="r3")
+    task_instance_factory(run, task_id="t")
+    inside = f"{storage}/etl/r3/t/-1/a"
+    write_object(inside, 1)
+    outside = "s3://other-bucket/<b>x</b>"
+    task_key_factory(run, key="a", task_id="t", value={REF_KEY: inside})
+    task_key_factory(run, key="b", task_id="t", value={REF_KEY: outside})
+    outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskScope("etl", "r3", "t"))
+    assert (outcome.changed, outcome.objects.deleted, outcome.objects.failed_count) == (2, 1, 1)
+    assert outcome.event.details["objects"]["failures"][0]["ref"] == outside
+    assert "1 worker-side object could not be deleted and is now orphaned" in outcome.describe("Deleted")
+
+    client.force_login(operator)
+    page = client.get(f"/audit/{outcome.event.pk}/").content.decode()
+    assert "1 deleted after the rows" in page
+    assert "1 could not be deleted and is orphaned" in page
+    assert "s3://other-bucket/&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    assert "outside the configured state_store_objectstorage_path" in page
