@@ -102,3 +102,7 @@ def committed_airflow_tables():
     with connections["airflow"].cursor() as cursor:
         for table in ("task_state_store", "asset_state_store", "task_instance", "dag_run", "asset_active", "asset"):
             cursor.execute(f"DELETE FROM {table}")
+
+
+# Worker-side objects (tests/objects_helpers.py): the object_storage and read_objects fixtures everywhere.
+from .objects_helpers import object_storage, read_objects  # noqa: E402,F401
