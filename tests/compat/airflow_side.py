@@ -3,6 +3,15 @@
     python airflow_side.py write-metastore DAG_ID RUN_ID ASSET_ID
     python airflow_side.py get-task DAG_ID RUN_ID TASK_ID MAP_INDEX KEY      -> JSON {"value": <text or null>}
     python airflow_side.py get-asset ASSET_ID KEY                            -> JSON {"value": <text or null>}
+    python airflow_side.py sdk-set-task JSON   JSON: [[dag_id, run_id, task_id, map_index, key, value], …]
+    python airflow_side.py sdk-read JSON       JSON: [["task", dag_id, run_id, task_id, map_index, key] or
+                                                      ["asset", asset_id, key], …] -> JSON {"values": [...]}
+
+``sdk-set-task`` and ``sdk-read`` do what a task does through ``context["task_state_store"]`` /
+``context["asset_state_store"]`` with ``[workers] state_store_backend`` configured: the SDK's own backend
+loader, ``serialize_task_state_store_to_ref`` and the ``{"__airflow_state_ref__": ref}`` marker, stored by
+the configured state backend as the execution API stores it (``json.dumps`` of the body's value); reading
+unwraps the marker and calls ``deserialize_*_from_ref`` (a value without the marker is returned as is).
 
 The database comes from Airflow's own configuration (AIRFLOW_HOME / AIRFLOW__DATABASE__SQL_ALCHEMY_CONN).
 """
@@ -44,10 +53,59 @@ def write_metastore(dag_id: str, run_id: str, asset_id: str) -> None:
     backend.set(asset, "no writer", json.dumps({"legacy": True}))
 
 
+def sdk_set_task(rows: list) -> None:
+    """As ``TaskStateStoreAccessor.set`` with the default retention, then the execution API's PUT."""
+    from airflow.configuration import conf
+    from airflow.sdk.execution_time.context import _get_worker_state_store_backend, _wrap_external_ref
+    from airflow.state import get_state_backend
+
+    worker = _get_worker_state_store_backend()
+    days = conf.getint("state_store", "default_retention_days")
+    for dag_id, run_id, task_id, map_index, key, value in rows:
+        scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index))
+        stored = value
+        if worker is not None:
+            stored = _wrap_external_ref(worker.serialize_task_state_store_to_ref(value=value, key=key, scope=scope))
+        expires_at = None if days == 0 else datetime.now(UTC) + timedelta(days=days)
+        get_state_backend().set(scope, key, json.dumps(stored), expires_at=expires_at)
+
+
+def sdk_read(entries: list) -> list:
+    """As the accessors' ``get``: the execution API's ``json.loads`` of the row, the marker unwrapped and
+    resolved by the worker backend."""
+    from airflow.sdk.execution_time.context import _get_worker_state_store_backend, _unwrap_external_ref
+    from airflow.state import get_state_backend
+
+    worker = _get_worker_state_store_backend()
+    values = []
+    for kind, *where in entries:
+        if kind == "task":
+            dag_id, run_id, task_id, map_index, key = where
+            scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index))
+            deserialize = worker and worker.deserialize_task_state_store_from_ref
+        else:
+            asset_id, key = where
+            scope = AssetScope(asset_id=int(asset_id))
+            deserialize = worker and worker.deserialize_asset_state_store_from_ref
+        text = get_state_backend().get(scope, key)
+        stored = None if text is None else json.loads(text)
+        if worker is not None and isinstance(stored, dict) and (ref := _unwrap_external_ref(stored)):
+            stored = deserialize(ref)
+        values.append(stored)
+    return values
+
+
 def main() -> None:
     command, *args = sys.argv[1:]
     if command == "write-metastore":
         write_metastore(*args)
+        return
+    if command == "sdk-set-task":
+        sdk_set_task(json.loads(args[0]))
+        print(json.dumps({"written": True}))
+        return
+    if command == "sdk-read":
+        print(json.dumps({"values": sdk_read(json.loads(args[0]))}))
         return
     backend = MetastoreBackend()
     if command == "get-task":

@@ -61,6 +61,7 @@ class AirflowSide:
     def __init__(self, venv: Path, workdir: Path):
         self.venv, self.workdir = venv, workdir
         self.databases: list[str] = []
+        self.extra_cfg: dict[str, str] = {}  # database -> more airflow.cfg sections (copies inherit them)
 
     def home(self, db: str) -> Path:
         """An AIRFLOW_HOME whose airflow.cfg points at ``db`` (the dashboard reads the same file)."""
@@ -73,7 +74,7 @@ class AirflowSide:
             "load_examples = False\n"
             f"dags_folder = {HERE / 'dags'}\n"
             "auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager\n"
-            "simple_auth_manager_all_admins = True\n"
+            "simple_auth_manager_all_admins = True\n" + self.extra_cfg.get(db, "")
         )
         return home
 
@@ -115,6 +116,8 @@ class AirflowSide:
         admin(f'DROP DATABASE IF EXISTS "{db}"')
         admin(f'CREATE DATABASE "{db}" TEMPLATE "{golden}"')
         self.databases.append(db)
+        if golden in self.extra_cfg:
+            self.extra_cfg[db] = self.extra_cfg[golden]
         return db
 
     def api_server(self, db: str) -> tuple[subprocess.Popen, str]:
