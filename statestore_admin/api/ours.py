@@ -65,7 +65,15 @@ on task state, `task_keys`, `expired`, `expiring_24h`, `never_expire` (their `_e
 `gc_runs` (garbage collection deletes task state only) are `null`; without view on asset state, `asset_keys`
 and `asset_keys_estimated` are `null`. A user with a scope counts only their DAGs and assets (the snapshot's
 `asset_keys` is `null` for an asset scope: a snapshot does not split asset keys by asset), and gets no GC
-runs (`null`)."""
+runs (`null`).
+
+`backend_modes` explains the configured backends: `[{mode, explanation, docs, details}]`, `mode` one of
+`metastore`, `custom` (a `[state_store] backend` that keeps state outside the metastore; `details`: `backend`,
+`importable` in the dashboard's environment, `import_error`, the `methods` of get/set/delete/clear and their
+async twins it defines, and `methods_called`, always empty: the dashboard reads only the metastore tables) and
+`worker` (`[workers] state_store_backend`; `details`: `backend`, `object_storage_backend`, `storage`
+`{base, compression, threshold}` or null when no `[common.io] state_store_objectstorage_path` is configured,
+and `read`, whether key pages and `?resolve=true` read objects)."""
 
 
 class Stats(OwnView):
@@ -127,7 +135,10 @@ class Stats(OwnView):
                 "snapshot": snapshot,
                 "config": [{"option": v.name, "value": v.raw, "source": v.source} for v in overview.config],
                 "config_error": overview.config_error,
-                "backend_modes": [{"mode": mode, "explanation": text} for mode, text in overview.backend_modes],
+                "backend_modes": [
+                    {"mode": m.mode, "explanation": m.text, "docs": m.docs or None, "details": m.details}
+                    for m in overview.backend_modes
+                ],
                 "gc_runs": gc_runs,
             }
         )

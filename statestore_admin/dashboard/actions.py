@@ -9,9 +9,11 @@ Values are shown only to users who may ``view`` their store (issue 12), whatever
 - The expiry editor needs ``change`` only: it shows the key's name and expiry, never its value.
 - The confirmations (expire, delete, clear) need the action's permission only. With ``view`` they list
   the keys with a preview of their values; without it, the keys' names and where they live, no preview
-  (and no download link). The number of keys acted on, and how many are worker-side references a delete
-  leaves behind, are shown to everyone who may act: they describe the action, not a value.
-- Toasts and messages name keys and counts, never values.
+  (and no download link). The number of keys acted on, and how many are worker-side references (whose
+  objects a delete removes after the rows, or leaves behind without a configured object storage), are shown
+  to everyone who may act: they describe the action, not a value.
+- Toasts and messages name keys and counts, never values. A delete whose worker-side objects could not all be
+  deleted (after the rows, in Airflow's order) is a warning toast naming the orphaned references.
 """
 
 import json
@@ -24,7 +26,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state import objects, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
@@ -68,6 +70,18 @@ def _done(request, message: str, fallback: str, level: str = "success"):
         return response
     messages.add_message(request, getattr(messages, level.upper()), message)
     return redirect(_next_url(request, fallback))
+
+
+def _level(outcome: services.Outcome) -> str:
+    """A delete whose worker-side objects could not all be deleted is done, with a warning: the rows stay
+    deleted and the objects are orphans (``Outcome.describe`` names them)."""
+    return "warning" if outcome.objects is not None and outcome.objects.failed_count else "success"
+
+
+def _object_storage(refs: int) -> bool | None:
+    """For a confirmation listing worker-side references: whether the dashboard has the object storage
+    configured (it then deletes each object after its row), None when nothing is a reference."""
+    return objects.storage() is not None if refs else None
 
 
 def _dialog(request, template: str, context: dict, status: int = 200):
@@ -323,7 +337,7 @@ def task_keys_action(request, action):
                 outcome = service(actor=actor, selection=selection, listed=listed)
             if not outcome.changed and not outcome.kept and not outcome.gone:
                 raise _nothing_to(action)
-            return _done(request, outcome.describe(done), "/")
+            return _done(request, outcome.describe(done), "/", _level(outcome))
         rows = selection.queryset(scope_of(request.user)).order_by("task_id", "map_index", "key")
         listing = services.list_keys(rows, sample=SAMPLE)
         if not listing.count:
@@ -343,6 +357,7 @@ def task_keys_action(request, action):
         "danger": action == "delete",
         "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
+        "object_storage": _object_storage(refs),
         "show_values": show_values,
     }
     return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
@@ -411,21 +426,24 @@ def asset_keys_delete(request, asset_id):
             if not outcome.changed and not outcome.kept and not outcome.gone:
                 raise _nothing_to("delete")
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
-            return _done(request, outcome.describe(verb), f"/assets/{asset_id}/")
+            return _done(request, outcome.describe(verb), f"/assets/{asset_id}/", _level(outcome))
         if keys == []:
             raise Invalid({"keys": "Select at least one key."})
-        shown = _listing_context(services.list_keys(services.asset_selection(asset.pk, keys), sample=SAMPLE))
+        listing = services.list_keys(services.asset_selection(asset.pk, keys), sample=SAMPLE)
+        shown, refs = _listing_context(listing), listing.refs
         if not shown["count"]:
             raise _nothing_to("delete")
     except ValidationError as exc:
         errors = _error_messages(exc)
-        shown = {"count": 0, "sample": []}
+        shown, refs = {"count": 0, "sample": []}, 0
     context = {
         "asset": asset,
         "keys": keys,
         "errors": errors,
         **shown,
         "more": shown["count"] - len(shown["sample"]),
+        "refs": refs,
+        "object_storage": _object_storage(refs),
         "show_values": permissions.can(request.user, permissions.ASSET, "view"),
     }
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
-from statestore_admin.state import permissions, selectors
+from statestore_admin.state import objects, permissions, selectors
 from statestore_admin.state.errors import Forbidden, NotFound
 from statestore_admin.state.scopes import scope_of
 
@@ -156,11 +156,14 @@ def asset_detail(request, asset_id):
 
 @requires_view(permissions.TASK)
 def task_key(request, key_id):
+    """One task key. A worker-side reference is shown with the value behind it (``objects.resolve_task_row``:
+    read only here, never on lists, and only with ``WORKER_BACKEND_READ``) or why that value is not shown."""
     from .audit_views import key_history
 
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     history = key_history(selectors.task_key_history(key))
-    return render(request, "keys/task.html", {"key": key, "history": history, "now": timezone.now()})
+    context = {"key": key, "history": history, "now": timezone.now(), "resolved": objects.resolve_task_row(key)}
+    return render(request, "keys/task.html", context)
 
 
 @requires_view(permissions.ASSET)
@@ -172,5 +175,10 @@ def asset_key(request, asset_id):
     return render(
         request,
         "keys/asset.html",
-        {"key": key, "writer_run": selectors.writer_run(key, scope=scope_of(request.user)), "history": history},
+        {
+            "key": key,
+            "writer_run": selectors.writer_run(key, scope=scope_of(request.user)),
+            "history": history,
+            "resolved": objects.resolve_asset_row(key, key.asset),
+        },
     )

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connections
@@ -32,11 +33,13 @@ from django.db.models import (
 )
 from django.db.models.functions import Length, RowNumber, Substr
 from django.db.models.lookups import IsNull
+from django.utils.module_loading import import_string
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, ConfigValue, airflow_config
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
+from . import objects
 from .errors import Invalid, NotFound
 from .models import AuditEvent, AuditKey, GcRun, StatsSnapshotDag
 from .pagination import Page, decode_cursor, encode_cursor, paginate
@@ -271,11 +274,146 @@ def scoped_asset_keys(scope: Scope, rows: QuerySet | None = None) -> QuerySet:
 
 BACKEND_MODES = {
     "metastore": "State lives in these tables: what you see here is what tasks read.",
-    "custom": "A custom [state_store] backend keeps state elsewhere: these tables may be empty or stale, "
-    "and garbage collection deletes nothing.",
+    "custom": "A custom [state_store] backend keeps state elsewhere, not in Airflow's metastore: these tables may "
+    "be empty or stale. Garbage collection and every page and API here see only the metastore tables (GC deletes "
+    "nothing while this backend is configured).",
     "worker": "A worker-side backend stores the values elsewhere: the values here are references "
-    '({"__airflow_state_ref__": …}) to objects this dashboard cannot read or delete.',
+    '({"__airflow_state_ref__": …}).',
 }
+BACKEND_DOCS = "docs/worker-backends.md"
+# What a [state_store] backend may define (Airflow's BaseStoreBackend); the dashboard calls none of them.
+BACKEND_METHODS = ("get", "set", "delete", "clear", "aget", "aset", "adelete", "aclear")
+
+
+@dataclass(frozen=True)
+class BackendMode:
+    """One line of the overview's configuration: ``mode`` (metastore, custom, worker), what it means here
+    (``text``), where the documentation is (``docs``) and the facts behind the text (``details``, for the API)."""
+
+    mode: str
+    text: str
+    docs: str = ""
+    details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BackendClass:
+    """What importing a configured backend class in the dashboard's environment found (never instantiated):
+    ``importable``, else ``error``; the ``methods`` of ``BACKEND_METHODS`` it defines (its own or inherited,
+    not abstract); ``is_metastore`` for a subclass of Airflow's MetastoreBackend (when that imports too)."""
+
+    path: str
+    importable: bool
+    error: str = ""
+    methods: tuple[str, ...] = ()
+    is_metastore: bool = False
+
+
+def _import_quietly(path: str):
+    """The object at the dotted ``path``, or the exception importing it raised (any: a module's own code
+    runs on import, and the overview must not fail for it)."""
+    try:
+        return import_string(path), None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the module does, the page still renders
+        return None, exc
+
+
+def inspect_backend_class(path: str) -> BackendClass:
+    """Import ``path`` (catching every exception, never instantiating it) and list the backend methods it
+    defines."""
+    found, exc = _import_quietly(path)
+    if exc is not None:
+        return BackendClass(path, False, f"{type(exc).__name__}: {exc}")
+    if not isinstance(found, type):
+        return BackendClass(path, False, f"{path} is a {type(found).__name__}, not a class")
+    abstract = getattr(found, "__abstractmethods__", frozenset())
+    methods = tuple(m for m in BACKEND_METHODS if callable(getattr(found, m, None)) and m not in abstract)
+    metastore, _ = _import_quietly(METASTORE_BACKEND)
+    is_metastore = isinstance(metastore, type) and issubclass(found, metastore)
+    return BackendClass(path, True, methods=methods, is_metastore=is_metastore)
+
+
+def _custom_backend_mode(backend: str) -> BackendMode | None:
+    """The overview's line for a ``[state_store] backend`` that is not the metastore backend (None when it is
+    one after all: listed in ``STATESTORE_METASTORE_BACKENDS``, or a MetastoreBackend subclass)."""
+    if backend in settings.STATESTORE_METASTORE_BACKENDS:
+        return None
+    found = inspect_backend_class(backend)
+    if found.is_metastore:
+        return None
+    if found.importable:
+        defined = ", ".join(found.methods) if found.methods else "none of " + ", ".join(BACKEND_METHODS)
+        how = (
+            f"{backend} is importable here; it defines {defined}. The dashboard reads only the metastore tables, "
+            "so these methods are not called."
+        )
+    else:
+        how = (
+            f"{backend} cannot be imported in the dashboard's environment ({found.error}); the dashboard would not "
+            "call it anyway: it reads only the metastore tables."
+        )
+    details = {
+        "backend": backend,
+        "importable": found.importable,
+        "import_error": found.error or None,
+        "methods": list(found.methods),
+        "methods_called": [],
+    }
+    return BackendMode("custom", f"{BACKEND_MODES['custom']} {how}", BACKEND_DOCS, details)
+
+
+def _worker_backend_mode(worker_backend: str) -> BackendMode:
+    """The overview's line for ``[workers] state_store_backend``: whether the dashboard can read and delete
+    the objects (a configured ``[common.io]`` storage, ``WORKER_BACKEND_READ``)."""
+    store = objects.storage()
+    reading = objects.read_enabled()
+    parts = [BACKEND_MODES["worker"]]
+    is_object_storage = worker_backend == objects.PROVIDER_BACKEND
+    if not is_object_storage:
+        parts.append(
+            f"{worker_backend} is not Airflow's object-storage backend (common.io): the dashboard knows only that "
+            "backend's layout, and shows these references as they are."
+        )
+    if store is None:
+        parts.append(
+            "The dashboard's Airflow configuration names no [common.io] state_store_objectstorage_path: it can "
+            "neither read nor delete the objects, and deleting a row here leaves its object behind (an orphan)."
+        )
+    else:
+        compression = f", {store.compression}-compressed" if store.compression else ""
+        parts.append(
+            f"Objects are under {store.base}{compression}: the dashboard deletes a deleted row's object after the "
+            "row (Airflow's order)"
+            + (
+                ", and key pages show the value read from the object (WORKER_BACKEND_READ is on)."
+                if reading
+                else "; reading them is off (WORKER_BACKEND_READ), so key pages show the reference only."
+            )
+        )
+    details = {
+        "backend": worker_backend,
+        "object_storage_backend": is_object_storage,
+        "storage": None
+        if store is None
+        else {"base": store.base, "compression": store.compression or None, "threshold": store.threshold},
+        "read": reading,
+    }
+    return BackendMode("worker", " ".join(parts), BACKEND_DOCS, details)
+
+
+def backend_modes(by_name: dict) -> list[BackendMode]:
+    """The overview's configuration lines, from the ``[state_store]`` options (``(section, key) -> value``)."""
+    modes = []
+    backend = by_name.get(("state_store", "backend"))
+    if backend:
+        custom = None if backend == METASTORE_BACKEND else _custom_backend_mode(backend)
+        modes.append(custom or BackendMode("metastore", BACKEND_MODES["metastore"], details={"backend": backend}))
+    worker_backend = by_name.get(("workers", "state_store_backend"))
+    if worker_backend:
+        modes.append(_worker_backend_mode(worker_backend))
+    return modes
+
+
 STATS_COMMAND = "python manage.py state_store_stats"
 
 
@@ -332,7 +470,7 @@ class Overview:
     gc_runs: list[GcRun] | None  # None: not shown to this user
     config: list[ConfigValue]
     config_error: str | None
-    backend_modes: list[tuple[str, str]] = field(default_factory=list)
+    backend_modes: list[BackendMode] = field(default_factory=list)
     retention_days: int | None = None
     snapshot: SnapshotFigures | None = None  # None: no snapshot taken yet
     stats_command: str = STATS_COMMAND
@@ -399,18 +537,8 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
         error = None
     except Exception as exc:  # an invalid option: show it rather than fail the page
         values, error = [], str(exc)
-    modes = []
     by_name = {(v.option.section, v.option.key): v.value for v in values}
-    backend = by_name.get(("state_store", "backend"))
-    if backend:
-        modes.append(
-            (
-                "metastore" if backend == METASTORE_BACKEND else "custom",
-                BACKEND_MODES["metastore" if backend == METASTORE_BACKEND else "custom"],
-            )
-        )
-    if by_name.get(("workers", "state_store_backend")):
-        modes.append(("worker", BACKEND_MODES["worker"]))
+    modes = backend_modes(by_name)
     return Overview(
         totals=StoreTotals(task, asset),
         statuses=statuses,
