@@ -29,11 +29,18 @@ HX = {"HTTP_HX_REQUEST": "true"}
 REF_KEY = "__airflow_state_ref__"
 XSS = "<script>alert(1)</script>"
 RUN_ID = "manual__2026-12-01T00:00:00+00:00"
-ENV = {
-    "path": "AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH",
-    "compression": "AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION",
-    "backend": "AIRFLOW__WORKERS__STATE_STORE_BACKEND",
-}
+BACKEND_ENV = "AIRFLOW__WORKERS__STATE_STORE_BACKEND"
+
+
+def set_common_io(monkeypatch, key: str, value: str | None) -> None:
+    """A ``[common.io]`` option in the environment, under both spellings of its variable (Airflow's
+    ``COMMON_IO`` and the section's literal ``COMMON.IO``), or removed (``None``)."""
+    for section in ("COMMON_IO", "COMMON.IO"):
+        name = f"AIRFLOW__{section}__STATE_STORE_OBJECTSTORAGE_{key.upper()}"
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
 
 
 # A file:// storage, objects as the provider writes them -----------------------------------------------
@@ -41,9 +48,9 @@ ENV = {
 def storage(tmp_path, monkeypatch):
     root = tmp_path / "state"
     root.mkdir()
-    monkeypatch.setenv(ENV["backend"], objects.PROVIDER_BACKEND)
-    monkeypatch.setenv(ENV["path"], f"file://{root}/")
-    monkeypatch.setenv(ENV["compression"], "gzip")
+    monkeypatch.setenv(BACKEND_ENV, objects.PROVIDER_BACKEND)
+    set_common_io(monkeypatch, "path", f"file://{root}/")
+    set_common_io(monkeypatch, "compression", "gzip")
     store = objects.storage()
     assert store is not None and store.base == f"file://{root}" and store.suffix == ".gz"
     return store
@@ -167,7 +174,7 @@ def test_a_reference_outside_the_base_is_never_opened(
     if configured:
         request.getfixturevalue("storage")
     else:
-        monkeypatch.delenv(ENV["path"], raising=False)
+        set_common_io(monkeypatch, "path", None)
         assert objects.storage() is None
     key = task_key_factory(run, task_id="load", map_index=2, key="passwd", value=ref_value("file:///etc/passwd"))
     html = page(op, f"/keys/task/{key.pk}/")
@@ -263,7 +270,7 @@ def test_confirmations_say_the_object_is_deleted_after_the_row(
 def test_confirmations_say_the_object_stays_without_storage(
     op, run, task_key_factory, asset_factory, asset_key_factory, monkeypatch
 ):
-    monkeypatch.delenv(ENV["path"], raising=False)
+    set_common_io(monkeypatch, "path", None)
     key = task_key_factory(run, task_id="load", map_index=2, key="r", value=ref_value("s3://bucket/r"))
     html = op.get("/keys/task/delete/", {"ids": key.pk}, **HX).content.decode()
     assert "no object storage configured" in html and "will be left behind" in html
@@ -344,11 +351,11 @@ def test_overview_worker_mode_with_storage_and_reading(op, storage, settings):
 
 
 def test_overview_worker_mode_without_storage(op, monkeypatch):
-    monkeypatch.setenv(ENV["backend"], objects.PROVIDER_BACKEND)
-    monkeypatch.delenv(ENV["path"], raising=False)
+    monkeypatch.setenv(BACKEND_ENV, objects.PROVIDER_BACKEND)
+    set_common_io(monkeypatch, "path", None)
     text = modes(op)
     assert "names no [common.io] state_store_objectstorage_path" in text and "neither read nor delete" in text
-    monkeypatch.setenv(ENV["backend"], "company.S3Backend")
+    monkeypatch.setenv(BACKEND_ENV, "company.S3Backend")
     assert "company.S3Backend is not Airflow's object-storage backend" in modes(op)
 
 

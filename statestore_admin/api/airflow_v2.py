@@ -3,6 +3,9 @@
 Same paths, parameters, bodies, status codes, defaults and error bodies as Airflow 3.3.2, so that
 Airflow's Python client and scripts written for Airflow work unchanged. Where Airflow errs (NaN → 500,
 a 513-character key → a database error), the answer is a 422 with a validation message instead.
+
+Our extensions (docs/api.md), invisible to Airflow's clients: ``?resolve=true`` on a key's GET (the value
+behind a worker-side reference), and ``X-Statestore-*`` headers on the 204 of a delete or clear.
 """
 
 import json
@@ -21,7 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import permissions, selectors, services, values
+from statestore_admin.state import objects, permissions, selectors, services, values
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
@@ -280,8 +283,35 @@ def actor(request) -> Actor:
     return Actor.from_request(request, via=API)
 
 
-def no_content() -> HttpResponse:
-    return HttpResponse(status=204)
+def no_content(outcome: services.Outcome | None = None) -> HttpResponse:
+    """Airflow's empty 204; after a delete or clear, our headers (an extension Airflow's clients ignore): the
+    audit event that recorded it, and when worker-side objects were involved, how many were deleted and how
+    many could not be (those are orphans; the event names them)."""
+    response = HttpResponse(status=204)
+    if outcome is not None:
+        if outcome.event is not None:
+            response[AUDIT_EVENT_HEADER] = str(outcome.event.pk)
+        if outcome.objects is not None:
+            response[OBJECTS_DELETED_HEADER] = str(outcome.objects.deleted)
+            response[OBJECTS_FAILED_HEADER] = str(outcome.objects.failed_count)
+    return response
+
+
+AUDIT_EVENT_HEADER = "X-Statestore-Audit-Event"
+OBJECTS_DELETED_HEADER = "X-Statestore-Objects-Deleted"
+OBJECTS_FAILED_HEADER = "X-Statestore-Objects-Failed"
+
+
+def with_resolved(entry: dict, resolved: objects.Resolved | None) -> dict:
+    """``?resolve=true`` (our extension): the entry with ``reference`` (the worker-side reference, or null
+    for a plain value), ``resolved`` (whether ``value`` is the real value) and ``resolve_error`` (why not);
+    a resolved reference's ``value`` is the value behind it (read with ``WORKER_BACKEND_READ`` only)."""
+    if resolved is None:  # a plain value: it is the real one
+        return {**entry, "reference": None, "resolved": True, "resolve_error": None}
+    if resolved.text is None:
+        return {**entry, "reference": resolved.reference.ref, "resolved": False, "resolve_error": resolved.error}
+    value = decoded(resolved.text)
+    return {**entry, "value": value, "reference": resolved.reference.ref, "resolved": True, "resolve_error": None}
 
 
 # Documentation of the shapes (drf-spectacular) ------------------------------------------------------
@@ -292,6 +322,31 @@ TaskEntry = inline_serializer(
         "value": serializers.JSONField(),
         "updated_at": serializers.DateTimeField(),
         "expires_at": serializers.DateTimeField(allow_null=True),
+    },
+)
+RESOLVED_FIELDS = {
+    "reference": serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="With ?resolve=true: the worker-side reference, null for a plain value.",
+    ),
+    "resolved": serializers.BooleanField(
+        required=False, help_text="With ?resolve=true: whether `value` is the real value."
+    ),
+    "resolve_error": serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="With ?resolve=true: why the value behind the reference is not given.",
+    ),
+}
+TaskItem = inline_serializer(
+    "TaskStateStoreItemResponse",
+    {
+        "key": serializers.CharField(),
+        "value": serializers.JSONField(),
+        "updated_at": serializers.DateTimeField(),
+        "expires_at": serializers.DateTimeField(allow_null=True),
+        **RESOLVED_FIELDS,
     },
 )
 TaskCollection = inline_serializer(
@@ -315,6 +370,16 @@ AssetEntry = inline_serializer(
         "value": serializers.JSONField(),
         "updated_at": serializers.DateTimeField(),
         "last_updated_by": Writer.__class__(allow_null=True),
+    },
+)
+AssetItem = inline_serializer(
+    "AssetStateStoreItemResponse",
+    {
+        "key": serializers.CharField(),
+        "value": serializers.JSONField(),
+        "updated_at": serializers.DateTimeField(),
+        "last_updated_by": Writer.__class__(allow_null=True),
+        **RESOLVED_FIELDS,
     },
 )
 AssetCollection = inline_serializer(
@@ -377,6 +442,38 @@ ASSET_ID = OpenApiParameter(
     "asset_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Not an integer: 422, as in Airflow."
 )
 KEY = OpenApiParameter("key", OpenApiTypes.STR, OpenApiParameter.PATH, description="Any characters; URL-encode '/'.")
+RESOLVE = OpenApiParameter(
+    "resolve",
+    bool,
+    default=False,
+    description="Our extension (not Airflow's): when the value is a worker-side reference, give the value behind "
+    "it (read only with the dashboard's WORKER_BACKEND_READ) and add `reference`, `resolved` and `resolve_error`. "
+    "Without it the answer is Airflow's.",
+)
+DELETE_HEADERS = [
+    OpenApiParameter(
+        AUDIT_EVENT_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        response=[204],
+        description="Our extension: the id of the audit event that recorded the delete (absent when nothing changed).",
+    ),
+    OpenApiParameter(
+        OBJECTS_DELETED_HEADER,
+        int,
+        OpenApiParameter.HEADER,
+        response=[204],
+        description="Our extension, when deleted rows held worker-side references: objects deleted after the rows.",
+    ),
+    OpenApiParameter(
+        OBJECTS_FAILED_HEADER,
+        int,
+        OpenApiParameter.HEADER,
+        response=[204],
+        description="Our extension, with the previous one: objects that could not be deleted (now orphans; the rows "
+        "stay deleted).",
+    ),
+]
 
 
 class BodyRequiredSchema(AutoSchema):
@@ -428,34 +525,34 @@ class TaskStateStoreCollection(TaskView):
 
     @extend_schema(
         operation_id="clear_task_state_store",
-        parameters=[MAP_INDEX, OpenApiParameter("all_map_indices", bool, default=False)],
+        parameters=[MAP_INDEX, OpenApiParameter("all_map_indices", bool, default=False), *DELETE_HEADERS],
         responses={204: None, **ERRORS},
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
-        services.clear_task_instance(
+        outcome = services.clear_task_instance(
             actor=actor(request), scope=scope, all_map_indices=query_bool(request, "all_map_indices")
         )
-        return no_content()
+        return no_content(outcome)
 
 
 class TaskStateStoreItem(TaskView):
     @extend_schema(
         operation_id="get_task_state_store",
-        parameters=[MAP_INDEX, KEY],
-        responses={200: TaskEntry, **ERRORS},
+        parameters=[MAP_INDEX, KEY, RESOLVE],
+        responses={200: TaskItem, **ERRORS},
         tags=["Task State Store"],
     )
     def get(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
-        return Response(
-            task_entry(
-                selectors.task_key_in(
-                    scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key, scope=scope_of(request.user)
-                )
-            )
+        resolve = query_bool(request, "resolve")
+        row = selectors.task_key_in(
+            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key, scope=scope_of(request.user)
         )
+        if not resolve:
+            return Response(task_entry(row))
+        return Response(with_resolved(task_entry(row), objects.resolve_task_row(row)))
 
     @extend_schema(
         operation_id="set_task_state_store",
@@ -489,15 +586,14 @@ class TaskStateStoreItem(TaskView):
 
     @extend_schema(
         operation_id="delete_task_state_store",
-        parameters=[MAP_INDEX, KEY],
+        parameters=[MAP_INDEX, KEY, *DELETE_HEADERS],
         responses={204: None, **ERRORS},
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         selection = services.TaskSelection(scope=scope, keys=(key,))  # needs the task instance, as in Airflow
-        services.delete_task_keys(actor=actor(request), selection=selection)
-        return no_content()
+        return no_content(services.delete_task_keys(actor=actor(request), selection=selection))
 
 
 # Asset state ----------------------------------------------------------------------------------------
@@ -526,24 +622,27 @@ class AssetStateStoreCollection(AssetView):
 
     @extend_schema(
         operation_id="clear_asset_state_store",
-        parameters=[ASSET_ID],
+        parameters=[ASSET_ID, *DELETE_HEADERS],
         responses={204: None, **ERRORS},
         tags=["Asset State Store"],
     )
     def delete(self, request, asset_id):
-        services.clear_asset(actor=actor(request), asset_id=asset_id)
-        return no_content()
+        return no_content(services.clear_asset(actor=actor(request), asset_id=asset_id))
 
 
 class AssetStateStoreItem(AssetView):
     @extend_schema(
         operation_id="get_asset_state_store",
-        parameters=[ASSET_ID, KEY],
-        responses={200: AssetEntry, **ERRORS},
+        parameters=[ASSET_ID, KEY, RESOLVE],
+        responses={200: AssetItem, **ERRORS},
         tags=["Asset State Store"],
     )
     def get(self, request, asset_id, key):
-        return Response(asset_entry(selectors.asset_key_in(asset_id, key, scope=scope_of(request.user))))
+        resolve = query_bool(request, "resolve")
+        row = selectors.asset_key_in(asset_id, key, scope=scope_of(request.user))
+        if not resolve:
+            return Response(asset_entry(row))
+        return Response(with_resolved(asset_entry(row), objects.resolve_asset_row(row, row.asset)))
 
     @extend_schema(
         operation_id="set_asset_state_store",
@@ -559,10 +658,9 @@ class AssetStateStoreItem(AssetView):
 
     @extend_schema(
         operation_id="delete_asset_state_store",
-        parameters=[ASSET_ID, KEY],
+        parameters=[ASSET_ID, KEY, *DELETE_HEADERS],
         responses={204: None, **ERRORS},
         tags=["Asset State Store"],
     )
     def delete(self, request, asset_id, key):
-        services.delete_asset_keys(actor=actor(request), asset_id=asset_id, keys=[key])
-        return no_content()
+        return no_content(services.delete_asset_keys(actor=actor(request), asset_id=asset_id, keys=[key]))
