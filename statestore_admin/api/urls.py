@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import airflow_v2, audit, gc, insights, ours, schema, search  # noqa: F401  (schema: the Bearer scheme)
+from . import airflow_v2, audit, gc, insights, orphans, ours, schema, search  # noqa: F401  (schema: the Bearer scheme)
 
 
 class KeyConverter:
@@ -47,6 +47,7 @@ urlpatterns = [
     path("api/statestore/v1/search/asset-keys", api(search.SearchAssetKeys), name="api-search-asset-keys"),
     path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
     path("api/statestore/v1/gc/dry-run", api(gc.GcDryRun), name="api-gc-dry-run"),
+    path("api/statestore/v1/orphans", api(orphans.Orphans), name="api-orphans"),
     path("api/statestore/v1/insights/series", api(insights.InsightsSeries), name="api-insights-series"),
     path("api/statestore/v1/insights/expiry", api(insights.InsightsExpiry), name="api-insights-expiry"),
     path("api/statestore/v1/insights/sizes", api(insights.InsightsSizes), name="api-insights-sizes"),

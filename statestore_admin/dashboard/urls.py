@@ -2,7 +2,7 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, audit_views, export_views, gc_views, insights_views, search_views, views
+from . import actions, audit_views, export_views, gc_views, insights_views, orphans_views, search_views, views
 
 
 class TaskActionConverter:
@@ -23,6 +23,7 @@ urlpatterns = [
     path("insights/", insights_views.insights_page, name="insights"),
     path("gc/", gc_views.gc_page, name="gc"),
     path("gc/run/", gc_views.gc_run, name="gc-run"),
+    path("orphans/", orphans_views.orphans_page, name="orphans"),
     path("dags/", views.dag_list, name="dag-list"),
     path("dags/<str:dag_id>/", views.dag_runs, name="dag-runs"),
     path("runs/<int:run_pk>/", views.run_detail, name="run-detail"),

@@ -326,3 +326,26 @@ def gc_finished(event: AuditEvent, *, rows_deleted: int, outcome: str, details: 
         key_count=rows_deleted,
         details={**event.details, **details, "outcome": outcome, "rows_deleted": rows_deleted},
     )
+
+
+# Orphan deletes ------------------------------------------------------------------------------------
+def orphans_started(actor: Actor, details: dict) -> AuditEvent:
+    """A ``state_store_orphans --delete`` run's event (action ``orphans``), pending before its first object
+    delete until ``orphans_finished``: worker-side objects, no keys."""
+    recorder = Recorder(actor, AuditEvent.Action.ORPHANS, "", details=details)
+    return AuditEvent.objects.create(**recorder._event_fields())
+
+
+def orphans_finished(
+    event: AuditEvent, *, deletion: dict, deleted_refs: list[str], error: BaseException | None = None
+) -> None:
+    """The run's counts (``orphans.Deletion.as_dict``), the first deleted references and the failures; failed
+    only when it stopped on an error before deleting anything."""
+    fields = {
+        "status": AuditEvent.Status.FAILED if error and not deletion["deleted"] else AuditEvent.Status.DONE,
+        "finished_at": timezone.now(),
+        "details": {**event.details, **deletion, "deleted_refs": deleted_refs},
+    }
+    if error is not None:
+        fields["error"] = f"{type(error).__name__}: {error}"[:2000]
+    AuditEvent.objects.filter(pk=event.pk).update(**fields)

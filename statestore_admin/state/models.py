@@ -72,6 +72,7 @@ class AuditEvent(models.Model):
         CLEAR = "clear", "clear"
         RESTORE = "restore", "restore"
         GC = "gc", "garbage collection"
+        ORPHANS = "orphans", "delete orphans"
 
     class Via(models.TextChoices):
         UI = "ui", "dashboard"
