@@ -49,11 +49,11 @@ from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, airflow_config
-from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, AirflowConfigError, airflow_config
+from statestore_admin.airflow.models import JsonValueMixin, TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
 
-from . import audit, permissions, stats
+from . import audit, objects, permissions, stats
 from .actors import Actor
 from .errors import Forbidden, Invalid
 from .models import AuditEvent, GcRun, StatsSnapshotDag
@@ -75,6 +75,11 @@ class GcLockBusy(Exception):
 
 class GcNotMigrated(Exception):
     """The dashboard database has no table for GC run records (``migrate`` has not been run)."""
+
+
+class GcMisconfigured(Exception):
+    """A run that also deletes worker-side objects, without an object storage the dashboard can open: nothing
+    is deleted (the command's exit code 2)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,9 @@ class GcPlan:
     max_batches: int | None = None
     lock_timeout: float = 5.0
     time_limit: float | None = None  # seconds: no batch starts after this (the dashboard's bounded run)
+    # Also delete the worker-side objects of the rows deleted, after each committed batch (our extension:
+    # Airflow's GC deletes rows only). Needs ``object_storage()``.
+    with_objects: bool = False
 
     def __post_init__(self):
         errors = {}
@@ -158,6 +166,8 @@ class GcPlan:
             errors["time_limit"] = "The time limit must be more than 0 seconds (or none)."
         if not isinstance(self.dag_ids, tuple) or not all(isinstance(d, str) and d for d in self.dag_ids):
             errors["dag_ids"] = "DAG ids must be non-empty strings."
+        if not isinstance(self.with_objects, bool):
+            errors["with_objects"] = "Whether to delete worker-side objects is true or false."
         if errors:
             raise Invalid(errors)
 
@@ -165,6 +175,92 @@ class GcPlan:
 def expired_rows(cutoff: datetime, dag_ids: tuple[str, ...] = ()):
     rows = TaskStateStore.objects.filter(expires_at__lt=cutoff)
     return rows.filter(dag_id__in=dag_ids) if dag_ids else rows
+
+
+# Worker-side objects ---------------------------------------------------------------------------------
+# Like Airflow's, GC deletes rows only: the objects of expired references stay behind (orphans, which
+# ``state_store_orphans`` lists). A plan ``with_objects`` also deletes them, in Airflow's order: a batch's rows,
+# its commit, then its objects; a failed object delete is counted and reported, never rolls a row back.
+OBJECTS_LEFT_BEHIND = (
+    "Objects of expired references are left behind (like Airflow's GC): --with-objects deletes them, "
+    "state_store_orphans lists them."
+)
+
+
+def object_storage(config: AirflowConfig | None = None) -> objects.Storage:
+    """The object storage a run ``with_objects`` deletes from; ``GcMisconfigured`` when the Airflow
+    configuration names none, names an invalid one, or one this environment cannot open."""
+    try:
+        store = objects.Storage.from_config(config)
+    except AirflowConfigError as exc:
+        raise GcMisconfigured(f"Cannot delete worker-side objects: {exc} Nothing was deleted.") from exc
+    if store is None:
+        raise GcMisconfigured(
+            "Cannot delete worker-side objects: the Airflow configuration has no [common.io] "
+            "state_store_objectstorage_path (AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH). "
+            "Nothing was deleted."
+        )
+    try:
+        store.filesystem()
+    except objects.StorageError as exc:
+        raise GcMisconfigured(f"Cannot delete worker-side objects: {exc} Nothing was deleted.") from exc
+    return store
+
+
+# SQL: a deleted row's value when it holds a worker-side reference (its text starts with the marker the SDK
+# writes), else NULL; one parameter, ``REF_PREFIX``. Only runs with_objects return values at all.
+REF_PREFIX = JsonValueMixin.REF_PREFIX
+REF_OF_VALUE = f"CASE WHEN substr(value, 1, {len(REF_PREFIX)}) = %s THEN value END"
+
+
+@dataclass(frozen=True)
+class ExpiredReferences:
+    """The dry run's look at the references among expired rows (with_objects only): of ``rows`` expired rows
+    (all of them when ``exact``, else the first ones the expires_at condition meets), how many reference an
+    object under the base path (deleted after their rows), hold the value inline (no object) or name a URL
+    outside the base path (never deleted: counted as failed)."""
+
+    rows: int
+    exact: bool
+    objects: int
+    inline: int
+    unreachable: int
+
+    def as_dict(self) -> dict:
+        return {
+            "rows_looked_at": self.rows,
+            "exact": self.exact,
+            "objects": self.objects,
+            "inline": self.inline,
+            "unreachable": self.unreachable,
+        }
+
+    def line(self) -> str:
+        among = "the expired rows" if self.exact else f"the first {self.rows:,} expired rows"
+        text = (
+            f"Worker-side objects (--with-objects), among {among}: {self.objects:,} reference(s) to objects, "
+            f"deleted after their rows; {self.inline:,} inline value(s), no object"
+        )
+        if self.unreachable:
+            text += f"; {self.unreachable:,} URL(s) outside the configured base path, never deleted (counted as failed)"
+        return text + "."
+
+
+def _expired_references(plan: GcPlan, store: objects.Storage, cap: int, rows: int) -> ExpiredReferences:
+    """Classify the references among at most ``cap + 1`` expired rows (bounded, whatever the table size);
+    ``rows`` is ``_capped_count``'s answer."""
+    connection = connections[airflow_alias()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT value FROM (SELECT value FROM task_state_store WHERE {_where(plan.dag_ids)} LIMIT %s) "
+            f"AS expired WHERE substr(value, 1, {len(REF_PREFIX)}) = %s",
+            [*_params(plan), cap + 1, REF_PREFIX],
+        )
+        values = [value for (value,) in cursor.fetchall()]
+    kinds = [objects.classify(ref, store).kind for v in values if isinstance(ref := worker_ref_of(v), str)]
+    inline = kinds.count(objects.INLINE)
+    found = kinds.count(objects.OBJECT)
+    return ExpiredReferences(rows, rows <= cap, found, inline, len(kinds) - inline - found)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -222,6 +318,7 @@ class DryRunSummary:
     by_dag_source: str | None = "exact"
     snapshot_taken_at: datetime | None = None
     answered_at: datetime = field(default_factory=timezone.now)
+    references: ExpiredReferences | None = None  # the plan is with_objects
 
     @property
     def cutoff(self) -> datetime:
@@ -274,7 +371,7 @@ class DryRunSummary:
                 }
                 for r in self.sample
             ],
-        }
+        } | ({"objects": self.references.as_dict()} if self.references else {})
 
     def lines(self) -> list[str]:
         """The summary as ``state_store_clean --dry-run`` prints it (text)."""
@@ -312,6 +409,8 @@ class DryRunSummary:
             for r in self.sample
         ]
         lines.append("Asset state and keys without expiry (NEVER_EXPIRE) are never deleted.")
+        if self.references:
+            lines.append(self.references.line())
         return lines
 
 
@@ -361,6 +460,7 @@ def dry_run(
     says so and counts nothing.
     """
     scope.require_unrestricted("Garbage collection")
+    store = object_storage(config) if plan.with_objects else None  # GcMisconfigured
     status = backend_status(config)
     if not status.is_metastore:
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
@@ -368,12 +468,23 @@ def dry_run(
     examples = list(rows.order_by("expires_at", "id")[:sample])
     cap = DRY_RUN_EXACT_CAP
     counted = _capped_count(plan, cap)
+    references = _expired_references(plan, store, cap, counted) if store else None
     if counted <= cap:
         stats = rows.aggregate(dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at"))
         by_dag = list(
             rows.values("dag_id").annotate(n=Count("id")).order_by("-n", "dag_id").values_list("dag_id", "n")[:top]
         )
-        return DryRunSummary(plan, status, counted, stats["dags"], by_dag, stats["oldest"], stats["newest"], examples)
+        return DryRunSummary(
+            plan,
+            status,
+            counted,
+            stats["dags"],
+            by_dag,
+            stats["oldest"],
+            stats["newest"],
+            examples,
+            references=references,
+        )
     ends = rows.aggregate(oldest=Min("expires_at"), newest=Max("expires_at"))  # two index lookups
     connection = connections[airflow_alias()]
     estimate = _estimated_rows(connection, _where(plan.dag_ids), _params(plan))
@@ -391,6 +502,7 @@ def dry_run(
         rows_more_than=cap,
         by_dag_source="snapshot" if taken_at else None,
         snapshot_taken_at=taken_at,
+        references=references,
     )
 
 
@@ -449,10 +561,34 @@ class GcResult:
     safe_batches: int = 0
     record: GcRun | None = None
     event: AuditEvent | None = None
+    # with_objects: the storage, what deleting the deleted rows' objects did, and how long it took
+    store: objects.Storage | None = None
+    object_deletes: objects.ObjectDeletes | None = None
+    objects_seconds: float = 0.0
+    # Without with_objects: common.io's backend is configured, so the rows deleted may have left objects behind
+    # (not counted: that would cost the default path a look at every deleted value)
+    worker_backend_objects: bool = False
 
     @property
     def duration(self) -> float:
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    @property
+    def objects_failed(self) -> int:
+        return self.object_deletes.failed_count if self.object_deletes else 0
+
+    @property
+    def objects_left_behind(self) -> bool:
+        """Rows were deleted without their objects while common.io's backend is configured."""
+        return self.worker_backend_objects and self.rows_deleted > 0
+
+    def objects_dict(self) -> dict | None:
+        """What became of the deleted rows' worker-side objects (``as_dict``, the audit event)."""
+        if self.object_deletes is not None:
+            return {**self.object_deletes.details(), "seconds": round(self.objects_seconds, 3)}
+        if self.objects_left_behind:
+            return {"left_behind": True, "note": OBJECTS_LEFT_BEHIND}
+        return None
 
     def as_dict(self) -> dict:
         return {
@@ -472,6 +608,8 @@ class GcResult:
             "message": self.message,
             "run_id": self.record.pk if self.record else None,
             "audit_event_id": self.event.pk if self.event else None,
+            "with_objects": self.plan.with_objects,
+            "objects": self.objects_dict(),
         }
 
 
@@ -489,24 +627,39 @@ def _params(plan: GcPlan) -> list:
 
 def _statement(vendor: str, plan: GcPlan, skip_locked: bool = False) -> tuple[str, list]:
     """Batch size 0's one DELETE (``skip_locked``: its fallback, one statement that skips held rows), and
-    SQLite's batches. PostgreSQL's batches are ``_PgBatches``."""
+    SQLite's batches. PostgreSQL's batches are ``_PgBatches``. With objects, the same DELETE returns the
+    references among the deleted values (``_returning_refs``)."""
     where = _where(plan.dag_ids)
     params = _params(plan)
     if plan.batch_size == 0 and not skip_locked:
-        return f"DELETE FROM task_state_store WHERE {where}", params
-    if vendor == "postgresql":
+        sql = f"DELETE FROM task_state_store WHERE {where}"
+    elif vendor == "postgresql":
         # The rows are locked by the subquery, so their physical addresses (ctid) cannot change before the
         # DELETE; deleting by ctid is a TID scan instead of one primary-key lookup per row (2x faster).
         sql = (
             "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store "
             f"WHERE {where} FOR UPDATE SKIP LOCKED))"
         )
-        return sql, params
+    else:
+        sql = (
+            f"DELETE FROM task_state_store WHERE id IN (SELECT id FROM task_state_store WHERE {where} "
+            f"ORDER BY expires_at LIMIT {int(plan.batch_size)})"
+        )
+    return _returning_refs(vendor, sql, params) if plan.with_objects else (sql, params)
+
+
+def _returning_refs(vendor: str, delete: str, params: list) -> tuple[str, list]:
+    """``delete`` returning the references among the values it deletes: on PostgreSQL one row (rows deleted,
+    NULL, NULL, the references as an array: the shape of ``_PgBatches``' statements), on SQLite a row per
+    deleted row (its reference, or NULL)."""
+    returning = f"{delete} RETURNING {REF_OF_VALUE}"
+    if vendor != "postgresql":
+        return returning, [*params, REF_PREFIX]
     sql = (
-        f"DELETE FROM task_state_store WHERE id IN (SELECT id FROM task_state_store WHERE {where} "
-        f"ORDER BY expires_at LIMIT {int(plan.batch_size)})"
+        f"WITH gone AS ({returning} AS ref) "
+        "SELECT count(*), NULL::bigint, NULL::text, array_agg(ref) FILTER (WHERE ref IS NOT NULL) FROM gone"
     )
-    return sql, params
+    return sql, [*params, REF_PREFIX]
 
 
 # An optimistic batch waits at most this long (seconds, and never longer than the plan's lock_timeout) on
@@ -571,12 +724,18 @@ class _PgBatches:
         else:
             pick = f"SELECT ctid FROM task_state_store WHERE {where} ORDER BY expires_at LIMIT {n}{lock}"
             pick_params = params
+        if self.plan.with_objects:  # the references among the deleted values too, as a fourth column
+            gone, refs_params = f"{REF_OF_VALUE} AS ref", [REF_PREFIX]
+            refs = ", (SELECT array_agg(ref) FROM gone WHERE ref IS NOT NULL)"
+        else:
+            gone, refs, refs_params = "1", "", []
         sql = (
             f"WITH batch AS MATERIALIZED ({pick}), gone AS (DELETE FROM task_state_store "
-            f"WHERE ctid = ANY(ARRAY(SELECT ctid FROM batch)) AND {where} RETURNING 1) "
+            f"WHERE ctid = ANY(ARRAY(SELECT ctid FROM batch)) AND {where} RETURNING {gone}) "
             "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM batch), (SELECT max(ctid) FROM batch)::text"
+            f"{refs}"
         )
-        return sql, [*pick_params, *params]
+        return sql, [*pick_params, *params, *refs_params]
 
     def settings(self, safe: bool) -> dict[str, str]:
         """A batch's settings: the optimistic batches' are the session's for the whole run
@@ -629,9 +788,10 @@ def _advisory_lock(connection) -> Iterator[None]:
 
 def _delete_batch(
     connection, sql: str, params: list, interrupter: Interrupter, local: dict[str, str]
-) -> tuple[int, int | None, str | None]:
+) -> tuple[int, int | None, str | None, list[str] | None]:
     """Run one batch statement in its own transaction with the ``local`` settings (PostgreSQL); return the
-    rows it deleted, and for ``_PgBatches`` the rows it picked and the last address picked."""
+    rows it deleted, for ``_PgBatches`` the rows it picked and the last address picked, and with objects the
+    references among the deleted values (read before the commit, used after it)."""
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # All for this transaction only. Without a synchronous commit a crash can undo the last
@@ -643,29 +803,36 @@ def _delete_batch(
             )
         with interrupter.statement():
             cursor.execute(sql, params)
-        if cursor.description:
-            deleted, picked, last = cursor.fetchone()
-            return deleted, picked, last
-        return cursor.rowcount, None, None
+        if cursor.description is None:
+            return cursor.rowcount, None, None, None
+        if connection.vendor != "postgresql":  # SQLite's DELETE … RETURNING: a row per deleted row
+            rows = cursor.fetchall()
+            return len(rows), None, None, [ref for (ref,) in rows if ref is not None]
+        return _padded(cursor.fetchone())
 
 
-def _one_statement(connection, plan: GcPlan, result: GcResult, interrupter: Interrupter) -> tuple[int, bool]:
+def _one_statement(
+    connection, plan: GcPlan, result: GcResult, interrupter: Interrupter
+) -> tuple[int, bool, list[str] | None]:
     """Batch size 0: every expired row in one statement."""
     local = {"lock_timeout": f"{int(plan.lock_timeout * 1000)}ms"}
     try:
-        return _delete_batch(connection, *_statement(connection.vendor, plan), interrupter, local)[0], True
+        deleted, _, _, refs = _delete_batch(connection, *_statement(connection.vendor, plan), interrupter, local)
+        return deleted, True, refs
     except DatabaseError as exc:
         if not _lock_not_available(exc):  # only PostgreSQL reports 55P03
             raise
     # One plain DELETE (as fast as it gets) waits on rows another transaction holds: `airflow db clean`,
     # Airflow's own GC, a writer. Past lock_timeout it has rolled back; one statement that skips the held
     # rows deletes the rest.
-    deleted = _delete_batch(connection, *_statement(connection.vendor, plan, skip_locked=True), interrupter, local)[0]
+    deleted, _, _, refs = _delete_batch(
+        connection, *_statement(connection.vendor, plan, skip_locked=True), interrupter, local
+    )
     result.message = (
         f"Rows another transaction held for more than {plan.lock_timeout:g}s were skipped; "
         "the next run deletes those that are still there."
     )
-    return deleted, True
+    return deleted, True, refs
 
 
 @contextmanager
@@ -691,7 +858,9 @@ def _set_session(connection, values: dict[str, str]) -> None:
         )
 
 
-def _optimistic_batch(connection, sql: str, params: list, interrupter: Interrupter) -> tuple[int, int, str | None]:
+def _optimistic_batch(
+    connection, sql: str, params: list, interrupter: Interrupter
+) -> tuple[int, int, str | None, list[str] | None]:
     """One optimistic batch: a single statement in autocommit, its own implicit transaction, with the
     session's settings (``_session_settings``): one round trip, where BEGIN, SET LOCAL, the statement and
     COMMIT took four. Inside a caller's transaction (tests), a savepoint, so that a failed batch rolls back
@@ -700,28 +869,40 @@ def _optimistic_batch(connection, sql: str, params: list, interrupter: Interrupt
     with transaction.atomic(using=connection.alias) if in_transaction else nullcontext(), connection.cursor() as cursor:
         with interrupter.statement():
             cursor.execute(sql, params)
-        return cursor.fetchone()
+        return _padded(cursor.fetchone())
 
 
-def _pg_batch(connection, batches: _PgBatches, result: GcResult, interrupter: Interrupter) -> tuple[int, bool]:
+def _padded(row) -> tuple:
+    """A batch statement's row with its fourth column (the references, with objects only)."""
+    return (*row, None) if len(row) == 3 else tuple(row)
+
+
+Step = Callable[[], tuple[int, bool, list[str] | None]]  # a batch: rows deleted, last batch, references
+
+
+def _pg_batch(
+    connection, batches: _PgBatches, result: GcResult, interrupter: Interrupter
+) -> tuple[int, bool, list[str] | None]:
     """One PostgreSQL batch, optimistic unless a held row was met (``_PgBatches``)."""
     safe = batches.safe
     try:
         if safe:
-            deleted, picked, last = _delete_batch(
+            deleted, picked, last, refs = _delete_batch(
                 connection, *batches.statement(True), interrupter, batches.settings(True)
             )
         else:
-            deleted, picked, last = _optimistic_batch(connection, *batches.statement(False), interrupter)
+            deleted, picked, last, refs = _optimistic_batch(connection, *batches.statement(False), interrupter)
     except DatabaseError as exc:
         if safe or not _lock_not_available(exc):
             raise
         result.safe_batches += 1  # rolled back: the same batch again, skipping the held rows
-        deleted, picked, last = _delete_batch(connection, *batches.statement(True), interrupter, batches.settings(True))
+        deleted, picked, last, refs = _delete_batch(
+            connection, *batches.statement(True), interrupter, batches.settings(True)
+        )
         batches.safe = batches.order == INDEX
     if last:
         batches.after = last
-    return deleted, picked < batches.plan.batch_size
+    return deleted, picked < batches.plan.batch_size, refs
 
 
 def _run_batches(
@@ -744,9 +925,9 @@ def _run_batches(
         result.batch_order = INDEX
         sql, params = _statement(connection.vendor, plan)
 
-        def step() -> tuple[int, bool]:
-            deleted = _delete_batch(connection, sql, params, interrupter, {})[0]
-            return deleted, deleted < plan.batch_size
+        def step() -> tuple[int, bool, list[str] | None]:
+            deleted, _, _, refs = _delete_batch(connection, sql, params, interrupter, {})
+            return deleted, deleted < plan.batch_size, refs
 
     with session:
         _loop(plan, result, interrupter, on_batch, step)
@@ -757,14 +938,19 @@ def _loop(
     result: GcResult,
     interrupter: Interrupter,
     on_batch: Callable[[GcProgress], None] | None,
-    step: Callable[[], tuple[int, bool]],
+    step: Step,
 ) -> None:
     clock = time.monotonic()
     while True:
-        deleted, finished = step()
+        deleted, finished, refs = step()
         result.batches += 1
         result.rows_deleted += deleted
-        result.delete_seconds = time.monotonic() - clock
+        if refs:  # the batch has committed: now its objects (Airflow's order); failures are recorded, not raised
+            began = time.monotonic()
+            objects.delete_objects(objects.refs_to_delete(refs, result.store), result.store, into=result.object_deletes)
+            result.objects_seconds += time.monotonic() - began
+        elapsed = time.monotonic() - clock
+        result.delete_seconds = elapsed - result.objects_seconds
         if on_batch:
             on_batch(GcProgress(result.batches, deleted, result.rows_deleted, result.delete_seconds))
         if finished:
@@ -774,7 +960,7 @@ def _loop(
             result.outcome = GcRun.Outcome.PARTIAL
             result.message = f"Stopped after --max-batches {plan.max_batches}; expired rows may remain."
             return
-        if plan.time_limit is not None and result.delete_seconds >= plan.time_limit:
+        if plan.time_limit is not None and elapsed >= plan.time_limit:
             result.outcome = GcRun.Outcome.PARTIAL
             result.message = f"Stopped at the time limit of {plan.time_limit:g} s; expired rows may remain."
             return
@@ -794,6 +980,7 @@ def _audit_details(result: GcResult) -> dict:
         "max_batches": plan.max_batches,
         "time_limit": plan.time_limit,
         "backend": result.backend.backend,
+        "with_objects": plan.with_objects,
     }
 
 
@@ -845,6 +1032,7 @@ def _finish_records(result: GcResult) -> None:
             "duration_seconds": round(result.duration, 3),
             "delete_seconds": round(result.delete_seconds, 3),
             "message": result.message,
+            "objects": result.objects_dict(),
         },
     )
 
@@ -874,10 +1062,15 @@ def run_gc(
     the record and the event are updated).
     """
     scope_of(actor).require_unrestricted("Garbage collection")
+    store = object_storage(config) if plan.with_objects else None  # GcMisconfigured: nothing recorded or deleted
     _quick_exit()
     interrupter = interrupter or Interrupter()
     status = backend_status(config)
-    result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING)
+    result = GcResult(plan=plan, backend=status, outcome=GcRun.Outcome.RUNNING, store=store)
+    if plan.with_objects:
+        result.object_deletes = objects.ObjectDeletes()
+    else:
+        result.worker_backend_objects = objects.backend_is_object_storage(config)
     _start_records(result, actor)
     try:
         if not status.is_metastore:
@@ -902,7 +1095,21 @@ def run_gc(
             raise
         return result
     finally:
+        if result.objects_failed:
+            note = _objects_failed_note(result.object_deletes)
+            result.message = f"{result.message} {note}".strip()
         _finish_records(result)
+
+
+def _objects_failed_note(deletes: objects.ObjectDeletes) -> str:
+    n = deletes.failed_count
+    ref, error = deletes.failed[0]
+    more = f" and {n - 1:,} more" if n > 1 else ""
+    return (
+        f"{n:,} worker-side object{'s' if n != 1 else ''} could not be deleted and "
+        f"{'are' if n != 1 else 'is'} orphaned ({ref}: {error}{more}); the rows stay deleted. "
+        "state_store_orphans lists orphans."
+    )
 
 
 # The GC page (dashboard) -----------------------------------------------------------------------------

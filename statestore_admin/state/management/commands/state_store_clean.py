@@ -5,9 +5,16 @@ statistics snapshot (``state.stats``, trigger "gc"), unless ``--no-stats``. A sn
 reported on stderr (and recorded as failed); it does not change the run's outcome or exit code. A
 snapshot taken is described with --json ("stats") or at --verbosity 3.
 
+Like Airflow's GC it deletes rows only: the worker-side objects of expired references are left behind
+(orphans; ``state_store_orphans`` lists them). ``--with-objects`` (our extension) also deletes the objects
+of the rows it deleted, after each committed batch; an object that cannot be deleted is counted and
+reported, and its row stays deleted.
+
 Exit codes: 0 done (also: nothing to delete, dry run, custom backend skipped, stopped at
---max-batches); 1 database or other error; 2 invalid option or Airflow configuration; 3 another run
-holds the lock; 128+N stopped by signal N (130 SIGINT, 143 SIGTERM), committed batches kept.
+--max-batches); 1 database or other error; 2 invalid option or Airflow configuration (also
+--with-objects without an object storage the dashboard can open: nothing deleted); 3 another run
+holds the lock; 4 rows deleted but some of their objects could not be deleted (--with-objects; they
+are orphaned); 128+N stopped by signal N (130 SIGINT, 143 SIGTERM), committed batches kept.
 """
 
 import json
@@ -20,13 +27,13 @@ from django.utils import timezone
 
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
-from statestore_admin.state import gc, stats
+from statestore_admin.state import gc, objects, stats
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import EVERYTHING
 
-EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED = 1, 2, 3
+EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED, EXIT_OBJECTS_FAILED = 1, 2, 3, 4
 DESTS = {"cutoff": "before", "dag_ids": "dag_id"}  # domain field -> option, where the names differ
 
 
@@ -42,7 +49,13 @@ def _usage_error(exc: Invalid, options: dict) -> CommandError:
 
 
 class Command(BaseCommand):
-    help = "Delete expired task_state_store rows (expires_at < now) by Airflow's rules. Safe to schedule."
+    help = (
+        "Delete expired task_state_store rows (expires_at < now) by Airflow's rules. Safe to schedule. "
+        "Rows only, like Airflow: worker-side objects of expired references are left behind unless "
+        "--with-objects. Exit codes: 0 done; 1 error; 2 invalid option or configuration (also --with-objects "
+        "without object storage); 3 another run holds the lock; 4 rows deleted, some objects could not be "
+        "deleted (orphaned); 128+N stopped by signal N."
+    )
     requires_system_checks = []  # a scheduled job: only the database it needs is touched
 
     def add_arguments(self, parser):
@@ -71,6 +84,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-stats", action="store_true", help="Do not record a statistics snapshot after a real run."
         )
+        parser.add_argument(
+            "--with-objects",
+            action="store_true",
+            help="Also delete the worker-side objects ([common.io] state_store_objectstorage_path) of the rows "
+            "deleted, after each committed batch (not done by Airflow's GC). Failures are counted and reported, "
+            "the rows stay deleted, exit code 4. With --dry-run: how many expired rows reference objects.",
+        )
 
     def execute(self, *args, **options):
         # Deletes and counts over a large table outlast a page's query deadline: GC has its own.
@@ -95,12 +115,20 @@ class Command(BaseCommand):
                 sleep=options["sleep"],
                 max_batches=options["max_batches"],
                 lock_timeout=options["lock_timeout"],
+                with_objects=options["with_objects"],
             )
         except Invalid as exc:
             raise _usage_error(exc, options) from exc
+        if plan.with_objects:
+            try:
+                gc.object_storage(config)
+            except gc.GcMisconfigured as exc:
+                raise CommandError(f"--with-objects: {exc}", returncode=EXIT_USAGE) from exc
         if options["dry_run"]:
             return self.dry_run(plan, config, options["top"])
-        if worker_backend and self.verbosity >= 1 and not self.as_json:
+        objects_noted = not worker_backend or plan.with_objects or objects.backend_is_object_storage(config)
+        if not objects_noted and self.verbosity >= 1 and not self.as_json:
+            # Another worker-side backend than common.io's: the dashboard cannot reach its objects.
             self.stderr.write(
                 f"Note: [workers] state_store_backend = {worker_backend}: values are references; "
                 "deleting rows does not delete the external objects (as in Airflow)."
@@ -115,6 +143,8 @@ class Command(BaseCommand):
             sys.exit(EXIT_LOCKED)
         if result.outcome == GcRun.Outcome.INTERRUPTED:
             sys.exit(128 + (self.interrupter.signum or signal.SIGTERM))
+        if result.objects_failed:
+            sys.exit(EXIT_OBJECTS_FAILED)
 
     # -- real run -------------------------------------------------------------------------------
     def run(self, plan, config):
@@ -132,6 +162,8 @@ class Command(BaseCommand):
             )
         except gc.GcNotMigrated as exc:
             raise CommandError(str(exc), returncode=EXIT_ERROR) from exc
+        except gc.GcMisconfigured as exc:
+            raise CommandError(f"--with-objects: {exc}", returncode=EXIT_USAGE) from exc
         except Exception as exc:
             raise CommandError(f"State store GC failed: {exc}", returncode=EXIT_ERROR) from exc
         finally:
@@ -180,6 +212,7 @@ class Command(BaseCommand):
             return
         failed = result.outcome in (GcRun.Outcome.LOCKED, GcRun.Outcome.INTERRUPTED)
         if self.verbosity < 1 and not failed:
+            self.report_object_failures(result)
             return
         if result.outcome == GcRun.Outcome.SKIPPED or result.outcome == GcRun.Outcome.LOCKED:
             line = result.message
@@ -190,7 +223,27 @@ class Command(BaseCommand):
             )
             if result.message:
                 line += " " + result.message
+            if result.object_deletes is not None:
+                d = result.object_deletes
+                line += (
+                    f" Worker-side objects: {d.deleted} deleted, {d.missing} already missing, "
+                    f"{d.failed_count} could not be deleted."
+                )
+            elif result.objects_left_behind:
+                line += " " + gc.OBJECTS_LEFT_BEHIND
         (self.stderr if failed else self.stdout).write(line)
+        self.report_object_failures(result)
+
+    def report_object_failures(self, result: gc.GcResult):
+        """Each object that could not be deleted (the first ones), on stderr: they are orphans now."""
+        if not result.objects_failed:
+            return
+        for ref, error in result.object_deletes.failed:
+            self.stderr.write(f"Object not deleted (orphaned): {ref}: {error}")
+        named = len(result.object_deletes.failed)
+        if result.objects_failed > named:
+            more = result.objects_failed - named
+            self.stderr.write(f"… and {more:,} more (the audit event names the first {named}).")
 
     # -- dry run --------------------------------------------------------------------------------
     def dry_run(self, plan, config, top):
