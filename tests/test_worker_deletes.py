@@ -205,7 +205,12 @@ def test_every_face_deletes_the_rows_and_then_their_objects(web, world, face):
     assert (event.action, event.status) == (action, "done")
     assert event.details["objects"] == {"deleted": len(deleted), "missing": 0, "failed": 0, "failures": []}
     if face.startswith("page"):
+        assert toast(response)["level"] == "success"
         assert "could not be deleted" not in toast(response)["message"]
+    if face.startswith("api"):  # our headers on Airflow's 204
+        assert response["X-Statestore-Audit-Event"] == str(event.pk)
+        assert response["X-Statestore-Objects-Deleted"] == str(len(deleted))
+        assert response["X-Statestore-Objects-Failed"] == "0"
 
 
 def test_clear_all_map_indices_through_the_service_reports_every_object(world, ui):
@@ -239,6 +244,7 @@ def test_page_delete_into_a_read_only_directory(web, world):
         response = confirm(web, "/keys/task/delete/", {"ids": [world["rows"]["job"]]}, **HX)
     assert response.status_code == 204
     failure = _check_failed(world, "job", AuditEvent.objects.get())
+    assert toast(response)["level"] == "warning"
     message = toast(response)["message"]
     assert message.startswith("Deleted 1 key")
     assert "1 worker-side object could not be deleted and is now orphaned" in message
@@ -264,6 +270,7 @@ def test_api_delete_into_a_read_only_directory(web, world):
         response = web.delete(f"{TI}/job")
     assert response.status_code == 204 and response.content == b""
     _check_failed(world, "job", AuditEvent.objects.get())
+    assert (response["X-Statestore-Objects-Deleted"], response["X-Statestore-Objects-Failed"]) == ("0", "1")
 
 
 def test_admin_delete_into_a_read_only_directory(web, world):
@@ -293,7 +300,9 @@ def test_inline_references_never_touch_the_storage(web, world, tmp_path):
         response = confirm(web, "/keys/task/delete/", {"ids": [world["rows"]["small"], world["rows"]["plain"]]}, **HX)
         api = web.delete(f"/api/v2/assets/{world['asset'].pk}/state-store/asset_inline")
     assert response.status_code == 204 and api.status_code == 204
-    assert "worker-side" not in toast(response)["message"]
+    assert "worker-side" not in toast(response)["message"] and toast(response)["level"] == "success"
+    assert "X-Statestore-Objects-Deleted" not in api and "X-Statestore-Objects-Failed" not in api
+    assert api["X-Statestore-Audit-Event"]
     for event in AuditEvent.objects.all():
         assert "objects" not in event.details and event.status == "done"
     assert not _row_exists(world, "small") and not _row_exists(world, "asset_inline")
@@ -346,7 +355,8 @@ def test_an_edit_keeps_the_object_and_its_undo_restores_the_reference(web, world
     assert response.status_code in (200, 204), response.content
     assert TaskStateStore.objects.get(pk=world["rows"]["job"]).value == '{"id": 9}'
     assert object_exists(store, ref)  # the object is left for the undo (it is an orphan meanwhile)
-    services.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
+    outcome = services.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
+    assert outcome.dangling == []  # the object was kept: nothing dangles
     row = TaskStateStore.objects.get(key="job")
     assert json.loads(row.value) == ref_value(ref)
     assert objects.resolve_task_row(row).text == '{"id": 1}'
@@ -359,7 +369,9 @@ def test_undo_of_a_delete_restores_a_reference_to_a_deleted_object(web, world, u
     confirm(web, "/keys/task/delete/", {"ids": [world["rows"]["job"]]}, **HX)
     assert not object_exists(store, ref)
     outcome = services.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
-    assert outcome.restored == 1
+    assert outcome.restored == 1 and outcome.dangling == [ref]
+    assert "1 restored reference points at a worker-side object that no longer exists" in outcome.describe()
+    assert ref in outcome.describe()
     row = TaskStateStore.objects.get(key="job", task_id="t")
     assert json.loads(row.value) == ref_value(ref)
     assert not object_exists(store, ref)
