@@ -456,6 +456,9 @@ def dashboard_cases(w) -> list[Case]:
             data={"batch_size": "10", "max_batches": "1", "time_limit": "5"},
             ok=status(204),
         ),
+        # The orphans report spans every DAG and asset: view on both stores and no scope (deleting orphans is
+        # the command's alone).
+        Case("orphans/", "GET", "/orphans/", needs=(TASK["view"], ASSET["view"]), unscoped_only=True),
         Case("dags/", "GET", "/dags/", needs=(TASK["view"],)),
         Case("search/", "GET", "/search/?key=key"),
         Case("audit/", "GET", "/audit/", any_of=VIEW_ANY),
@@ -841,6 +844,14 @@ def api_cases(w) -> list[Case]:
             "/api/statestore/v1/gc/dry-run",
             face=API,
             needs=(TASK["view"],),
+            unscoped_only=True,
+        ),
+        Case(
+            "api/statestore/v1/orphans",
+            "GET",
+            "/api/statestore/v1/orphans",
+            face=API,
+            needs=(TASK["view"], ASSET["view"]),
             unscoped_only=True,
         ),
         Case(
