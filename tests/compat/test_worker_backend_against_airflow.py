@@ -464,3 +464,29 @@ def test_clean_with_objects_deletes_the_objects_of_the_rows_airflow_deletes(airf
     assert len(expired) == 4  # expired long, 3 x stale long
     assert set(object_refs_on_disk(golden["state"])) == set(before) - expired
     assert refs_in_rows(ours) == kept
+
+
+# f. Configured by environment variables only, as Airflow reads them -------------------------------------------------
+def test_environment_variables_airflow_reads_configure_the_dashboard(airflow, worker_golden, servers):
+    """``[common.io]`` given only as environment variables, named as Airflow names them (the section's dot
+    becomes ``_``: ``AIRFLOW__COMMON_IO__…``), to Airflow and to the dashboard alike."""
+    golden = worker_golden
+    db = fresh(airflow, golden, "wb_env")
+    airflow.extra_cfg[db] = f"[workers]\nstate_store_backend = {BACKEND}\n"
+    env = {
+        "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH": f"file://{golden['state']}/",
+        "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_THRESHOLD": str(THRESHOLD),
+    }
+    if golden["compression"] != "none":
+        env["AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION"] = golden["compression"]
+    said = airflow.run(db, "config", "get-value", "common.io", "state_store_objectstorage_path", **env)
+    assert said.stdout.strip() == env["AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH"]
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+    process, url = dashboard.server(WORKER_BACKEND_READ="1", **env)
+    servers.append(process)
+    entry = find(golden, "path/with: spaces", task_id=WRITER)
+    address, params = entry_url(url, golden, entry)
+    body = requests.get(address, params={**params, "resolve": "true"}, headers={"Authorization": f"Bearer {token}"})
+    assert body.status_code == 200, body.text
+    assert body.json()["value"] == entry["value"] and body.json()["reference"] == entry["ref"], body.json()
