@@ -30,7 +30,7 @@ from .objects_helpers import (
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
-DAG = "gc objects/ü ä"  # quoted into one path segment
+DAG = "gc_objects.ü-1"  # a valid Airflow dag_id; keys and run ids carry "/", spaces, ":" and "+"
 
 
 def clean(*args, **options):
@@ -194,7 +194,8 @@ def test_a_missing_object_is_counted_missing_not_failed(world):
 def test_the_gzip_layout_matches_the_provider(world):
     """The objects the test wrote are where common.io puts them: gzip, suffix .gz, quoted segments."""
     ref = world.expired["a"][0]
-    assert ref.endswith(".gz") and "/gc%20objects%2F%C3%BC%20%C3%A4/" in ref
+    assert ref.endswith(".gz") and "/gc_objects.%C3%BC-1/manual__2026-01-01T00%3A00%3A00%2B00%3A00/a/-1/" in ref
+    assert ref.endswith("/key%20a0%2F%C3%BC.gz")
     assert objects.read_object(world.store, ref, 100) == b'{"n": 1}'
 
 
@@ -358,3 +359,57 @@ def test_a_held_row_keeps_its_object_and_the_fallback_deletes_the_others(
     assert (result.object_deletes.deleted, result.objects_failed) == (4, 0)
     assert world.existing(world.expired_refs) == [world.expired["b"][0]]
     assert world.rows() == sorted([*SURVIVORS, ("b", "key b0/ü")])
+
+
+# The GC page: "also delete the objects" in the run's confirmation --------------------------------------
+@pytest.fixture
+def gc_admin(user_factory):
+    from django.contrib.auth.models import Group
+
+    from .conftest import ALL_PERMS
+
+    user = user_factory("gc-admin", perms=ALL_PERMS)
+    user.groups.add(Group.objects.get(name="Admin"))
+    return type(user).objects.get(pk=user.pk)
+
+
+LIMITS = {"batch_size": "2", "max_batches": "100", "time_limit": "10"}
+
+
+def test_the_page_offers_the_objects_only_with_a_storage(client, gc_admin, world, monkeypatch):
+    client.force_login(gc_admin)
+    page = client.get("/gc/run/", LIMITS, HTTP_HX_REQUEST="true").content.decode()
+    assert 'name="with_objects" value="1"' in page and "Also delete the worker-side objects" in page
+    set_option(monkeypatch, ENV_PATH, None)
+    page = client.get("/gc/run/", LIMITS, HTTP_HX_REQUEST="true").content.decode()
+    assert "with_objects" not in page
+
+
+def test_a_page_run_without_the_box_leaves_the_objects(client, gc_admin, world):
+    client.force_login(gc_admin)
+    client.post("/gc/run/", {"cutoff": "now", **LIMITS})
+    assert world.rows() == SURVIVORS and world.existing(world.expired_refs) == world.expired_refs
+    page = client.get("/gc/").content.decode()
+    assert "Their worker-side objects were left behind, as Airflow&#x27;s GC leaves them." in page
+    assert AuditEvent.objects.get(action="gc").details["with_objects"] is False
+
+
+def test_a_page_run_with_the_box_deletes_the_objects_and_reports_failures(client, gc_admin, world):
+    client.force_login(gc_admin)
+    with read_only(world.task_dir("a")):
+        client.post("/gc/run/", {"cutoff": "now", "with_objects": "1", **LIMITS})
+    assert world.rows() == SURVIVORS and world.existing(world.expired_refs) == world.expired["a"]
+    assert world.existing(world.kept) == world.kept
+    record = GcRun.objects.get()
+    assert (record.via, record.rows_deleted) == ("ui", 9) and "could not be deleted" in record.message
+    assert AuditEvent.objects.get(action="gc").details["objects"]["failed"] == 2
+    page = client.get("/gc/").content.decode()
+    assert "Worker-side objects: 3 deleted, 0 already missing, 2 could not be deleted." in page
+
+
+def test_a_page_run_with_the_box_and_no_storage_deletes_nothing(client, gc_admin, world, monkeypatch):
+    client.force_login(gc_admin)
+    set_option(monkeypatch, ENV_PATH, None)
+    client.post("/gc/run/", {"cutoff": "now", "with_objects": "1", **LIMITS})
+    assert len(world.rows()) == 11 and not GcRun.objects.exists()
+    assert "Cannot delete worker-side objects" in client.get("/gc/").content.decode()

@@ -6,7 +6,8 @@ and every deletion goes through ``state.gc``: the preview is ``gc.dry_run`` and 
 very code of ``state_store_clean``, recorded (``GcRun``, with the user) and audited like the command's runs.
 A run from the page is bounded so that it ends within the request: a batch size, a number of batches and a
 time limit (``gc.PAGE_MAX_*``). The confirmation fixes the cutoff it showed, so that the run deletes only
-rows that had expired when the user confirmed.
+rows that had expired when the user confirmed; when an object storage is configured it offers to delete the
+worker-side objects of the rows deleted too (``GcPlan.with_objects``, as ``state_store_clean --with-objects``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def _plan(params, now, *, bounded: bool = False) -> gc.GcPlan:
     limits = {}
     if bounded:
         limits = {name: _limit(params, name, errors) for name in LIMITS}
+        limits["with_objects"] = params.get("with_objects") == "1"
     if errors:
         raise Invalid(errors)
     return gc.GcPlan(cutoff=cutoff, dag_ids=(dag_id,) if dag_id else (), **limits)
@@ -181,10 +183,11 @@ def gc_run(request):
         return _dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
     if request.method == "GET":
         preview = gc.dry_run(plan, scope=scope_of(request.user))
-        return _dialog(request, "gc/_run_confirm.html", {"plan": plan, "preview": preview})
+        context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects()}
+        return _dialog(request, "gc/_run_confirm.html", context)
     try:
         result = gc.run_gc(plan, actor=Actor.from_request(request))
-    except gc.GcNotMigrated as exc:
+    except (gc.GcNotMigrated, gc.GcMisconfigured) as exc:
         messages.error(request, str(exc))
     except DatabaseError as exc:
         messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
@@ -210,5 +213,14 @@ def _report(request, result: gc.GcResult) -> None:
         )
         if result.message:
             text += " " + result.message
-        level = messages.SUCCESS if outcome == GcRun.Outcome.COMPLETED else messages.WARNING
+        if result.object_deletes is not None:
+            d = result.object_deletes
+            text += (
+                f" Worker-side objects: {d.deleted:,} deleted, {d.missing:,} already missing, "
+                f"{d.failed_count:,} could not be deleted."
+            )
+        elif result.objects_left_behind:
+            text += " Their worker-side objects were left behind, as Airflow's GC leaves them."
+        failed_objects = result.objects_failed > 0
+        level = messages.SUCCESS if outcome == GcRun.Outcome.COMPLETED and not failed_objects else messages.WARNING
     messages.add_message(request, level, text)

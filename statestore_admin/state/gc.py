@@ -207,6 +207,15 @@ def object_storage(config: AirflowConfig | None = None) -> objects.Storage:
     return store
 
 
+def can_delete_objects(config: AirflowConfig | None = None) -> bool:
+    """Whether a run may be ``with_objects`` here (the GC page offers it only then)."""
+    try:
+        object_storage(config)
+    except GcMisconfigured:
+        return False
+    return True
+
+
 # SQL: a deleted row's value when it holds a worker-side reference (its text starts with the marker the SDK
 # writes), else NULL; one parameter, ``REF_PREFIX``. Only runs with_objects return values at all.
 REF_PREFIX = JsonValueMixin.REF_PREFIX
