@@ -413,3 +413,33 @@ def test_a_page_run_with_the_box_and_no_storage_deletes_nothing(client, gc_admin
     client.post("/gc/run/", {"cutoff": "now", "with_objects": "1", **LIMITS})
     assert len(world.rows()) == 11 and not GcRun.objects.exists()
     assert "Cannot delete worker-side objects" in client.get("/gc/").content.decode()
+
+
+def test_the_confirmation_previews_rows_only_whatever_the_query_says(client, gc_admin, world, monkeypatch):
+    client.force_login(gc_admin)
+    set_option(monkeypatch, ENV_PATH, None)
+    response = client.get("/gc/run/", {"with_objects": "1", **LIMITS}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and "with_objects" not in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True, databases=BOTH_DATABASES)
+@pytest.mark.usefixtures("committed_airflow_tables")
+def test_the_scheduled_command_exits_4_when_objects_could_not_be_deleted(store, dag_run_factory, task_key_factory):
+    """As a scheduler runs it: a separate process, its exit status; then exit 0 once nothing fails."""
+    import os
+    import subprocess
+    import sys
+
+    from .test_gc_concurrency import ROOT, manage_env
+
+    world = World(store, dag_run_factory, task_key_factory)
+    env = {**manage_env(), **{k: v for k, v in os.environ.items() if k.startswith("AIRFLOW__")}}
+    command = [sys.executable, "manage.py", "state_store_clean", "--batch-size", "2", "--with-objects", "--no-stats"]
+    with read_only(world.task_dir("b")):
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert "Worker-side objects: 3 deleted, 0 already missing, 2 could not be deleted." in done.stdout
+    assert done.stderr.count("Object not deleted (orphaned): ") == 2
+    assert world.rows() == SURVIVORS and world.existing(world.expired_refs) == world.expired["b"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Deleted 0 expired" in done.stdout

@@ -16,7 +16,7 @@ import json
 import os
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.contrib import messages
@@ -182,7 +182,7 @@ def gc_run(request):
         errors = [message for messages_ in exc.message_dict.values() for message in messages_]
         return _dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
     if request.method == "GET":
-        preview = gc.dry_run(plan, scope=scope_of(request.user))
+        preview = gc.dry_run(replace(plan, with_objects=False), scope=scope_of(request.user))  # rows only
         context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects()}
         return _dialog(request, "gc/_run_confirm.html", context)
     try:

@@ -6,6 +6,10 @@
 - Only for the metastore backend (``airflow.state.metastore.MetastoreBackend`` or a subclass).
 - Batch size 0: one ``DELETE`` statement in the database (no ids in Python). N > 0: batches of at
   most N rows, each committed on its own.
+- Rows only, as Airflow: the worker-side objects of expired references stay behind. A plan
+  ``with_objects`` (our extension, ``state_store_clean --with-objects``) also deletes the objects of the
+  rows each batch deleted, after the batch commits; a failure is counted and reported, never rolls a row
+  back (docs/gc.md, Worker-side objects).
 
 Operational behaviour beyond Airflow's (PostgreSQL): batches are optimistic (``_PgBatches``): a plain
 ``DELETE`` of the row addresses a batch picked, which re-checks ``expires_at < cutoff`` on the newest row
