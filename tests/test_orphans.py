@@ -234,6 +234,7 @@ def test_delete_removes_exactly_the_old_orphans_and_records_one_event(world, sto
     assert set(event.details["deleted_refs"]) == world.old
     assert event.details["deleted"] == len(world.old) and event.details["failed"] == 0
     assert event.details["older_than_seconds"] == 86400 and event.details["base"] == store.base
+    assert "audit_event_id" not in event.details and event.details["young"] == 1
     again = orphans.report(sample=100, older_than=timedelta(days=1), actor=SYSTEM)
     assert refs(again.orphans) == world.young
 

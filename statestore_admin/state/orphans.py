@@ -47,6 +47,7 @@ from types import SimpleNamespace
 from urllib.parse import unquote
 
 import fsspec.utils
+from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -618,13 +619,20 @@ def _scan_objects(fs, storage, result: OrphanReport, risky, *, now, delete: bool
                         old.append(obj)
             if deletion is not None and old:
                 delete_orphans(fs, old, deletion)
+    except DatabaseError as exc:  # the faces answer for the database (the API and the pages: 503)
+        error = exc
+        raise
     except Exception as exc:  # the storage's own errors while listing: the report says so
         error = exc
         result.error(f"Listing failed: {type(exc).__name__}: {exc}")
+    except BaseException as exc:  # interrupted: the audit event says so
+        error = exc
+        raise
     finally:
         if deletion is not None:
             deletion.young = result.young
-            audit.orphans_finished(event, deletion=deletion.as_dict(), deleted_refs=deletion.deleted_refs, error=error)
+            details = {name: value for name, value in deletion.as_dict().items() if name != "audit_event_id"}
+            audit.orphans_finished(event, deletion=details, deleted_refs=deletion.deleted_refs, error=error)
 
 
 # Text for the command -----------------------------------------------------------------------------------
