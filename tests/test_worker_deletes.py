@@ -383,6 +383,18 @@ def test_undo_of_a_delete_restores_a_reference_to_a_deleted_object(web, world, u
     assert not TaskStateStore.objects.filter(key="job", task_id="t").exists()
 
 
+def test_undo_of_a_delete_from_the_audit_page_says_the_reference_dangles(web, world):
+    ref = world["refs"]["by_uri"]
+    web.delete(f"/api/v2/assets/{world['asset'].pk}/state-store/by_uri")
+    event = AuditEvent.objects.get()
+    response = web.post(f"/audit/{event.pk}/restore/", **HX)
+    assert response.status_code == 200, response.content
+    message = toast(response)["message"]
+    assert message.startswith("Restored 1 key") and "no longer exists" in message and ref in message
+    assert json.loads(AssetStateStore.objects.get(key="by_uri").value) == ref_value(ref)
+    assert not object_exists(world["store"], ref)
+
+
 # The order: the rows are deleted and committed before any object is touched ----------------------------------
 class ObservedFileSystem(LocalFileSystem):
     """The local filesystem under another protocol, noting what the databases hold when it is asked to delete
@@ -437,3 +449,24 @@ def test_rows_are_deleted_and_committed_before_their_objects(
         assert seen["rows"] == 0  # the rows were gone
         assert not seen["airflow_in_transaction"] and not seen["default_in_transaction"]  # and committed
         assert seen["events"] == ["done"]  # the audit event finished
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
+def test_an_asset_clear_through_the_api_deletes_committed_rows_before_their_objects(
+    observed, client, operator, asset_factory, asset_key_factory, committed_airflow_tables
+):
+    asset = asset_factory(name="orders", uri="s3://bucket/orders")
+    refs = [
+        write_object(observed, observed.asset_ref("orders", "by_name"), 1),
+        write_object(observed, observed.asset_ref("s3://bucket/orders", "by_uri"), 2),
+    ]
+    for key, ref in zip(("by_name", "by_uri"), refs, strict=True):
+        asset_key_factory(asset, key=key, value=ref_value(ref))
+    client.force_login(operator)
+    response = client.delete(f"/api/v2/assets/{asset.pk}/state-store")
+    assert response.status_code == 204 and response["X-Statestore-Objects-Deleted"] == "2"
+    assert sorted(s["path"] for s in ObservedFileSystem.seen) == sorted(observed.path(r) for r in refs)
+    for seen in ObservedFileSystem.seen:
+        assert seen["rows"] == 0
+        assert not seen["airflow_in_transaction"] and not seen["default_in_transaction"]
+        assert seen["events"] == ["done"]
