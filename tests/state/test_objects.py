@@ -586,7 +586,8 @@ print(json.dumps(out))
 
 @pytest.mark.compat
 def test_refs_equal_the_installed_providers(tmp_path, monkeypatch):
-    """Against common.io's own path builders in the Airflow 3.3.2 virtualenv (make test-compat)."""
+    """Against common.io's own path builders in the Airflow 3.3.2 virtualenv (scripts/airflow_venv.sh). Not in
+    `make test-compat` (tests/compat only): `pytest -m compat tests/state/test_objects.py`."""
     store = file_storage(tmp_path, monkeypatch)
     venv = subprocess.run(
         ["bash", str(ROOT / "scripts" / "airflow_venv.sh")], capture_output=True, text=True, check=True
