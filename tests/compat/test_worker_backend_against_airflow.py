@@ -18,6 +18,7 @@ e. ``state_store_clean --with-objects`` deletes the rows Airflow's GC deletes, a
 import contextlib
 import html
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -369,7 +370,22 @@ def test_failed_object_delete_leaves_an_orphan_the_next_write_overwrites(airflow
             assert response.status_code == 204, response.text
             assert response.headers.get("X-Statestore-Objects-Failed") == "1", dict(response.headers)
             events.append((response.headers.get("X-Statestore-Audit-Event"), entry["ref"]))
-    assert task_file.is_file() and asset_file.is_file()
+        # the UI's delete (confirmation, then the listed keys): a warning toast naming the orphaned object
+        ui_entry = find(golden, "100%/encoded%20key", task_id=WRITER)
+        browser = logged_in(url)
+        headers = {"X-CSRFToken": browser.cookies["csrftoken"], "HX-Request": "true", "Referer": url}
+        dialog = browser.get(f"{url}/keys/task/delete/", params={"ids": ui_entry["id"]}, headers=headers)
+        assert ui_entry["ref"] in dialog.text or html.escape(ui_entry["ref"]) in dialog.text or dialog.ok
+        token = html.unescape(re.search(r'name="listed" value="([^"]*)"', dialog.text).group(1))
+        done = browser.post(
+            f"{url}/keys/task/delete/", headers=headers, data={"ids": ui_entry["id"], "listed": token, "next": ""}
+        )
+        assert done.status_code == 204, done.text
+        toast = json.loads(done.headers["HX-Trigger"])["toast"]
+        assert toast["level"] == "warning" and ui_entry["ref"] in toast["message"], toast
+    ui_file = file_of(ui_entry["ref"])
+    assert task_file.is_file() and asset_file.is_file() and ui_file.is_file()
+    assert not query(db, "SELECT 1 FROM task_state_store WHERE id = %s", [ui_entry["id"]])
     assert not query(db, "SELECT 1 FROM task_state_store WHERE dag_id = %s AND key = 'never'", [DAG])
     assert not query(db, "SELECT 1 FROM asset_state_store WHERE asset_id = %s AND key = %s", [orders, "wm/größe: x"])
     for event_id, ref in events:
@@ -378,9 +394,9 @@ def test_failed_object_delete_leaves_an_orphan_the_next_write_overwrites(airflow
         assert event.status_code == 200, event.text
         assert ref in json.dumps(event.json()), event.json()
     report = orphan_report(api, url)
-    assert listed(report["orphans"]) == {task_entry["ref"], asset_entry["ref"]}
-    assert report["orphans"]["count"] == 2 and report["dangling"]["count"] == 0
-    assert report["orphans"]["bytes"] == task_file.stat().st_size + asset_file.stat().st_size
+    assert listed(report["orphans"]) == {task_entry["ref"], asset_entry["ref"], ui_entry["ref"]}
+    assert report["orphans"]["count"] == 3 and report["dangling"]["count"] == 0
+    assert report["orphans"]["bytes"] == sum(f.stat().st_size for f in (task_file, asset_file, ui_file))
 
     # the SDK writes the same keys again, with new content (the writing task, run again by `airflow tasks
     # test`): both orphans are overwritten and referenced again
