@@ -120,8 +120,8 @@ AIRFLOW_DB_ALIAS = "airflow"
 _embedded_airflow_path = VAR_DIR / "airflow.sqlite3"
 if DEMO:  # the demo's worker-side objects live in var/state/, like a worker's common.io backend writes them
     os.environ.setdefault("AIRFLOW__WORKERS__STATE_STORE_BACKEND", OBJECT_STORAGE_BACKEND)
-    os.environ.setdefault("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{VAR_DIR / 'state'}/")
-    os.environ.setdefault("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{VAR_DIR / 'state'}/")
+    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
 AIRFLOW_DATABASE = resolve_airflow_database(os.environ, embedded_path=_embedded_airflow_path, demo=DEMO)
 if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
     VAR_DIR.mkdir(parents=True, exist_ok=True)

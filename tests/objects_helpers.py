@@ -20,9 +20,7 @@ import pytest
 
 from statestore_admin.state import objects
 
-# Airflow names a section's variable with its dots as underscores (AIRFLOW__COMMON_IO__…); the dashboard's
-# config.py has read the dotted spelling (AIRFLOW__COMMON.IO__…). ``set_option`` sets both, so these tests
-# configure Airflow and the dashboard alike whichever spelling config.py reads.
+# Airflow's names: a section's dot becomes an underscore ([common.io] → AIRFLOW__COMMON_IO__…).
 ENV_PATH = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH"
 ENV_COMPRESSION = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION"
 ENV_THRESHOLD = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_THRESHOLD"
@@ -30,17 +28,12 @@ ENV_BACKEND = "AIRFLOW__WORKERS__STATE_STORE_BACKEND"
 REF_KEY = "__airflow_state_ref__"
 
 
-def _spellings(name: str) -> tuple[str, ...]:
-    return (name, name.replace("__COMMON_IO__", "__COMMON.IO__")) if "__COMMON_IO__" in name else (name,)
-
-
 def set_option(monkeypatch, name: str, value: str | None) -> None:
     """Set (None: unset) an Airflow option's environment variable, ``name`` in Airflow's spelling."""
-    for spelling in _spellings(name):
-        if value is None:
-            monkeypatch.delenv(spelling, raising=False)
-        else:
-            monkeypatch.setenv(spelling, value)
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
 
 
 def file_storage(tmp_path: Path, monkeypatch, compression: str | None = "gzip", threshold: int = 0) -> objects.Storage:

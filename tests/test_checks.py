@@ -90,7 +90,7 @@ def test_invalid_airflow_option_is_reported(monkeypatch):
 
 
 # Worker-side objects (docs/worker-backends.md) --------------------------------------------------------
-OBJECT_PATH = "AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH"
+OBJECT_PATH = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH"
 
 
 def worker_checks():
@@ -132,7 +132,7 @@ def test_a_storage_whose_fsspec_package_is_missing_is_a_warning(monkeypatch):
 
 def test_an_unsupported_compression_is_a_warning(monkeypatch, tmp_path):
     monkeypatch.setenv(OBJECT_PATH, f"file://{tmp_path}/state/")
-    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "snappy")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "snappy")
     messages = worker_checks()
     assert ids(messages) == ["statestore.W002"] and "snappy" in messages[0].msg
 

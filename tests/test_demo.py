@@ -106,8 +106,8 @@ def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch,
     there like common.io's backend writes them, and the key page's resolver reads them back."""
     from statestore_admin.state import objects
 
-    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
-    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
     settings.WORKER_BACKEND_READ = True
     load()
     rows = TaskStateStore.objects.filter(dag_id="s3_ingest", key="manifest")

@@ -12,13 +12,13 @@ from statestore_admin.state.selectors import TaskScope
 
 from .conftest import BOTH_DATABASES
 
-pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 REF_KEY = "__airflow_state_ref__"
 
 
 @pytest.fixture
 def storage(monkeypatch, tmp_path):
-    monkeypatch.setenv("AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
     return f"file://{tmp_path}/state"
 
 

@@ -125,7 +125,8 @@ class Option:
 
     @property
     def env_var(self) -> str:
-        return f"AIRFLOW__{self.section.upper()}__{self.key.upper()}"
+        # As Airflow names it: a dot in the section becomes an underscore ([common.io] → AIRFLOW__COMMON_IO__…).
+        return f"AIRFLOW__{self.section.replace('.', '_').upper()}__{self.key.upper()}"
 
     @property
     def name(self) -> str:

@@ -201,7 +201,7 @@ def object_storage(config: AirflowConfig | None = None) -> objects.Storage:
     if store is None:
         raise GcMisconfigured(
             "Cannot delete worker-side objects: the Airflow configuration has no [common.io] "
-            "state_store_objectstorage_path (AIRFLOW__COMMON.IO__STATE_STORE_OBJECTSTORAGE_PATH). "
+            "state_store_objectstorage_path (AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH). "
             "Nothing was deleted."
         )
     try:

@@ -214,11 +214,22 @@ def classify(ref: str, store: Storage | None, expected: Iterable[str | None] = (
     return Reference(ref, OBJECT if store.contains(ref) else OUTSIDE, wanted)
 
 
+def _expected(build) -> list[str | None]:
+    """The deterministic reference(s) ``build`` makes, none when the storage's compression is unsupported
+    (the workers cannot write then either; the system check says so)."""
+    try:
+        return build()
+    except StorageError:
+        return []
+
+
 def reference_of_task_row(row, store: Storage | None) -> Reference | None:
     ref = worker_ref_of(row.value)
     if not isinstance(ref, str):
         return None
-    expected = [store.task_ref(row.dag_id, row.run_id, row.task_id, row.map_index, row.key)] if store else []
+    if store is None:
+        return classify(ref, store)
+    expected = _expected(lambda: [store.task_ref(row.dag_id, row.run_id, row.task_id, row.map_index, row.key)])
     return classify(ref, store, expected)
 
 
@@ -226,8 +237,9 @@ def reference_of_asset_row(row, store: Storage | None, *, name: str = "", uri: s
     ref = worker_ref_of(row.value)
     if not isinstance(ref, str):
         return None
-    expected = [store.asset_ref(i, row.key) for i in (name, uri) if i] if store else []
-    return classify(ref, store, expected)
+    if store is None:
+        return classify(ref, store)
+    return classify(ref, store, _expected(lambda: [store.asset_ref(i, row.key) for i in (name, uri) if i]))
 
 
 # Reading --------------------------------------------------------------------------------------------

@@ -122,13 +122,6 @@ def test_the_base_as_references_print_it(tmp_path, monkeypatch):
     assert objects.backend_is_object_storage()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Airflow names the variable of an option in [common.io] AIRFLOW__COMMON_IO__<KEY> (the section's dot "
-    "as an underscore: airflow/_shared/configuration/parser.py _env_var_name); config.Option.env_var keeps the dot, "
-    "so the dashboard does not see the variable a worker is configured with",
-)
 def test_the_dashboard_reads_airflows_environment_variable_for_common_io(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
     monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
@@ -435,13 +428,6 @@ def test_resolve_task_and_asset_rows(
 
 
 @db
-@pytest.mark.xfail(
-    strict=True,
-    raises=StorageError,
-    reason="objects.reference_of_task_row computes the expected ref with Storage.task_ref, whose suffix raises "
-    "StorageError for an unsupported [common.io] compression: resolve_task_row (the key page, ?resolve=true) "
-    "raises instead of answering with an error",
-)
 def test_resolve_with_an_unsupported_compression_answers_an_error(
     tmp_path, monkeypatch, read_objects, dag_run_factory, task_key_factory
 ):
@@ -455,12 +441,6 @@ def test_resolve_with_an_unsupported_compression_answers_an_error(
 
 
 @db
-@pytest.mark.xfail(
-    strict=True,
-    raises=StorageError,
-    reason="same cause as above: with an unsupported compression every task key page holding a reference, "
-    "even an inline one and with reading off, raises StorageError (a 500) before anything is read",
-)
 def test_key_page_of_an_inline_reference_with_an_unsupported_compression(
     tmp_path, monkeypatch, settings, client, operator, dag_run_factory, task_key_factory
 ):
