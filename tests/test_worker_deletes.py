@@ -280,6 +280,7 @@ def test_admin_delete_into_a_read_only_directory(web, world):
     _check_failed(world, "job", AuditEvent.objects.get())
     [message] = admin_messages(response)
     assert "could not be deleted" in message and world["refs"]["job"] in message
+    assert [m.level_tag for m in response.context["messages"]] == ["warning"]
 
 
 def test_the_orphan_is_overwritten_by_the_next_write_of_the_same_key(world, ui):

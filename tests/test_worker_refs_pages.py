@@ -33,14 +33,12 @@ BACKEND_ENV = "AIRFLOW__WORKERS__STATE_STORE_BACKEND"
 
 
 def set_common_io(monkeypatch, key: str, value: str | None) -> None:
-    """A ``[common.io]`` option in the environment, under both spellings of its variable (Airflow's
-    ``COMMON_IO`` and the section's literal ``COMMON.IO``), or removed (``None``)."""
-    for section in ("COMMON_IO", "COMMON.IO"):
-        name = f"AIRFLOW__{section}__STATE_STORE_OBJECTSTORAGE_{key.upper()}"
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
+    """A ``[common.io]`` option in the environment as Airflow names it, or removed (``None``)."""
+    name = f"AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_{key.upper()}"
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
 
 
 # A file:// storage, objects as the provider writes them -----------------------------------------------

@@ -347,7 +347,8 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         except Invalid as exc:
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
             return
-        self.message_user(request, outcome.describe(verb), messages.SUCCESS)
+        failed_objects = outcome.objects is not None and outcome.objects.failed_count
+        self.message_user(request, outcome.describe(verb), messages.WARNING if failed_objects else messages.SUCCESS)
 
 
 # Asset state --------------------------------------------------------------------------------------------
