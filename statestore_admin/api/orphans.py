@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from statestore_admin.state import orphans
 
-from .airflow_v2 import ERRORS, integer, query_int
+from .airflow_v2 import ERRORS, MAX_INT, integer, query_int
 from .ours import OwnView
 
 DESCRIPTION = """What `state_store_orphans --json` prints: the objects under `[common.io]
@@ -43,7 +43,7 @@ class Orphans(OwnView):
         parameters=[
             OpenApiParameter(
                 "sample",
-                integer(0, orphans.SAMPLE_MAX, orphans.DEFAULT_SAMPLE),
+                integer(0, MAX_INT, orphans.DEFAULT_SAMPLE),
                 description=f"Items in each sample; larger values give {orphans.SAMPLE_MAX}.",
             )
         ],
