@@ -219,6 +219,19 @@ def test_without_storage_the_rows_are_still_counted(monkeypatch, dag_run_factory
     assert report.as_dict()["storage"] is None
 
 
+def test_storage_errors_are_reported_and_stop_the_dangling_check(world, store, task_key_factory, monkeypatch):
+    stray = store.base + "/stray/file.txt"  # a file: a path through it is no directory (NotADirectoryError)
+    for key in ("through a file", "through it again"):
+        task_key_factory(world.run, task_id=TASK, key=key, value=ref_value(f"{stray}/{key.replace(' ', '_')}.gz"))
+    monkeypatch.setattr(orphans, "CHECK_ERRORS_MAX", 1)
+    report = orphans.report(sample=100, actor=SYSTEM)
+    assert not report.complete and report.error_count == 1 and "NotADirectoryError" in report.errors[0]
+    assert report.unchecked >= 2  # the second of those, and every object reference after it
+    assert report.as_dict()["dangling"]["unchecked"] == report.unchecked
+    _, _, code = run_command()
+    assert code == 1
+
+
 # Deleting ---------------------------------------------------------------------------------------------
 def test_delete_removes_exactly_the_old_orphans_and_records_one_event(world, store):
     report = orphans.report(sample=100, older_than=timedelta(days=1), delete=True, actor=SYSTEM)

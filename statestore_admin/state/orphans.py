@@ -10,7 +10,8 @@ deleted leaves the object behind. ``report`` finds them, in two streamed passes 
    classified (``objects.classify``): an object reference whose object is missing is *dangling* (one
    ``fs.info`` per reference); a URL outside the base, or any URL when no base is configured, is *outside*;
    a reference that is not its key's deterministic path is an orphan *risk* (``Reference.risk``: nothing
-   overwrites it once its row is gone).
+   overwrites it once its row is gone). After ``CHECK_ERRORS_MAX`` storage errors (an unreachable storage)
+   the remaining references are counted as unchecked rather than each waiting for its own error.
 2. **Objects** under the base, walked directory by directory (``fs.walk``: one directory's listing at a
    time, never the whole tree) and checked in chunks of ``CHUNK``. An object is referenced iff some row's
    reference equals its reference exactly. Its path is parsed back into the key it belongs to
@@ -62,6 +63,7 @@ SAMPLE_MAX = 1_000  # the largest sample a caller may ask for
 DEFAULT_SAMPLE = 20
 DELETED_NAMED = 100  # deleted references named in the audit event (all are counted)
 ERRORS_NAMED = 20  # storage errors named in the report
+CHECK_ERRORS_MAX = 20  # storage errors after which the dangling check stops (unreachable storage: no long wait per row)
 RISKY_IN_MEMORY = 100_000  # references of non-deterministic rows kept for the object pass
 KNOWN_SUFFIXES = tuple(f".{suffix}" for suffix in fsspec.utils.compressions)
 _MAP_INDEX = re.compile(r"-?[0-9]+\Z")
@@ -164,6 +166,7 @@ class OrphanReport:
     outside: Tally = None
     rows_with_refs: int = 0
     inline_refs: int = 0
+    unchecked: int = 0  # object references whose existence was not checked (storage errors)
     young: int = 0  # orphans last modified less than older_than ago (or of unknown age)
     older_than: timedelta | None = None
     deletion: Deletion | None = None
@@ -203,7 +206,7 @@ class OrphanReport:
                 "young": self.young if self.older_than is not None else None,
                 "sample": self.orphans.sample,
             },
-            "dangling": {"count": self.dangling.count, "sample": self.dangling.sample},
+            "dangling": {"count": self.dangling.count, "unchecked": self.unchecked, "sample": self.dangling.sample},
             "risks": {"count": self.risks.count, "sample": self.risks.sample},
             "outside": {"count": self.outside.count, "sample": self.outside.sample},
             "rows_with_refs": self.rows_with_refs,
@@ -504,6 +507,7 @@ def _scan_rows(storage: objects.Storage | None, fs, report: OrphanReport) -> set
     """Pass 1: count the rows holding references; dangling, outside and risky ones. Returns the references
     of rows that do not hold their own key's path (None past ``RISKY_IN_MEMORY`` of them)."""
     risky: set[str] | None = set()
+    check_errors = 0
     for store, rows in ((permissions.TASK, _task_rows()), (permissions.ASSET, _asset_rows())):
         for _, row in rows:
             reference = _reference(store, row, storage)
@@ -531,9 +535,14 @@ def _scan_rows(storage: objects.Storage | None, fs, report: OrphanReport) -> set
                     )
             if fs is None:
                 continue
+            if check_errors >= CHECK_ERRORS_MAX:
+                report.unchecked += 1
+                continue
             try:
                 exists = _exists(fs, storage, reference.ref)
             except Exception as exc:  # the storage's own errors: the reference is not counted
+                check_errors += 1
+                report.unchecked += 1
                 report.error(f"Checking {reference.ref} failed: {type(exc).__name__}: {exc}")
                 continue
             if not exists:
@@ -664,7 +673,8 @@ def lines(result: OrphanReport) -> list[str]:
         out += [f"  {o['ref']}  {o['size']:,} bytes  {o['modified'] or '?'}" for o in result.orphans.sample]
     out.append(f"Rows holding references: {result.rows_with_refs:,} ({result.inline_refs:,} inline, no object).")
     if store is not None:
-        out.append(f"Dangling references (object missing): {result.dangling.count:,}.")
+        unchecked = f", {result.unchecked:,} not checked (storage errors)" if result.unchecked else ""
+        out.append(f"Dangling references (object missing): {result.dangling.count:,}{unchecked}.")
         out += [f"  {d['ref']}  ({_where(d)})" for d in result.dangling.sample]
     out.append(f"References outside the base path{'' if store else ' (no base configured)'}: {result.outside.count:,}.")
     out += [f"  {d['ref']}  ({_where(d)})" for d in result.outside.sample]
