@@ -254,17 +254,19 @@ def test_delete_removes_exactly_the_old_orphans_and_records_one_event(world, sto
 
 def test_a_row_written_after_the_listing_keeps_its_object(world, store, task_key_factory):
     """The last check before a delete is fresh: a row written between the listing and the delete (here, after
-    the candidates were listed) keeps its object."""
+    the candidates were listed) keeps its object, and so does an object written again meanwhile."""
     fs = store.filesystem()
     listed = [o for o in orphans._walk(fs, store, orphans.OrphanReport(sample=0)) if o.ref in world.old]
     late = store.task_ref(DAG, RUN, TASK, 0, "gone/ü")
     task_key_factory(world.run, task_id=TASK, key="gone/ü", map_index=0, value=ref_value(late))
     stray = store.base + "/stray/file.txt"  # outside the layout: found by its stored text
     task_key_factory(world.run, task_id=TASK, key="points at stray", value=ref_value(stray))
+    rewritten = store.asset_ref(world.by_name.name, "deleted key")  # a worker's write of that key, in flight
+    write_object(store, rewritten, "new value, its row comes next")
     deletion = orphans.Deletion(timedelta(days=1))
     orphans.delete_orphans(fs, listed, deletion)
-    assert deletion.kept == 2 and deletion.deleted == len(world.old) - 2
-    assert object_exists(store, late) and object_exists(store, stray)
+    assert deletion.kept == 3 and deletion.deleted == len(world.old) - 3
+    assert object_exists(store, late) and object_exists(store, stray) and object_exists(store, rewritten)
 
 
 def test_a_failed_delete_is_counted_not_raised(world, store):

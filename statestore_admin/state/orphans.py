@@ -27,8 +27,9 @@ deleted leaves the object behind. ``report`` finds them, in two streamed passes 
 ``delete=True`` deletes the orphans last modified more than ``older_than`` ago (the command's default: one
 day). A worker writes its object *before* its row, so a young unreferenced object may be a write in flight;
 and a row may have been written since the object was found unreferenced: right before deleting, each
-chunk of candidates is checked again (the key lookup and the exact-text scan, both fresh), and only what
-is still unreferenced is deleted. One audit event (action ``orphans``) records the run: pending before the
+chunk of candidates is checked again (the key lookup and the exact-text scan, both fresh) and each object's
+modification time is read again (a worker may be writing the same key again: object first, row next); only
+what is still unreferenced and old is deleted. One audit event (action ``orphans``) records the run: pending before the
 first delete, done at the end with the counts, ``older_than``, the first ``DELETED_NAMED`` deleted
 references and the failures. A failed delete is counted and reported, never raised.
 
@@ -118,7 +119,8 @@ class Tally:
 @dataclass
 class Deletion:
     """What ``delete=True`` did: ``young`` orphans were too recent (or of unknown age) to delete, ``kept``
-    were referenced again when checked right before deleting, ``missing`` were gone already."""
+    were referenced again, or written again, when checked right before deleting, ``missing`` were gone
+    already."""
 
     older_than: timedelta
     deleted: int = 0
@@ -432,13 +434,24 @@ def still_unreferenced(objs: list[Obj]) -> list[Obj]:
     return [o for o in objs if o.ref not in referenced]
 
 
+def _written_since(fs, obj: Obj, cutoff: datetime) -> bool:
+    """Whether the object was written again after ``cutoff`` (a worker's write in flight: its row comes next)."""
+    modified = _modified(fs.info(obj.path))
+    return modified is None or modified > cutoff
+
+
 def delete_orphans(fs, candidates: list[Obj], deletion: Deletion) -> None:
-    """Delete the objects of ``candidates`` that no row references now (checked again here: a row may have
-    been written since they were listed). Failures are recorded in ``deletion``, never raised."""
+    """Delete the objects of ``candidates`` that no row references now and that were not written again since
+    ``deletion.older_than`` ago (both checked again here: a row, or a worker's new write of the same key, may
+    have come since they were listed). Failures are recorded in ``deletion``, never raised."""
     orphans = still_unreferenced(candidates)
     deletion.kept += len(candidates) - len(orphans)
+    cutoff = timezone.now() - deletion.older_than
     for obj in orphans:
         try:
+            if _written_since(fs, obj, cutoff):
+                deletion.kept += 1
+                continue
             fs.rm_file(obj.path)
         except FileNotFoundError:
             deletion.missing += 1
