@@ -375,7 +375,7 @@ def test_failed_object_delete_leaves_an_orphan_the_next_write_overwrites(airflow
         browser = logged_in(url)
         headers = {"X-CSRFToken": browser.cookies["csrftoken"], "HX-Request": "true", "Referer": url}
         dialog = browser.get(f"{url}/keys/task/delete/", params={"ids": ui_entry["id"]}, headers=headers)
-        assert ui_entry["ref"] in dialog.text or html.escape(ui_entry["ref"]) in dialog.text or dialog.ok
+        assert dialog.status_code == 200, dialog.text
         token = html.unescape(re.search(r'name="listed" value="([^"]*)"', dialog.text).group(1))
         done = browser.post(
             f"{url}/keys/task/delete/", headers=headers, data={"ids": ui_entry["id"], "listed": token, "next": ""}
