@@ -60,7 +60,8 @@ def _require_any_view(user) -> list[str]:
 
 
 def _require_event_view(user, event: AuditEvent) -> None:
-    permissions.require(user, event.visible_store, "view")
+    for store in event.viewed_with:
+        permissions.require(user, store, "view")
 
 
 # Diffs --------------------------------------------------------------------------------------------

@@ -129,9 +129,15 @@ class AuditEvent(models.Model):
         return self.store or "task"
 
     @property
+    def viewed_with(self) -> tuple[str, ...]:
+        """The stores a user must view to see this event: an orphans run's objects are of both stores."""
+        return ("task", "asset") if self.action == self.Action.ORPHANS else (self.visible_store,)
+
+    @property
     def restorable(self) -> bool:
-        """GC follows Airflow's rules and a failed change changed nothing: neither can be restored."""
-        return self.action != self.Action.GC and self.status != self.Status.FAILED
+        """GC follows Airflow's rules, deleted orphans had no row, and a failed change changed nothing: none can
+        be restored."""
+        return self.action not in (self.Action.GC, self.Action.ORPHANS) and self.status != self.Status.FAILED
 
     @property
     def outcome(self) -> str:

@@ -1258,9 +1258,10 @@ def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey
 def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> QuerySet:
     """The events ``query`` matches among those of ``stores`` in ``scope``, unordered: what the Audit page pages
     through and its export downloads."""
-    rows = AuditEvent.objects.filter(store__in=[*stores, *([""] if "task" in stores else [])]).filter(
-        audit_scope_q(scope)
-    )
+    # Events without a store: GC runs are task state's; orphans runs (objects of both stores) need both.
+    no_store = Q(store="") if "asset" in stores else Q(store="") & ~Q(action=AuditEvent.Action.ORPHANS)
+    rows = AuditEvent.objects.filter(Q(store__in=stores) | (no_store if "task" in stores else Q(pk__in=[])))
+    rows = rows.filter(audit_scope_q(scope))
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
         value = getattr(query, name)
         if value not in ("", None):

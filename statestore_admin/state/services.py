@@ -721,11 +721,10 @@ def restore_event(
     """
     event = selectors.get_audit_event(event_id, scope=scope_of(actor))
     if not event.restorable:
-        reason = (
-            "Garbage collection follows Airflow's rules and is not restorable."
-            if event.action == Action.GC
-            else "This change failed and changed nothing: there is nothing to restore."
-        )
+        reason = {
+            Action.GC: "Garbage collection follows Airflow's rules and is not restorable.",
+            Action.ORPHANS: "Deleted orphans were objects without rows: there is nothing to restore.",
+        }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
         raise Invalid({"event": reason})
     targets = []
     for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
