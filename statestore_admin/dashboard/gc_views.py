@@ -214,11 +214,7 @@ def _report(request, result: gc.GcResult) -> None:
         if result.message:
             text += " " + result.message
         if result.object_deletes is not None:
-            d = result.object_deletes
-            text += (
-                f" Worker-side objects: {d.deleted:,} deleted, {d.missing:,} already missing, "
-                f"{d.failed_count:,} could not be deleted."
-            )
+            text += " " + result.object_deletes.summary()
         elif result.objects_left_behind:
             text += " Their worker-side objects were left behind, as Airflow's GC leaves them."
         failed_objects = result.objects_failed > 0

@@ -337,6 +337,13 @@ class ObjectDeletes:
             "failures": [{"ref": ref, "error": error} for ref, error in self.failed],
         }
 
+    def summary(self) -> str:
+        """The counts in one sentence (GC's page and command)."""
+        return (
+            f"Worker-side objects: {self.deleted:,} deleted, {self.missing:,} already missing, "
+            f"{self.failed_count:,} could not be deleted."
+        )
+
     def describe(self) -> str:
         if not self.failed_count:
             return ""

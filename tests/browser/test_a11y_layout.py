@@ -29,6 +29,7 @@ from statestore_admin.state.models import AuditEvent, GcRun, StatsSnapshot, Stat
 from statestore_admin.state.stats import take_snapshot
 
 from ..conftest import BOTH_DATABASES
+from ..objects_helpers import file_storage, ref_value, write_object
 from .conftest import SCREENSHOTS
 
 pytestmark = [
@@ -43,11 +44,27 @@ LONG_KEY = "s3_partition_" + "x" * 150
 
 
 @pytest.fixture
-def deployment(operator, dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
-    """A run with plain and mapped tasks, short and very long keys, an asset, an audit event and a snapshot."""
+def deployment(
+    operator,
+    dag_run_factory,
+    task_instance_factory,
+    task_key_factory,
+    asset_factory,
+    asset_key_factory,
+    tmp_path,
+    monkeypatch,
+    settings,
+):
+    """A run with plain and mapped tasks, short and very long keys, a value kept as a worker-side object (and
+    an orphan object), an asset, an audit event and a snapshot."""
     now = timezone.now()
     run = dag_run_factory(dag_id="etl_orders", run_id="scheduled__2026-11-29T00:00:00+00:00", state="running")
     task_instance_factory(run, task_id="submit")
+    store = file_storage(tmp_path, monkeypatch)
+    settings.WORKER_BACKEND_READ = True
+    ref = write_object(store, store.task_ref(run.dag_id, run.run_id, "submit", -1, "manifest"), {"files": [1, 2]})
+    offloaded = task_key_factory(run, task_id="submit", key="manifest", value=ref_value(ref), expires_at=None)
+    write_object(store, store.task_ref(run.dag_id, run.run_id, "submit", -1, "gone"), [0])  # an orphan
     for key in SHORT_KEYS:
         task_key_factory(run, task_id="submit", key=key, value={"v": key}, expires_at=now + timedelta(days=3))
     task_key_factory(run, task_id="submit", key=LONG_KEY, value="y" * 400, expires_at=now - timedelta(minutes=5))
@@ -60,7 +77,7 @@ def deployment(operator, dag_run_factory, task_instance_factory, task_key_factor
     key = run.state_keys.get(key="attempt")
     services.expire_task_keys(actor=Actor(via="ui", user=operator), selection=services.TaskSelection(ids=(key.pk,)))
     take_snapshot()
-    return {"run": run, "asset": asset, "key": key, "event": AuditEvent.objects.latest("id")}
+    return {"run": run, "asset": asset, "key": key, "offloaded": offloaded, "event": AuditEvent.objects.latest("id")}
 
 
 @pytest.fixture
@@ -110,6 +127,8 @@ def pages(deployment) -> dict[str, str]:
         "run": f"/runs/{run.pk}/",
         "task-instance": f"/runs/{run.pk}/tasks/submit/",
         "key": f"/keys/task/{deployment['key'].pk}/",
+        "key-object": f"/keys/task/{deployment['offloaded'].pk}/",
+        "orphans": "/orphans/",
         "assets": "/assets/",
         "asset": f"/assets/{asset.pk}/",
         "search": "/search/?key=job",

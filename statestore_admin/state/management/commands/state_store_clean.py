@@ -224,11 +224,7 @@ class Command(BaseCommand):
             if result.message:
                 line += " " + result.message
             if result.object_deletes is not None:
-                d = result.object_deletes
-                line += (
-                    f" Worker-side objects: {d.deleted} deleted, {d.missing} already missing, "
-                    f"{d.failed_count} could not be deleted."
-                )
+                line += " " + result.object_deletes.summary()
             elif result.objects_left_behind:
                 line += " " + gc.OBJECTS_LEFT_BEHIND
         (self.stderr if failed else self.stdout).write(line)
