@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
@@ -54,9 +55,15 @@ def utc_title(value: datetime) -> str:
 
 @register.simple_tag
 def when(value, style="relative", empty="", now=None):
-    """``value`` as ``<time>`` in ``style`` (see the module); ``empty`` when there is no time."""
+    """``value`` (a datetime, or ISO 8601 text as the JSON reports hold it) as ``<time>`` in ``style`` (see the
+    module); ``empty`` when there is no time."""
     if style not in STYLES:
         raise template.TemplateSyntaxError(f"when: unknown style {style!r}, one of {', '.join(STYLES)}")
+    if isinstance(value, str):
+        try:
+            value = parse_datetime(value)
+        except ValueError:
+            return empty
     if not isinstance(value, datetime):
         return empty
     if timezone.is_naive(value):
