@@ -95,3 +95,39 @@ def test_the_event_page_names_objects_that_could_not_be_deleted(
     assert "1 could not be deleted and is orphaned" in page
     assert "s3://other-bucket/&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
     assert "outside the configured state_store_objectstorage_path" in page
+
+
+def test_a_clear_of_more_rows_than_a_chunk_deletes_every_object(
+    object_storage, dag_run_factory, task_instance_factory, task_key_factory
+):
+    """The objects are found again from the change's audit keys, a chunk at a time; a reference stored with
+    compact JSON (another writer's spacing) is one too, and an inline one has no object."""
+    from statestore_admin.airflow.models import TaskStateStore
+    from statestore_admin.state import audit
+
+    run = dag_run_factory(dag_id="etl", run_id="big")
+    task_instance_factory(run, task_id="t")
+    refs = []
+    for n in range(audit.CHUNK + 7):
+        ref = object_storage.task_ref("etl", "big", "t", -1, f"k{n}")
+        write_object_at(object_storage, ref, n)
+        refs.append(ref)
+        task_key_factory(run, key=f"k{n}", task_id="t", value=None)
+        stored = {REF_KEY: ref}
+        text = json.dumps(stored, separators=(",", ":")) if n % 2 else json.dumps(stored)
+        TaskStateStore.objects.filter(dag_run=run, key=f"k{n}").update(value=text)
+    task_key_factory(run, key="inline", task_id="t", value={REF_KEY: "[1, 2]"})
+
+    outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskScope("etl", "big", "t"))
+    assert outcome.changed == audit.CHUNK + 8
+    assert (outcome.objects.deleted, outcome.objects.missing, outcome.objects.failed_count) == (len(refs), 0, 0)
+    fs = object_storage.filesystem()
+    assert not any(fs.exists(object_storage.path(r)) for r in refs)
+    assert outcome.event.details["objects"]["deleted"] == len(refs)
+
+
+def write_object_at(store, ref, value):
+    fs, path = store.filesystem(), store.path(ref)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb", compression="gzip") as f:
+        f.write(json.dumps(value).encode())

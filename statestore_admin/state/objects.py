@@ -31,9 +31,10 @@ import fsspec.utils
 from django.conf import settings
 
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND, AirflowConfigError, airflow_config
-from statestore_admin.airflow.models import worker_ref_of
+from statestore_admin.airflow.models import JsonValueMixin, worker_ref_of
 
 PROVIDER_BACKEND = OBJECT_STORAGE_BACKEND
+REF_MARKER = json.dumps(JsonValueMixin.REF_KEY)  # in the text of every stored reference, whatever its spacing
 
 # What a reference is.
 INLINE = "inline"  # the value's JSON text itself (under the threshold): no object

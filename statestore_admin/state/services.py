@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
+from itertools import islice
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -38,7 +39,7 @@ from statestore_admin.airflow.router import airflow_alias
 from . import audit, objects, permissions, selectors
 from .actors import Actor
 from .errors import Conflict, Forbidden, Invalid, NotFound
-from .models import AuditEvent
+from .models import AuditEvent, AuditKey
 from .scopes import Scope, scope_of
 from .selectors import TaskScope
 from .values import Expiry, clean_key, encode_value, same_value
@@ -186,18 +187,33 @@ def _outcome(
     )
 
 
-def _delete_objects(recorder, references: list[objects.Reference], store) -> objects.ObjectDeletes | None:
+def _holds_ref(rows) -> bool:
+    return any(r.value and objects.REF_MARKER in r.value for r in rows)
+
+
+def _delete_objects(recorder, store) -> objects.ObjectDeletes | None:
     """Airflow's order for worker-side values: the rows are deleted and committed (the caller's ``audit.change``
-    has finished), then their objects. A failed object delete never brings a row back: it is recorded in the
-    change's audit event (its reference and error) and reported; the object is an orphan until the same key
-    is written again (references are deterministic) or ``state_store_orphans --delete`` removes it."""
-    if not references:
+    has finished), then their objects. The references are read back from the change's own audit keys, a chunk
+    at a time (memory stays bounded however many rows went). A failed object delete never brings a row back:
+    it is recorded in the audit event (its reference and error) and reported; the object is an orphan until
+    the same key is written again (references are deterministic) or ``state_store_orphans --delete`` removes
+    it. None when no deleted row referenced an object (inline references have none)."""
+    if recorder.event is None:
         return None
-    deletes = objects.delete_objects(references, store)
-    if recorder.event is not None:
-        details = {**recorder.event.details, "objects": deletes.details()}
-        AuditEvent.objects.filter(pk=recorder.event.pk).update(details=details)
-        recorder.event.details = details
+    values = (
+        AuditKey.objects.filter(event=recorder.event, before_value__contains=objects.REF_MARKER)
+        .order_by("pk")
+        .values_list("before_value", flat=True)
+        .iterator(chunk_size=audit.CHUNK)
+    )
+    deletes = objects.ObjectDeletes()
+    while chunk := list(islice(values, audit.CHUNK)):
+        objects.delete_objects(objects.refs_to_delete(chunk, store), store, into=deletes)
+    if not deletes.attempted:
+        return None
+    details = {**recorder.event.details, "objects": deletes.details()}
+    AuditEvent.objects.filter(pk=recorder.event.pk).update(details=details)
+    recorder.event.details = details
     return deletes
 
 
@@ -537,7 +553,7 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     few = _named_keys_condition(selection) if listed is None else None
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
-    store, references = objects.storage(), []
+    store, holds_refs = objects.storage(), False
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
@@ -552,10 +568,10 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
             )
         for chunk in deleted:
             recorder.record([audit.task_change(r, before=_state(r), after=None, limit=recorder.limit) for r in chunk])
-            references += objects.refs_to_delete((r.value for r in chunk), store)
+            holds_refs = holds_refs or _holds_ref(chunk)
     if not recorder.count and not others:
         selection.require_instance()
-    return _outcome(recorder, listed, others, _delete_objects(recorder, references, store))
+    return _outcome(recorder, listed, others, _delete_objects(recorder, store) if holds_refs else None)
 
 
 # Asset keys -------------------------------------------------------------------------------------------
@@ -636,7 +652,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     rows, others = asset_selection(asset_id, keys), []
     identity = ("asset_id", "key")
-    store, references = objects.storage(), []
+    store, holds_refs = objects.storage(), False
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
         if listed is None:
             deleted = _deleted_chunks(AssetStateStore, rows, identity)
@@ -650,8 +666,8 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
             recorder.record(
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
-            references += objects.refs_to_delete((r.value for r in chunk), store)
-    return _outcome(recorder, listed, others, _delete_objects(recorder, references, store))
+            holds_refs = holds_refs or _holds_ref(chunk)
+    return _outcome(recorder, listed, others, _delete_objects(recorder, store) if holds_refs else None)
 
 
 # Restore ----------------------------------------------------------------------------------------------
