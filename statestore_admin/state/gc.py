@@ -108,7 +108,7 @@ def backend_status(config: AirflowConfig | None = None) -> BackendStatus:
     try:
         backend_class = import_string(backend)
         metastore_class = import_string(METASTORE_BACKEND)
-    except ImportError as exc:
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - ImportError, or whatever the module's code raises
         return BackendStatus(
             backend,
             False,

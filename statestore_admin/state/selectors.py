@@ -12,7 +12,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connections
@@ -39,7 +38,7 @@ from statestore_admin.airflow.config import METASTORE_BACKEND, ConfigValue, airf
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from . import objects
+from . import gc, objects
 from .errors import Invalid, NotFound
 from .models import AuditEvent, AuditKey, GcRun, StatsSnapshotDag
 from .pagination import Page, decode_cursor, encode_cursor, paginate
@@ -300,47 +299,34 @@ class BackendMode:
 class BackendClass:
     """What importing a configured backend class in the dashboard's environment found (never instantiated):
     ``importable``, else ``error``; the ``methods`` of ``BACKEND_METHODS`` it defines (its own or inherited,
-    not abstract); ``is_metastore`` for a subclass of Airflow's MetastoreBackend (when that imports too)."""
+    not abstract)."""
 
     path: str
     importable: bool
     error: str = ""
     methods: tuple[str, ...] = ()
-    is_metastore: bool = False
-
-
-def _import_quietly(path: str):
-    """The object at the dotted ``path``, or the exception importing it raised (any: a module's own code
-    runs on import, and the overview must not fail for it)."""
-    try:
-        return import_string(path), None
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the module does, the page still renders
-        return None, exc
 
 
 def inspect_backend_class(path: str) -> BackendClass:
     """Import ``path`` (catching every exception, never instantiating it) and list the backend methods it
     defines."""
-    found, exc = _import_quietly(path)
-    if exc is not None:
+    try:
+        found = import_string(path)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the module does, the page still renders
         return BackendClass(path, False, f"{type(exc).__name__}: {exc}")
     if not isinstance(found, type):
         return BackendClass(path, False, f"{path} is a {type(found).__name__}, not a class")
     abstract = getattr(found, "__abstractmethods__", frozenset())
     methods = tuple(m for m in BACKEND_METHODS if callable(getattr(found, m, None)) and m not in abstract)
-    metastore, _ = _import_quietly(METASTORE_BACKEND)
-    is_metastore = isinstance(metastore, type) and issubclass(found, metastore)
-    return BackendClass(path, True, methods=methods, is_metastore=is_metastore)
+    return BackendClass(path, True, methods=methods)
 
 
 def _custom_backend_mode(backend: str) -> BackendMode | None:
     """The overview's line for a ``[state_store] backend`` that is not the metastore backend (None when it is
-    one after all: listed in ``STATESTORE_METASTORE_BACKENDS``, or a MetastoreBackend subclass)."""
-    if backend in settings.STATESTORE_METASTORE_BACKENDS:
+    one after all, by the rule GC applies: ``gc.backend_status``)."""
+    if gc.backend_status().is_metastore:
         return None
     found = inspect_backend_class(backend)
-    if found.is_metastore:
-        return None
     if found.importable:
         defined = ", ".join(found.methods) if found.methods else "none of " + ", ".join(BACKEND_METHODS)
         how = (
