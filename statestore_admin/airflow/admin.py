@@ -347,8 +347,8 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         except Invalid as exc:
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
             return
-        failed_objects = outcome.objects is not None and outcome.objects.failed_count
-        self.message_user(request, outcome.describe(verb), messages.WARNING if failed_objects else messages.SUCCESS)
+        level = messages.WARNING if outcome.objects_failed else messages.SUCCESS
+        self.message_user(request, outcome.describe(verb), level)
 
 
 # Asset state --------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def _done(request, message: str, fallback: str, level: str = "success"):
 def _level(outcome: services.Outcome) -> str:
     """A delete whose worker-side objects could not all be deleted is done, with a warning: the rows stay
     deleted and the objects are orphans (``Outcome.describe`` names them)."""
-    return "warning" if outcome.objects is not None and outcome.objects.failed_count else "success"
+    return "warning" if outcome.objects_failed else "success"
 
 
 def _object_storage(refs: int) -> bool | None:

@@ -80,6 +80,11 @@ class Outcome:
     def kept(self) -> int:
         return self.added + self.rewritten
 
+    @property
+    def objects_failed(self) -> int:
+        """Worker-side objects that could not be deleted after their rows (now orphans): a warning to the user."""
+        return self.objects.failed_count if self.objects is not None else 0
+
     def describe(self, verb: str) -> str:
         text = f"{verb} {_keys(self.changed)}"
         if self.kept:
@@ -191,7 +196,7 @@ def _holds_ref(rows) -> bool:
     return any(r.value and objects.REF_MARKER in r.value for r in rows)
 
 
-def _delete_objects(recorder, store) -> objects.ObjectDeletes | None:
+def _delete_objects(recorder) -> objects.ObjectDeletes | None:
     """Airflow's order for worker-side values: the rows are deleted and committed (the caller's ``audit.change``
     has finished), then their objects. The references are read back from the change's own audit keys, a chunk
     at a time (memory stays bounded however many rows went). A failed object delete never brings a row back:
@@ -206,7 +211,7 @@ def _delete_objects(recorder, store) -> objects.ObjectDeletes | None:
         .values_list("before_value", flat=True)
         .iterator(chunk_size=audit.CHUNK)
     )
-    deletes = objects.ObjectDeletes()
+    store, deletes = objects.storage(), objects.ObjectDeletes()
     while chunk := list(islice(values, audit.CHUNK)):
         objects.delete_objects(objects.refs_to_delete(chunk, store), store, into=deletes)
     if not deletes.attempted:
@@ -553,7 +558,7 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     few = _named_keys_condition(selection) if listed is None else None
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
-    store, holds_refs = objects.storage(), False
+    holds_refs = False
     with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
@@ -571,7 +576,7 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
             holds_refs = holds_refs or _holds_ref(chunk)
     if not recorder.count and not others:
         selection.require_instance()
-    return _outcome(recorder, listed, others, _delete_objects(recorder, store) if holds_refs else None)
+    return _outcome(recorder, listed, others, _delete_objects(recorder) if holds_refs else None)
 
 
 # Asset keys -------------------------------------------------------------------------------------------
@@ -652,7 +657,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     rows, others = asset_selection(asset_id, keys), []
     identity = ("asset_id", "key")
-    store, holds_refs = objects.storage(), False
+    holds_refs = False
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
         if listed is None:
             deleted = _deleted_chunks(AssetStateStore, rows, identity)
@@ -667,7 +672,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
                 [audit.asset_change(asset_id, r.key, before=_state(r), after=None, limit=recorder.limit) for r in chunk]
             )
             holds_refs = holds_refs or _holds_ref(chunk)
-    return _outcome(recorder, listed, others, _delete_objects(recorder, store) if holds_refs else None)
+    return _outcome(recorder, listed, others, _delete_objects(recorder) if holds_refs else None)
 
 
 # Restore ----------------------------------------------------------------------------------------------
