@@ -315,15 +315,16 @@ def with_resolved(entry: dict, resolved: objects.Resolved | None) -> dict:
 
 
 # Documentation of the shapes (drf-spectacular) ------------------------------------------------------
-TaskEntry = inline_serializer(
-    "TaskStateStoreResponse",
-    {
+def _task_fields() -> dict:
+    return {
         "key": serializers.CharField(),
         "value": serializers.JSONField(),
         "updated_at": serializers.DateTimeField(),
         "expires_at": serializers.DateTimeField(allow_null=True),
-    },
-)
+    }
+
+
+TaskEntry = inline_serializer("TaskStateStoreResponse", _task_fields())
 RESOLVED_FIELDS = {
     "reference": serializers.CharField(
         allow_null=True,
@@ -339,16 +340,7 @@ RESOLVED_FIELDS = {
         help_text="With ?resolve=true: why the value behind the reference is not given.",
     ),
 }
-TaskItem = inline_serializer(
-    "TaskStateStoreItemResponse",
-    {
-        "key": serializers.CharField(),
-        "value": serializers.JSONField(),
-        "updated_at": serializers.DateTimeField(),
-        "expires_at": serializers.DateTimeField(allow_null=True),
-        **RESOLVED_FIELDS,
-    },
-)
+TaskItem = inline_serializer("TaskStateStoreItemResponse", {**_task_fields(), **RESOLVED_FIELDS})
 TaskCollection = inline_serializer(
     "TaskStateStoreCollectionResponse",
     {"task_state_store": TaskEntry.__class__(many=True), "total_entries": serializers.IntegerField()},
@@ -363,25 +355,19 @@ Writer = inline_serializer(
         "map_index": serializers.IntegerField(allow_null=True),
     },
 )
-AssetEntry = inline_serializer(
-    "AssetStateStoreResponse",
-    {
+
+
+def _asset_fields() -> dict:
+    return {
         "key": serializers.CharField(),
         "value": serializers.JSONField(),
         "updated_at": serializers.DateTimeField(),
         "last_updated_by": Writer.__class__(allow_null=True),
-    },
-)
-AssetItem = inline_serializer(
-    "AssetStateStoreItemResponse",
-    {
-        "key": serializers.CharField(),
-        "value": serializers.JSONField(),
-        "updated_at": serializers.DateTimeField(),
-        "last_updated_by": Writer.__class__(allow_null=True),
-        **RESOLVED_FIELDS,
-    },
-)
+    }
+
+
+AssetEntry = inline_serializer("AssetStateStoreResponse", _asset_fields())
+AssetItem = inline_serializer("AssetStateStoreItemResponse", {**_asset_fields(), **RESOLVED_FIELDS})
 AssetCollection = inline_serializer(
     "AssetStateStoreCollectionResponse",
     {"asset_state_store": AssetEntry.__class__(many=True), "total_entries": serializers.IntegerField()},
