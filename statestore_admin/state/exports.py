@@ -15,7 +15,9 @@ event is restored from its own page) or as CSV. Every download is written as a s
 keyset chunks of ``STREAM_CHUNK`` (each chunk one short query that an index serves, no long-lived cursor or
 transaction), so memory stays bounded whatever the number of rows. CSV is UTF-8 (with a byte order mark, so
 that spreadsheets read it as UTF-8), one header row, and every text cell that a spreadsheet would take for a
-formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with ``'``.
+formula is prefixed with ``'``: one starting with ``=``, ``+``, ``-``, ``@``, ``|`` or ``%``, with a tab or a
+carriage return, or with any white space or control characters before one of those marks (spreadsheets skip
+them: ``"\n=1"`` and ``" =1"`` are formulas too).
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 ID_LENGTH = 250  # dag_id, run_id and task_id columns
 MAX_INT = 2**31 - 1  # integer columns (map_index, asset id)
 STREAM_CHUNK = 1000  # rows a query; values are at most max_value_storage_bytes each
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "|", "%", "\t", "\r")
+# Before a formula's mark, a spreadsheet skips white space and control characters.
+FORMULA = re.compile(r"[\s\x00-\x1f\x7f-\x9f]*[=+\-@|%]")
 
 # The orders a download reads rows in, each unique and served by an index of Airflow's: a run's keys by the
 # unique (dag_run_id, task_id, map_index, key), any other set of task keys by id, asset keys by the primary key.
@@ -194,7 +198,7 @@ def _event_cells(event: AuditEvent) -> list:
 
 def safe_cell(value):
     """A CSV cell a spreadsheet shows as text: text it would take for a formula gets a leading ``'``."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and (value.startswith(FORMULA_STARTS) or FORMULA.match(value)):
         return "'" + value
     return value
 
