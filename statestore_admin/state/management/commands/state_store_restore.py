@@ -12,7 +12,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from statestore_admin.state import services
+from statestore_admin.state import exports, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Invalid
 
@@ -53,15 +53,20 @@ class Command(BaseCommand):
         self.report(outcome)
 
     def read(self, path: str):
+        """The file's JSON, read as the Audit page and the API read an upload (``exports.read_document``)."""
         try:
             if path == "-":
-                return json.load(sys.stdin)
-            with open(path, encoding="utf-8") as file:
-                return json.load(file)
+                data = sys.stdin.buffer.read()
+            else:
+                with open(path, "rb") as file:
+                    data = file.read()
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror or exc}.", returncode=EXIT_USAGE) from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CommandError(f"{path} is not a JSON file: {exc}", returncode=EXIT_USAGE) from exc
+        try:
+            return exports.read_document(data)
+        except Invalid as exc:
+            message = " ".join(m for ms in exc.message_dict.values() for m in ms)
+            raise CommandError(f"{path}: {message}", returncode=EXIT_USAGE) from exc
 
     def report(self, outcome: services.RestoreOutcome):
         if self.as_json:

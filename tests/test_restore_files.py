@@ -1,0 +1,145 @@
+"""Restore files and restores as an attacker tries them: every face refuses the same files (an object naming a
+key twice, integers out of range) in the same words; an asset out of a scoped user's scope answers as a
+missing one does; and one web request restores a bounded number of keys."""
+
+import html
+import io
+import json
+import re
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.state.models import AuditEvent
+from statestore_admin.tokens.models import ApiToken
+
+from .conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
+RESTORE = "/api/statestore/v1/restore"
+PAGE = "/audit/restore-file/"
+HX = {"HTTP_HX_REQUEST": "true"}
+MAX_INT = 2**31 - 1
+
+
+@pytest.fixture
+def scene(dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
+    run = dag_run_factory(dag_id="etl_orders", run_id="manual__1")
+    task_instance_factory(run, task_id="load")
+    task_key_factory(run, task_id="load", key="offset", value=41)
+    inside = asset_factory(name="etl.orders", uri="s3://warehouse/etl/orders")
+    outside = asset_factory(name="ml.features", uri="s3://warehouse/ml/features")
+    asset_key_factory(inside, key="watermark", value="2026-11-30")
+    asset_key_factory(outside, key="watermark", value="secret")
+    return {"run": run, "inside": inside, "outside": outside}
+
+
+def snapshot():
+    return (
+        sorted(TaskStateStore.objects.values_list("task_id", "key", "value", "expires_at")),
+        sorted(AssetStateStore.objects.values_list("asset_id", "key", "value")),
+        AuditEvent.objects.count(),
+    )
+
+
+def api_client(user) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(user)[1]}")
+
+
+def page_client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def words(response) -> str:
+    """An API answer's messages, as a client reads them."""
+    return json.dumps(response.json(), ensure_ascii=False).replace('\\"', '"')
+
+
+def text(response) -> str:
+    return html.unescape(re.sub(r"\s+", " ", response.content.decode()))
+
+
+def through_every_face(user, content: str, tmp_path) -> dict[str, tuple[int, str]]:
+    """The status and the words each face answers a restore file with: the page's upload, the API's JSON
+    body and multipart upload, and the command (its exit code)."""
+    answers = {}
+    response = page_client(user).post(PAGE, {"file": SimpleUploadedFile("keys.json", content.encode())}, **HX)
+    answers["page"] = (response.status_code, text(response))
+    api = api_client(user)
+    response = api.post(RESTORE, content, content_type="application/json")
+    answers["api json"] = (response.status_code, words(response))
+    response = api.post(RESTORE, {"file": SimpleUploadedFile("keys.json", content.encode())})
+    answers["api upload"] = (response.status_code, words(response))
+    path = tmp_path / "keys.json"
+    path.write_text(content, encoding="utf-8")
+    try:
+        call_command("state_store_restore", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+        answers["command"] = (0, "")
+    except CommandError as exc:
+        answers["command"] = (exc.returncode, str(exc))
+    return answers
+
+
+def document(*entries: str) -> str:
+    return '{"format": "statestore-admin/keys", "version": 1, "keys": [' + ", ".join(entries) + "]}"
+
+
+TASK_ENTRY = '{"store": "task", "dag_id": "etl_orders", "run_id": "manual__1", "task_id": "load", "map_index": -1, '
+
+
+# An object that names a key twice ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "content",
+    [
+        document(TASK_ENTRY + '"key": "offset", "key": "other", "value": 1}'),  # which key?
+        document(TASK_ENTRY + '"key": "offset", "value": {"a": 1, "a": 2}}'),  # which value?
+        document(TASK_ENTRY + '"key": "offset", "value": 7}')[:-1] + ', "keys": []}',  # which list?
+    ],
+)
+def test_every_face_refuses_an_object_that_names_a_key_twice(scene, operator, content, tmp_path):
+    before = snapshot()
+    answers = through_every_face(operator, content, tmp_path)
+    assert {face: status for face, (status, _) in answers.items()} == {
+        "page": 422,
+        "api json": 422,
+        "api upload": 422,
+        "command": 2,
+    }
+    for face, (_, words) in answers.items():
+        assert "twice" in words, (face, words)
+    assert snapshot() == before
+
+
+# Integers out of range -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ('{"store": "asset", "asset_id": 2147483648, "key": "k", "value": 1}', "asset_id"),
+        ('{"store": "asset", "asset_id": 99999999999999999999999, "key": "k", "value": 1}', "asset_id"),
+        ('{"store": "asset", "asset_id": 0, "key": "k", "value": 1}', "asset_id"),
+        (TASK_ENTRY.replace('"map_index": -1', '"map_index": 2147483648') + '"key": "k", "value": 1}', "map_index"),
+        (TASK_ENTRY.replace('"map_index": -1', '"map_index": -2') + '"key": "k", "value": 1}', "map_index"),
+    ],
+)
+def test_an_integer_out_of_range_is_named_as_such_by_every_face(scene, operator, entry, field, tmp_path):
+    before = snapshot()
+    answers = through_every_face(operator, document(entry), tmp_path)
+    assert [status for status, _ in answers.values()] == [422, 422, 422, 2]
+    for face, (_, words) in answers.items():
+        assert f'keys[0]: "{field}" is out of range' in words, (face, words)
+        assert "must be an integer" not in words
+    assert snapshot() == before
+
+
+def test_a_number_that_is_no_integer_is_still_not_an_integer(scene, operator, tmp_path):
+    for given in ('"7"', "7.0", "true", "null"):
+        answers = through_every_face(
+            operator, document(f'{{"store": "asset", "asset_id": {given}, "key": "k", "value": 1}}'), tmp_path
+        )
+        for face, (status, words) in answers.items():
+            assert status in (422, 2) and '"asset_id" must be an integer' in words, (face, given, words)
