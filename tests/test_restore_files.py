@@ -13,10 +13,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.state.models import AccessScope, AuditEvent
 from statestore_admin.tokens.models import ApiToken
 
-from .conftest import BOTH_DATABASES
+from .conftest import ALL_PERMS, BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 RESTORE = "/api/statestore/v1/restore"
@@ -143,3 +143,64 @@ def test_a_number_that_is_no_integer_is_still_not_an_integer(scene, operator, tm
         )
         for face, (status, words) in answers.items():
             assert status in (422, 2) and '"asset_id" must be an integer' in words, (face, given, words)
+
+
+# An asset out of scope answers as a missing one ------------------------------------------------------------
+@pytest.fixture
+def scoped_admin(user_factory):
+    user = user_factory("scoped-admin", perms=ALL_PERMS)
+    AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
+    AccessScope.objects.create(user=user, kind="asset", pattern="etl.*")
+    return user
+
+
+def asset_document(asset_id: int, value="restored") -> str:
+    entry = {"store": "asset", "asset_id": asset_id, "key": "watermark", "value": value}
+    return json.dumps({"format": "statestore-admin/keys", "version": 1, "keys": [entry]})
+
+
+def without(answer: str, asset_id: int) -> str:
+    """The answer with the asset's id (where it names the asset) left out."""
+    return re.sub(rf"(with id |\"asset_id\": ){asset_id}\b", r"\1<id>", answer)
+
+
+def test_an_asset_out_of_scope_answers_as_a_missing_one_does(scene, scoped_admin):
+    outside, missing = scene["outside"].pk, scene["outside"].pk + 1000
+    before = snapshot()
+    api, page = api_client(scoped_admin), page_client(scoped_admin)
+    for overwrite in ("false", "true"):  # with a value that differs from the stored one: no conflict either
+        answers = {}
+        for asset_id in (outside, missing):
+            response = api.post(
+                f"{RESTORE}?overwrite={overwrite}", asset_document(asset_id), content_type="application/json"
+            )
+            assert "secret" not in response.content.decode()
+            body = response.json()
+            body.pop("events", None)
+            answers[asset_id] = (response.status_code, without(json.dumps(body), asset_id))
+        assert answers[outside] == answers[missing], answers
+        assert answers[outside][0] == 200 and "no longer exists" in answers[outside][1]
+    upload = {}
+    for asset_id in (outside, missing):
+        data = {"file": SimpleUploadedFile("keys.json", asset_document(asset_id).encode()), "overwrite": "1"}
+        response = page.post(PAGE, data, **HX)
+        assert "secret" not in response.content.decode()
+        upload[asset_id] = (response.status_code, without(text(response), asset_id))
+    assert upload[outside] == upload[missing] and upload[outside][0] == 200
+    assert "no longer exists" in upload[outside][1]
+    assert snapshot()[:2] == before[:2]  # the asset out of scope kept its value
+    assert AssetStateStore.objects.get(asset=scene["outside"]).value == '"secret"'
+
+
+def test_a_document_mixing_assets_in_and_out_of_scope_restores_those_in_scope(scene, scoped_admin):
+    entries = [
+        {"store": "asset", "asset_id": scene["inside"].pk, "key": "watermark", "value": "2026-12-01"},
+        {"store": "asset", "asset_id": scene["outside"].pk, "key": "watermark", "value": "stolen"},
+    ]
+    content = json.dumps({"format": "statestore-admin/keys", "version": 1, "keys": entries})
+    response = api_client(scoped_admin).post(f"{RESTORE}?overwrite=true", content, content_type="application/json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["restored"] == 1 and [m["asset_id"] for m in body["missing"]] == [scene["outside"].pk]
+    values = dict(AssetStateStore.objects.values_list("asset_id", "value"))
+    assert values == {scene["inside"].pk: '"2026-12-01"', scene["outside"].pk: '"secret"'}

@@ -788,31 +788,41 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     for store in groups:
         for action in permissions.RESTORE_ACTIONS:
             permissions.require(actor, store, action)
-    _require_in_scope(scope_of(actor), targets)
+    scope = scope_of(actor)
+    _require_in_scope(scope, targets)
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
-        conflicts = [c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions)[1]]
+        conflicts = [
+            c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions, scope)[1]
+        ]
     _raise_conflicts(conflicts)
     result = RestoreOutcome()
     for store, group in groups.items():
-        _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
+        _restore_store(actor, store, group, overwrite, resolutions, restored_from, scope, result)
     if result.restored:
         result.dangling = objects.missing_objects(t.state[0] for t in targets if t.state is not None)
     return result
 
 
 def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
-    """Every key to restore is of a DAG or an asset in scope: otherwise nothing is restored."""
+    """Every task key to restore is of a DAG in scope: otherwise nothing is restored. (A DAG is in scope by
+    its id, whether it exists or not; an asset out of scope is not restored as if it were missing, so that
+    no answer tells it from one that does not exist: ``_reachable_assets``.)"""
     if not allowed.restricted:
         return
     outside = sorted({t.dag_id for t in targets if t.store == permissions.TASK and not allowed.allows_dag(t.dag_id)})
-    asset_ids = {t.asset_id for t in targets if t.store == permissions.ASSET}
-    if asset_ids:  # an asset deleted since is not restored anyway (``missing``)
-        existing = set(Asset.objects.filter(pk__in=asset_ids).values_list("pk", flat=True))
-        inside = set(selectors.scoped_assets(allowed).filter(pk__in=asset_ids).values_list("pk", flat=True))
-        outside += [f"asset {asset_id}" for asset_id in sorted(existing - inside)]
     if outside:
         raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
+
+
+def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
+    """The ids of the targets' assets that exist and are in scope; the others are reported as missing."""
+    wanted = sorted({t.asset_id for t in targets if t.store == permissions.ASSET})
+    found: set[int] = set()
+    for start in range(0, len(wanted), audit.CHUNK):
+        ids = wanted[start : start + audit.CHUNK]
+        found.update(selectors.scoped_assets(allowed).filter(pk__in=ids).values_list("pk", flat=True))
+    return found
 
 
 def _raise_conflicts(conflicts: list[dict]) -> None:
@@ -824,13 +834,14 @@ def _raise_conflicts(conflicts: list[dict]) -> None:
         )
 
 
-def _plan(store, targets, overwrite, resolutions, result: RestoreOutcome | None = None):
+def _plan(store, targets, overwrite, resolutions, scope: Scope, result: RestoreOutcome | None = None):
     """What a restore would do, with the rows locked (inside Airflow's transaction): the (target, row, current
     state) to write, and the conflicts; missing, unchanged and kept keys are counted in ``result``."""
     result = result or RestoreOutcome()
     conflicts, plan = [], []
+    assets = _reachable_assets(scope, targets) if store == permissions.ASSET else set()
     for target in targets:
-        row, missing = _locate(target)
+        row, missing = _locate(target, assets)
         if missing:
             result.missing.append({**target.describe(), "reason": missing})
             continue
@@ -852,9 +863,11 @@ def _plan(store, targets, overwrite, resolutions, result: RestoreOutcome | None 
     return plan, conflicts
 
 
-def _restore_store(actor, store, targets, overwrite, resolutions, restored_from, result: RestoreOutcome) -> None:
+def _restore_store(
+    actor, store, targets, overwrite, resolutions, restored_from, scope: Scope, result: RestoreOutcome
+) -> None:
     with audit.change(actor, Action.RESTORE, store, restored_from=restored_from) as recorder:
-        plan, conflicts = _plan(store, targets, overwrite, resolutions, result)
+        plan, conflicts = _plan(store, targets, overwrite, resolutions, scope, result)
         _raise_conflicts(conflicts)  # written between the check and now
         for start in range(0, len(plan), audit.CHUNK):
             chunk = plan[start : start + audit.CHUNK]
@@ -872,8 +885,9 @@ def _state_dict(state: audit.KeyState | None) -> dict | None:
     return {"value": state[0], "expires_at": state[1].isoformat() if state[1] else None}
 
 
-def _locate(target: Target):
-    """The key's current row (locked) or None, and why it cannot be restored ("" when it can)."""
+def _locate(target: Target, assets: set[int]):
+    """The key's current row (locked) or None, and why it cannot be restored ("" when it can). ``assets``:
+    the asset ids that exist in the actor's scope; any other reads as no longer existing."""
     if target.store == permissions.TASK:
         run = DagRun.objects.filter(dag_id=target.dag_id, run_id=target.run_id).first()
         if run is None:
@@ -885,7 +899,7 @@ def _locate(target: Target):
             .first()
         )
         return row, ""
-    if not Asset.objects.filter(pk=target.asset_id).exists():
+    if target.asset_id not in assets:
         return None, f"the asset with id {target.asset_id} no longer exists"
     row = AssetStateStore.objects.select_for_update().filter(asset_id=target.asset_id, key=target.key).first()
     return row, ""
