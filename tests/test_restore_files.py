@@ -204,3 +204,97 @@ def test_a_document_mixing_assets_in_and_out_of_scope_restores_those_in_scope(sc
     assert body["restored"] == 1 and [m["asset_id"] for m in body["missing"]] == [scene["outside"].pk]
     values = dict(AssetStateStore.objects.values_list("asset_id", "value"))
     assert values == {scene["inside"].pk: '"2026-12-01"', scene["outside"].pk: '"secret"'}
+
+
+# One web request restores a bounded number of keys ---------------------------------------------------------
+def many_task_entries(count: int) -> str:
+    entries = [
+        {
+            "store": "task",
+            "dag_id": "etl_orders",
+            "run_id": "manual__1",
+            "task_id": "load",
+            "map_index": -1,
+            "key": f"k{i}",
+            "value": i,
+        }
+        for i in range(count)
+    ]
+    return json.dumps({"format": "statestore-admin/keys", "version": 1, "keys": entries})
+
+
+def test_a_page_or_api_restore_beyond_the_limit_is_refused_naming_it_and_the_command(scene, operator, tmp_path):
+    content = many_task_entries(1001)
+    before = snapshot()
+    response = page_client(operator).post(PAGE, {"file": SimpleUploadedFile("keys.json", content.encode())}, **HX)
+    assert response.status_code == 422
+    page = text(response)
+    assert "holds 1001 keys" in page and "at most 1000" in page and "manage.py state_store_restore FILE" in page
+    for body in (content, {"file": SimpleUploadedFile("keys.json", content.encode())}):
+        api = api_client(operator)
+        response = (
+            api.post(RESTORE, body, content_type="application/json")
+            if isinstance(body, str)
+            else api.post(RESTORE, body)
+        )
+        assert response.status_code == 422 and response["Content-Type"] == "application/json"
+        message = response.json()["detail"][0]["msg"]
+        assert "holds 1001 keys" in message and "manage.py state_store_restore FILE" in message
+    assert snapshot() == before
+    path = tmp_path / "keys.json"
+    path.write_text(content, encoding="utf-8")
+    call_command("state_store_restore", str(path), stdout=io.StringIO())  # the command has no limit
+    assert TaskStateStore.objects.filter(key__startswith="k").count() == 1001
+    response = api_client(operator).post(RESTORE, many_task_entries(1000), content_type="application/json")
+    assert response.status_code == 200 and response.json()["unchanged"] == 1000  # the limit itself is allowed
+    assert settings_value("RESTORE_MAX_KEYS") == 1000  # the default, which the words above name
+
+
+def settings_value(name: str):
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
+def test_undoing_an_event_beyond_the_limit_is_refused_on_the_page_and_the_api_not_by_the_command(
+    scene, operator, settings
+):
+    settings.RESTORE_MAX_KEYS = 3
+    api = api_client(operator)
+    for i in range(4):
+        TaskStateStore.objects.create(
+            dag_run=scene["run"],
+            dag_id="etl_orders",
+            run_id="manual__1",
+            task_id="load",
+            map_index=-1,
+            key=f"k{i}",
+            value=str(i),
+            updated_at=scene["run"].run_after,
+        )
+    cleared = api.delete("/api/v2/dags/etl_orders/dagRuns/manual__1/taskInstances/load/state-store")
+    assert cleared.status_code == 204, cleared.content
+    event = AuditEvent.objects.latest("id")
+    assert event.key_count == 5
+    before = snapshot()
+    response = api.post(f"/api/statestore/v1/audit-events/{event.pk}/restore", "", content_type="application/json")
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["path", "id"]
+    message = response.json()["detail"][0]["msg"]
+    assert "holds 5 keys" in message and f"manage.py state_store_restore --event {event.pk}" in message
+    response = page_client(operator).post(f"/audit/{event.pk}/restore/", **HX)
+    assert response.status_code == 422 and f"state_store_restore --event {event.pk}" in text(response)
+    assert snapshot() == before
+    out = io.StringIO()
+    call_command("state_store_restore", event=event.pk, stdout=out)
+    assert "Restored 5 keys." in out.getvalue()
+    assert TaskStateStore.objects.filter(dag_run=scene["run"]).count() == 5
+
+
+def test_the_command_takes_a_file_or_an_event(tmp_path):
+    for args, options in (((), {}), (("keys.json",), {"event": 1})):
+        with pytest.raises(CommandError, match="either FILE or --event") as excinfo:
+            call_command("state_store_restore", *args, **options)
+        assert excinfo.value.returncode == 2
+    with pytest.raises(CommandError, match="Audit event 999999 not found") as excinfo:
+        call_command("state_store_restore", event=999999)
+    assert excinfo.value.returncode == 2
