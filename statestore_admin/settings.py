@@ -169,6 +169,8 @@ SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0
 # or when at least this many task state rows have expired (docs/gc.md, The GC page).
 GC_STALE_AFTER_HOURS = env.float("GC_STALE_AFTER_HOURS", default=26.0)
 GC_BACKLOG_WARN_ROWS = env.int("GC_BACKLOG_WARN_ROWS", default=100_000)
+# Keys one restore from a page or the API may hold (docs/audit.md, Undo); `state_store_restore` has no limit.
+RESTORE_MAX_KEYS = env.int("RESTORE_MAX_KEYS", default=1000)
 
 # Worker-side backends (docs/worker-backends.md) ---------------------------------------------------
 # Read the objects behind common.io's worker-side references to show their values (key pages, ?resolve=true).

@@ -204,7 +204,7 @@ def test_conflicts_as_json(exported):
     ("content", "message"),
     [
         (None, "Cannot read"),
-        ("{not json", "is not a JSON file"),
+        ("{not json", "is not valid JSON"),
         ('{"format": "something-else"}', "Not a statestore-admin export"),
         ('{"format": "statestore-admin/keys", "version": 1, "keys": [{"store": "task", "key": ""}]}', "keys\\[0\\]"),
     ],

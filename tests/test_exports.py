@@ -121,6 +121,29 @@ def test_safe_cell_prefixes_only_text_that_a_spreadsheet_takes_for_a_formula():
     assert exports.safe_cell(-1) == -1 and exports.safe_cell("") == ""
 
 
+# What a spreadsheet skips before it reads a formula: white space and control characters.
+LEADING = ("\n", "\r", "\t", " ", "\r\n", " \t", "\x0b", "\x1f", "\n\n ")
+FORMULA_MARKS = ("=", "+", "-", "@", "|", "%")
+
+
+def test_csv_neutralises_formulas_behind_leading_white_space_and_control_characters(
+    dag_run_factory, task_instance_factory, task_key_factory, operator
+):
+    run = dag_run_factory(dag_id="etl_sheets", run_id="manual__1")
+    task_instance_factory(run, task_id="load")
+    keys = [f"{lead}{mark}cmd|' /C calc'!A0" for lead in LEADING for mark in FORMULA_MARKS]
+    keys += [f"{mark}plain" for mark in FORMULA_MARKS]
+    for key in keys:
+        task_key_factory(run, task_id="load", key=key, value=1)
+    task_key_factory(run, task_id="load", key=" plain text", value=1)
+    _, body = download(client_for(operator), reverse("run-keys-export", args=[run.pk]), format="csv")
+    cells = {row["key"] for row in csv_rows(body)}
+    assert cells == {"'" + key for key in keys} | {" plain text"}  # text that starts as text is left alone
+    AuditEvent.objects.create(actor="\n=bob", via="ui", action="delete", store="task", dag_id="a", key_count=1)
+    _, body = download(client_for(operator), reverse("audit-export"), format="csv")
+    assert [r["actor"] for r in csv_rows(body)] == ["'\n=bob"]
+
+
 def test_a_download_reads_in_keyset_chunks_each_row_once(run, operator, monkeypatch):
     monkeypatch.setattr(exports, "STREAM_CHUNK", 2)
     client = client_for(operator)

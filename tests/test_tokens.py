@@ -221,3 +221,34 @@ def test_existing_tokens_expire_max_age_after_their_creation(user_factory, setti
     assert record.expires_at == created + timedelta(days=365) and not record.read_only
     response = with_token("ssa_old-token").get(STATS)
     assert response.status_code == 401 and response.json() == {"detail": "Token expired"}
+
+
+def _session_rows() -> list[str]:
+    """Every session row as stored and as decoded, for a search of its text."""
+    from django.contrib.sessions.models import Session
+
+    return [f"{row.session_data}\n{json.dumps(row.get_decoded())}" for row in Session.objects.all()]
+
+
+def test_the_session_never_holds_a_new_token_in_plaintext(client, operator):
+    client.force_login(operator)
+    created = client.post("/account/tokens/", {"name": "ci", "expires_in_days": "30"})
+    assert created.status_code == 302
+    record = ApiToken.objects.get()
+    after_post = _session_rows()
+    page = client.get("/account/tokens/")
+    token = page.content.decode().split('data-testid="new-token">')[1].split("<")[0]
+    assert digest(token) == record.digest  # the page still shows the token once, after the redirect
+    assert "no-store" in page["Cache-Control"]
+    for rows in (after_post, _session_rows()):
+        assert rows and not any(token in row or token[len(record.prefix) :] in row for row in rows)
+    assert token not in client.get("/account/tokens/").content.decode()  # shown once
+
+
+def test_a_new_token_is_shown_only_to_the_browser_that_created_it(client, operator):
+    client.force_login(operator)
+    client.post("/account/tokens/", {"name": "ci"})
+    client.cookies.pop("tokens_new_key", None)  # the same session without the key the response gave the browser
+    page = client.get("/account/tokens/").content.decode()
+    assert 'data-testid="new-token"' not in page and "cannot be shown" in page
+    assert ApiToken.objects.count() == 1

@@ -5,8 +5,6 @@ Only events of stores the caller may ``view`` are shown; a restore needs ``add``
 ``delete`` on the store it writes (the service decides, per store). Errors in Airflow's shape (``errors``).
 """
 
-import json
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import permissions as drf_permissions
 from rest_framework import serializers
@@ -14,7 +12,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state import exports, permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
@@ -403,21 +401,11 @@ class RestoreDocument(AuditView):
 
 
 def uploaded_document(request):
+    """The upload's JSON, read as the Audit page and the command read a file (``exports.read_document``)."""
     upload = request.FILES.get("file")
     if upload is None:
         raise RequestInvalid(error("missing", ["body", "file"], "Field required", None))
-    try:
-        return json.loads(upload.read().decode("utf-8"), parse_constant=float)
-    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested deeper than the parser goes
-        raise RequestInvalid(
-            error(
-                "json_invalid",
-                ["body", "file", getattr(exc, "pos", 0)],
-                "JSON decode error",
-                {},
-                ctx={"error": getattr(exc, "msg", str(exc))},
-            )
-        ) from None
+    return exports.read_document(upload.read())
 
 
 def refuse_nul(document, where: list) -> None:

@@ -329,14 +329,7 @@ def _read_document(upload):
         raise Invalid({"file": "Choose an export file (.json)."})
     if upload.size > MAX_UPLOAD_BYTES:
         raise Invalid({"file": f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB."})
-    try:
-        return json.loads(upload.read().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise Invalid({"file": "The file is not UTF-8 text."}) from None
-    except RecursionError:
-        raise Invalid({"file": "The file's JSON is nested too deeply."}) from None
-    except ValueError as exc:
-        raise Invalid({"file": f"The file is not valid JSON: {exc}"}) from None
+    return exports.read_document(upload.read())
 
 
 @require_POST

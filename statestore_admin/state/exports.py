@@ -15,7 +15,9 @@ event is restored from its own page) or as CSV. Every download is written as a s
 keyset chunks of ``STREAM_CHUNK`` (each chunk one short query that an index serves, no long-lived cursor or
 transaction), so memory stays bounded whatever the number of rows. CSV is UTF-8 (with a byte order mark, so
 that spreadsheets read it as UTF-8), one header row, and every text cell that a spreadsheet would take for a
-formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with ``'``.
+formula is prefixed with ``'``: one starting with ``=``, ``+``, ``-``, ``@``, ``|`` or ``%``, with a tab or a
+carriage return, or with any white space or control characters before one of those marks (spreadsheets skip
+them: ``"\n=1"`` and ``" =1"`` are formulas too).
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateSt
 from . import permissions
 from .errors import Invalid
 from .models import AuditEvent
-from .values import clean_key, decode_json_text, encode_value, parse_datetime_aware
+from .values import (
+    MAX_DEPTH,
+    DuplicateKey,
+    clean_key,
+    decode_json_text,
+    encode_value,
+    json_depth,
+    loads,
+    parse_datetime_aware,
+)
 
 FORMAT, VERSION = "statestore-admin/keys", 1
 AUDIT_FORMAT = "statestore-admin/audit"
@@ -46,8 +57,11 @@ CONTENT_TYPES = {"json": "application/json", "csv": "text/csv; charset=utf-8"}
 UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 ID_LENGTH = 250  # dag_id, run_id and task_id columns
 MAX_INT = 2**31 - 1  # integer columns (map_index, asset id)
+DOCUMENT_DEPTH = MAX_DEPTH + 3  # a value inside {"keys": [{"value": …}]}; the value's own depth is checked again
 STREAM_CHUNK = 1000  # rows a query; values are at most max_value_storage_bytes each
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = ("=", "+", "-", "@", "|", "%", "\t", "\r")
+# Before a formula's mark, a spreadsheet skips white space and control characters.
+FORMULA = re.compile(r"[\s\x00-\x1f\x7f-\x9f]*[=+\-@|%]")
 
 # The orders a download reads rows in, each unique and served by an index of Airflow's: a run's keys by the
 # unique (dag_run_id, task_id, map_index, key), any other set of task keys by id, asset keys by the primary key.
@@ -194,7 +208,7 @@ def _event_cells(event: AuditEvent) -> list:
 
 def safe_cell(value):
     """A CSV cell a spreadsheet shows as text: text it would take for a formula gets a leading ``'``."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and (value.startswith(FORMULA_STARTS) or FORMULA.match(value)):
         return "'" + value
     return value
 
@@ -359,6 +373,39 @@ def audit_events(events: QuerySet) -> Export:
     return Export("audit", (Source(events, NEWEST_FIRST, event_entry, _event_cells),), AUDIT_FORMAT)
 
 
+def read_document(data: bytes | str):
+    """The JSON of a restore file, read as every face reads one (the Audit page's upload, the API's upload,
+    ``state_store_restore``; the API's JSON body goes through the same ``values.loads``): UTF-8, nested no
+    deeper than a value may be, and no object naming a key twice (JSON parsers would keep the last one
+    silently: the file would restore something else than it shows). ``Invalid`` on ``file`` otherwise."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Invalid({"file": "The file is not UTF-8 text."}) from None
+    if json_depth(data, DOCUMENT_DEPTH) > DOCUMENT_DEPTH:
+        raise Invalid({"file": f"The file's JSON nests more than {MAX_DEPTH} levels deep in a value."})
+    try:
+        return loads(data)
+    except DuplicateKey as exc:
+        raise Invalid({"file": f"The file is not a valid export: {exc}"}) from None
+    except RecursionError:
+        raise Invalid({"file": "The file's JSON is nested too deeply."}) from None
+    except ValueError as exc:
+        raise Invalid({"file": f"The file is not valid JSON: {exc}"}) from None
+
+
+def _integer(entry: dict, name: str, low: int, high: int, default=None) -> int:
+    """An integer field of an entry: one that is not an integer, and one out of the column's range, each
+    named as such."""
+    given = entry.get(name, default)
+    if not isinstance(given, int) or isinstance(given, bool):
+        raise Invalid({name: f'"{name}" must be an integer from {low} to {high}.'})
+    if not low <= given <= high:
+        raise Invalid({name: f'"{name}" is out of range: it must be from {low} to {high}.'})
+    return given
+
+
 def parse_document(document) -> list:
     """The restore targets of a document; ``Invalid`` naming the first bad entry, before anything changes."""
     from .services import Target
@@ -394,9 +441,7 @@ def _target(Target, index: int, entry):
                 given = entry.get(name)
                 if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
                     raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
-            map_index = entry.get("map_index", -1)
-            if not isinstance(map_index, int) or isinstance(map_index, bool) or not -1 <= map_index <= MAX_INT:
-                raise Invalid({"map_index": f'"map_index" must be an integer from -1 to {MAX_INT}.'})
+            map_index = _integer(entry, "map_index", -1, MAX_INT, default=-1)
             raw_expiry = entry.get("expires_at")
             expires_at = parse_datetime_aware(raw_expiry, "expires_at") if raw_expiry is not None else None
             return Target(
@@ -409,9 +454,7 @@ def _target(Target, index: int, entry):
                 map_index=map_index,
                 ident=str(index),
             )
-        asset_id = entry.get("asset_id")
-        if not isinstance(asset_id, int) or isinstance(asset_id, bool) or not 1 <= asset_id <= MAX_INT:
-            raise Invalid({"asset_id": '"asset_id" must be an integer.'})
+        asset_id = _integer(entry, "asset_id", 1, MAX_INT)
         return Target(store=store, key=key, state=(text, None), asset_id=asset_id, ident=str(index))
     except (Invalid, ValueError) as exc:
         message = "; ".join(m for ms in exc.message_dict.values() for m in ms) if isinstance(exc, Invalid) else str(exc)

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Exists, QuerySet
+from django.db.models import Exists, Q, QuerySet
 from django.utils import timezone
 
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
@@ -677,6 +677,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
 
 # Restore ----------------------------------------------------------------------------------------------
 KEEP, OVERWRITE = "keep", "overwrite"
+RUNS_A_QUERY = 100  # (dag_id, run_id) pairs looked up in one query
 
 
 @dataclass
@@ -747,6 +748,7 @@ def restore_event(
             Action.ORPHANS: "Deleted orphans were objects without rows: there is nothing to restore.",
         }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
         raise Invalid({"event": reason})
+    _require_few_enough(actor, event.key_count, "event", f"--event {event.pk}")
     targets = []
     for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
         if key.truncated:
@@ -773,7 +775,25 @@ def restore_document(*, actor: Actor, document, overwrite: bool = False) -> Rest
     the file. A key that exists with another value is a conflict unless ``overwrite``."""
     from .exports import parse_document
 
-    return _restore(actor, parse_document(document), overwrite, {}, restored_from=None)
+    targets = parse_document(document)
+    _require_few_enough(actor, len(targets), "file", "FILE")
+    return _restore(actor, targets, overwrite, {}, restored_from=None)
+
+
+def _require_few_enough(actor: Actor, count: int, field: str, argument: str) -> None:
+    """A page or an API request restores at most ``RESTORE_MAX_KEYS`` keys, so that one request holds a
+    worker (and the rows it locks) for seconds, not minutes; ``state_store_restore``, which no request
+    waits for, has no limit."""
+    limit = settings.RESTORE_MAX_KEYS
+    if actor.is_system or count <= limit:
+        return
+    raise Invalid(
+        {
+            field: f"This restore holds {count} keys; a restore from a page or the API holds at most {limit} "
+            f"(RESTORE_MAX_KEYS). Nothing was restored: run `manage.py state_store_restore {argument}` on the "
+            "server, which has no limit."
+        }
+    )
 
 
 def _same(current: audit.KeyState | None, wanted: audit.KeyState | None, store: str) -> bool:
@@ -788,31 +808,41 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     for store in groups:
         for action in permissions.RESTORE_ACTIONS:
             permissions.require(actor, store, action)
-    _require_in_scope(scope_of(actor), targets)
+    scope = scope_of(actor)
+    _require_in_scope(scope, targets)
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
-        conflicts = [c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions)[1]]
+        conflicts = [
+            c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions, scope)[1]
+        ]
     _raise_conflicts(conflicts)
     result = RestoreOutcome()
     for store, group in groups.items():
-        _restore_store(actor, store, group, overwrite, resolutions, restored_from, result)
+        _restore_store(actor, store, group, overwrite, resolutions, restored_from, scope, result)
     if result.restored:
         result.dangling = objects.missing_objects(t.state[0] for t in targets if t.state is not None)
     return result
 
 
 def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
-    """Every key to restore is of a DAG or an asset in scope: otherwise nothing is restored."""
+    """Every task key to restore is of a DAG in scope: otherwise nothing is restored. (A DAG is in scope by
+    its id, whether it exists or not; an asset out of scope is not restored as if it were missing, so that
+    no answer tells it from one that does not exist: ``_reachable_assets``.)"""
     if not allowed.restricted:
         return
     outside = sorted({t.dag_id for t in targets if t.store == permissions.TASK and not allowed.allows_dag(t.dag_id)})
-    asset_ids = {t.asset_id for t in targets if t.store == permissions.ASSET}
-    if asset_ids:  # an asset deleted since is not restored anyway (``missing``)
-        existing = set(Asset.objects.filter(pk__in=asset_ids).values_list("pk", flat=True))
-        inside = set(selectors.scoped_assets(allowed).filter(pk__in=asset_ids).values_list("pk", flat=True))
-        outside += [f"asset {asset_id}" for asset_id in sorted(existing - inside)]
     if outside:
         raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
+
+
+def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
+    """The ids of the targets' assets that exist and are in scope; the others are reported as missing."""
+    wanted = sorted({t.asset_id for t in targets if t.store == permissions.ASSET})
+    found: set[int] = set()
+    for start in range(0, len(wanted), audit.CHUNK):
+        ids = wanted[start : start + audit.CHUNK]
+        found.update(selectors.scoped_assets(allowed).filter(pk__in=ids).values_list("pk", flat=True))
+    return found
 
 
 def _raise_conflicts(conflicts: list[dict]) -> None:
@@ -824,13 +854,13 @@ def _raise_conflicts(conflicts: list[dict]) -> None:
         )
 
 
-def _plan(store, targets, overwrite, resolutions, result: RestoreOutcome | None = None):
+def _plan(store, targets, overwrite, resolutions, scope: Scope, result: RestoreOutcome | None = None):
     """What a restore would do, with the rows locked (inside Airflow's transaction): the (target, row, current
     state) to write, and the conflicts; missing, unchanged and kept keys are counted in ``result``."""
     result = result or RestoreOutcome()
     conflicts, plan = [], []
-    for target in targets:
-        row, missing = _locate(target)
+    assets = _reachable_assets(scope, targets) if store == permissions.ASSET else set()
+    for target, (row, missing) in zip(targets, _locate(store, targets, assets), strict=True):
         if missing:
             result.missing.append({**target.describe(), "reason": missing})
             continue
@@ -852,9 +882,11 @@ def _plan(store, targets, overwrite, resolutions, result: RestoreOutcome | None 
     return plan, conflicts
 
 
-def _restore_store(actor, store, targets, overwrite, resolutions, restored_from, result: RestoreOutcome) -> None:
+def _restore_store(
+    actor, store, targets, overwrite, resolutions, restored_from, scope: Scope, result: RestoreOutcome
+) -> None:
     with audit.change(actor, Action.RESTORE, store, restored_from=restored_from) as recorder:
-        plan, conflicts = _plan(store, targets, overwrite, resolutions, result)
+        plan, conflicts = _plan(store, targets, overwrite, resolutions, scope, result)
         _raise_conflicts(conflicts)  # written between the check and now
         for start in range(0, len(plan), audit.CHUNK):
             chunk = plan[start : start + audit.CHUNK]
@@ -872,23 +904,57 @@ def _state_dict(state: audit.KeyState | None) -> dict | None:
     return {"value": state[0], "expires_at": state[1].isoformat() if state[1] else None}
 
 
-def _locate(target: Target):
-    """The key's current row (locked) or None, and why it cannot be restored ("" when it can)."""
-    if target.store == permissions.TASK:
-        run = DagRun.objects.filter(dag_id=target.dag_id, run_id=target.run_id).first()
-        if run is None:
-            return None, f"the DAG run {target.run_id!r} of {target.dag_id!r} no longer exists"
-        target.run_pk = run.pk
-        row = (
-            TaskStateStore.objects.select_for_update()
-            .filter(dag_run=run, task_id=target.task_id, map_index=target.map_index, key=target.key)
-            .first()
+def _locate(store: str, targets: list[Target], assets: set[int]) -> Iterator[tuple[object, str]]:
+    """Each target's current row (locked) or None, and why it cannot be restored ("" when it can), in the
+    targets' order. ``assets``: the asset ids that exist in the actor's scope; any other reads as no longer
+    existing. A few queries a chunk of targets, not one a target."""
+    for start in range(0, len(targets), audit.CHUNK):
+        chunk = targets[start : start + audit.CHUNK]
+        yield from (_locate_tasks(chunk) if store == permissions.TASK else _locate_assets(chunk, assets))
+
+
+def _locate_tasks(targets: list[Target]) -> list[tuple[object, str]]:
+    pairs = sorted({(t.dag_id, t.run_id) for t in targets})
+    runs = {}
+    for start in range(0, len(pairs), RUNS_A_QUERY):
+        wanted = Q()
+        for dag_id, run_id in pairs[start : start + RUNS_A_QUERY]:
+            wanted |= Q(dag_id=dag_id, run_id=run_id)
+        runs.update(((d, r), pk) for d, r, pk in DagRun.objects.filter(wanted).values_list("dag_id", "run_id", "pk"))
+    rows = {}
+    by_run: dict[int, list[Target]] = {}
+    for target in targets:
+        target.run_pk = runs.get((target.dag_id, target.run_id))
+        if target.run_pk is not None:
+            by_run.setdefault(target.run_pk, []).append(target)
+    for run_pk, group in by_run.items():
+        found = TaskStateStore.objects.select_for_update().filter(
+            dag_run_id=run_pk, task_id__in={t.task_id for t in group}, key__in={t.key for t in group}
         )
-        return row, ""
-    if not Asset.objects.filter(pk=target.asset_id).exists():
-        return None, f"the asset with id {target.asset_id} no longer exists"
-    row = AssetStateStore.objects.select_for_update().filter(asset_id=target.asset_id, key=target.key).first()
-    return row, ""
+        rows.update(((run_pk, r.task_id, r.map_index, r.key), r) for r in found.order_by("pk"))
+    located = []
+    for target in targets:
+        if target.run_pk is None:
+            located.append((None, f"the DAG run {target.run_id!r} of {target.dag_id!r} no longer exists"))
+        else:
+            located.append((rows.get((target.run_pk, target.task_id, target.map_index, target.key)), ""))
+    return located
+
+
+def _locate_assets(targets: list[Target], assets: set[int]) -> list[tuple[object, str]]:
+    reachable = [t for t in targets if t.asset_id in assets]
+    rows = {}
+    if reachable:
+        found = AssetStateStore.objects.select_for_update().filter(
+            asset_id__in={t.asset_id for t in reachable}, key__in={t.key for t in reachable}
+        )
+        rows = {(r.asset_id, r.key): r for r in found.order_by("asset_id", "key")}
+    return [
+        (rows.get((t.asset_id, t.key)), "")
+        if t.asset_id in assets
+        else (None, f"the asset with id {t.asset_id} no longer exists")
+        for t in targets
+    ]
 
 
 def _restore_change(target: Target, current, limit):

@@ -1,9 +1,12 @@
 """`manage.py state_store_restore FILE`: put back the keys of an export file (as downloaded from the
 dashboard or the API: format "statestore-admin/keys"), recorded as a restore by the OS user on this host.
+`manage.py state_store_restore --event ID`: undo an audited change, as its page's Restore does. Unlike a
+page or the API (``RESTORE_MAX_KEYS``), the command restores any number of keys.
 
 Exit codes: 0 restored (also: nothing to change; keys whose DAG run or asset is gone are listed and
 skipped); 1 keys were written again since the export and --overwrite was not given (nothing restored;
-they are listed), or a database error; 2 the file cannot be read or is not a valid export.
+they are listed), or a database error; 2 the file cannot be read or is not a valid export, or the event
+does not exist or cannot be restored.
 """
 
 import json
@@ -12,9 +15,9 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from statestore_admin.state import services
+from statestore_admin.state import exports, services
 from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Invalid
+from statestore_admin.state.errors import Conflict, Invalid, NotFound
 
 EXIT_CONFLICT, EXIT_USAGE = 1, 2  # 1 is also a database error
 
@@ -29,7 +32,8 @@ class Command(BaseCommand):
     help = "Restore task and asset keys from a statestore-admin export file (- reads standard input)."
 
     def add_arguments(self, parser):
-        parser.add_argument("file", metavar="FILE", help="The export (JSON), or - for standard input.")
+        parser.add_argument("file", metavar="FILE", nargs="?", help="The export (JSON), or - for standard input.")
+        parser.add_argument("--event", type=int, metavar="ID", help="Undo this audit event instead of a file.")
         parser.add_argument(
             "--overwrite", action="store_true", help="Also restore keys written again since the export."
         )
@@ -37,14 +41,24 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         self.as_json = options["json"]
-        document = self.read(options["file"])
+        if (options["file"] is None) == (options["event"] is None):
+            raise CommandError("Give either FILE or --event ID.", returncode=EXIT_USAGE)
+        source = options["file"] if options["event"] is None else f"Event {options['event']}"
         try:
-            outcome = services.restore_document(
-                actor=Actor.command(), document=document, overwrite=options["overwrite"]
-            )
+            if options["event"] is None:
+                document = self.read(options["file"])
+                outcome = services.restore_document(
+                    actor=Actor.command(), document=document, overwrite=options["overwrite"]
+                )
+            else:
+                outcome = services.restore_event(
+                    actor=Actor.command(), event_id=options["event"], overwrite=options["overwrite"]
+                )
+        except NotFound as exc:
+            raise CommandError(f"{source}: {exc}", returncode=EXIT_USAGE) from exc
         except Invalid as exc:
             message = " ".join(m for ms in exc.message_dict.values() for m in ms)
-            raise CommandError(f"{options['file']}: {message}", returncode=EXIT_USAGE) from exc
+            raise CommandError(f"{source}: {message}", returncode=EXIT_USAGE) from exc
         except Conflict as exc:
             self.conflicts(exc)
             sys.exit(EXIT_CONFLICT)
@@ -53,15 +67,20 @@ class Command(BaseCommand):
         self.report(outcome)
 
     def read(self, path: str):
+        """The file's JSON, read as the Audit page and the API read an upload (``exports.read_document``)."""
         try:
             if path == "-":
-                return json.load(sys.stdin)
-            with open(path, encoding="utf-8") as file:
-                return json.load(file)
+                data = sys.stdin.buffer.read()
+            else:
+                with open(path, "rb") as file:
+                    data = file.read()
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror or exc}.", returncode=EXIT_USAGE) from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CommandError(f"{path} is not a JSON file: {exc}", returncode=EXIT_USAGE) from exc
+        try:
+            return exports.read_document(data)
+        except Invalid as exc:
+            message = " ".join(m for ms in exc.message_dict.values() for m in ms)
+            raise CommandError(f"{path}: {message}", returncode=EXIT_USAGE) from exc
 
     def report(self, outcome: services.RestoreOutcome):
         if self.as_json:
