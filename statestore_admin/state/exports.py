@@ -37,7 +37,7 @@ from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateSt
 from . import permissions
 from .errors import Invalid
 from .models import AuditEvent
-from .values import clean_key, decode_json_text, encode_value, parse_datetime_aware
+from .values import clean_key, decode_json_text, encode_value, parse_datetime_aware, refuse_surrogate
 
 FORMAT, VERSION = "statestore-admin/keys", 1
 AUDIT_FORMAT = "statestore-admin/audit"
@@ -394,6 +394,7 @@ def _target(Target, index: int, entry):
                 given = entry.get(name)
                 if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
                     raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
+                refuse_surrogate(given, name, f'"{name}"')
             map_index = entry.get("map_index", -1)
             if not isinstance(map_index, int) or isinstance(map_index, bool) or not -1 <= map_index <= MAX_INT:
                 raise Invalid({"map_index": f'"map_index" must be an integer from -1 to {MAX_INT}.'})
