@@ -255,8 +255,10 @@ def test_api_reads_and_lists_answer_the_escape(api, poisoned):
     assert valid_json(api.get(f"/api/v2/assets/{asset}/state-store/poison"))["value"] == "\udc80"
     assert valid_json(api.get(f"/api/v2/assets/{asset}/state-store"))["total_entries"] == 2
     assert valid_json(api.get(f"{TASKS}/t/state-store/poison?resolve=true"))["resolved"] is True
-    found = valid_json(api.get("/api/statestore/v1/search/task-keys", {"key": "poison"}))
-    assert found["items"] or found
+    found = valid_json(api.get("/api/statestore/v1/search/task-keys", {"key": "poison"}))["items"]
+    assert [(k["key"], k["preview"]) for k in found] == [("poison", POISON_TEXT)]
+    found = valid_json(api.get("/api/statestore/v1/search/asset-keys", {"key": "poison"}))["items"]
+    assert [k["key"] for k in found] == ["poison"]
 
 
 def test_non_ascii_answers_stay_as_they_are_without_surrogates(api, scene):
