@@ -11,7 +11,7 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.db import connections
+from django.db import OperationalError, ProgrammingError, connections, transaction
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -373,11 +373,25 @@ def test_restore_of_a_download_holding_a_surrogate_is_refused(api, op_client, po
 
 
 # What each database holds --------------------------------------------------------------------------------
-def test_a_raw_surrogate_key_cannot_be_written_through_a_python_driver(scene):
-    """Airflow's writers are Python: neither driver can send a raw lone surrogate (the value is JSON-escaped
-    by json.dumps, the key is not), so a key holding one cannot come from Airflow."""
-    with pytest.raises(UnicodeEncodeError), connections["airflow"].cursor() as cursor:
+def test_a_raw_surrogate_key_cannot_come_from_airflow(scene):
+    """Airflow's writers are Python: neither driver can send a raw lone surrogate (a value is JSON-escaped by
+    json.dumps, a key is not), so a key holding one cannot come from Airflow. PostgreSQL's UTF-8 text cannot
+    hold one at all; SQLite stores the bytes a non-Python client gives it, which no Python reader, Airflow's
+    included, can then decode."""
+    connection = connections["airflow"]
+    with pytest.raises(UnicodeEncodeError), connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO asset_state_store (asset_id, key, value, updated_at) VALUES (%s, %s, '1', %s)",
             [scene["asset"].pk, "\ud800", timezone.now()],
         )
+    if connection.vendor == "postgresql":
+        with pytest.raises(ProgrammingError, match="surrogate"), transaction.atomic(using="airflow"):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT U&'\\D800'")
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT hex(char(55296))")
+            assert cursor.fetchone() == ("EDA080",)  # stored as the bytes UTF-8 would give, were it allowed
+            with pytest.raises(OperationalError, match="Could not decode to UTF-8"):
+                cursor.execute("SELECT char(55296)")
+                cursor.fetchone()
