@@ -298,13 +298,42 @@ def test_pages_show_the_value_escaped_with_a_notice(op_client, poisoned):
 
 def test_the_editor_shows_the_escape_and_saving_it_untouched_is_refused(op_client, poisoned):
     poison = TaskStateStore.objects.get(key="poison")
-    form = text_of(op_client.get(f"/keys/task/{poison.pk}/edit/", **HX))
-    assert "\\ud800" in form
+    form = html.unescape(text_of(op_client.get(f"/keys/task/{poison.pk}/edit/", **HX)))
+    assert '"\\ud800"' in form and "holds a lone surrogate (U+D800) at $" in form
     before = state()
     edit_refused(op_client.post(f"/keys/task/{poison.pk}/edit/", {"value": '"\\ud800"'}, **HX), "lone surrogate")
     assert state() == before
     response = op_client.post(f"/keys/task/{poison.pk}/edit/", {"value": '"fixed"'}, **HX)
     assert response.status_code == 204 and TaskStateStore.objects.get(pk=poison.pk).value == '"fixed"'
+
+
+def listed_in(response) -> str:
+    return text_of(response).split('name="listed" value="')[1].split('"')[0]
+
+
+def test_confirmations_list_them_and_deletes_go_through(op_client, poisoned):
+    ids = list(TaskStateStore.objects.filter(key__in=["poison", "nested"]).values_list("pk", flat=True))
+    confirm = op_client.get("/keys/task/delete/", {"ids": ids}, **HX)
+    assert confirm.status_code == 200 and "\\ud800" in text_of(confirm)
+    response = op_client.post("/keys/task/delete/", {"ids": ids, "listed": listed_in(confirm)}, **HX)
+    assert response.status_code == 204, response.content
+    assert not TaskStateStore.objects.filter(pk__in=ids).exists()
+    asset = poisoned["asset"].pk
+    confirm = op_client.get(f"/assets/{asset}/delete/", {"all": "1"}, **HX)
+    assert confirm.status_code == 200 and "\\udc80" in text_of(confirm)
+    response = op_client.post(f"/assets/{asset}/delete/", {"all": "1", "listed": listed_in(confirm)}, **HX)
+    assert response.status_code == 204, response.content
+    assert not AssetStateStore.objects.filter(asset_id=asset).exists()
+    assert AuditEvent.objects.filter(action__in=["delete", "clear"]).count() == 2
+    for event in AuditEvent.objects.all():
+        assert op_client.get(f"/audit/{event.pk}/").status_code == 200
+
+
+def test_django_admin_shows_them_escaped(client, user_factory, poisoned):
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    assert client.get("/admin/airflow/taskstatestore/").status_code == 200
+    page = text_of(client.get(f"/admin/airflow/taskstatestore/{TaskStateStore.objects.get(key='poison').pk}/change/"))
+    assert "\\ud800" in page
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
@@ -344,7 +373,8 @@ def test_audit_of_a_surrogate_answers_everywhere(api, op_client, poisoned):
         response = op_client.get(url)
         assert response.status_code == 200, url
         text_of(response)
-    assert "\\ud800" in text_of(op_client.get(f"/audit/{event.pk}/"))
+    page = html.unescape(text_of(op_client.get(f"/audit/{event.pk}/")))
+    assert '"\\ud800"' in page and "holds a lone surrogate (U+D800) at $" in page
     response = op_client.get("/audit/export/", {"format": "json"})
     assert response.status_code == 200 and json.loads(text_of(response))
     response = op_client.get("/audit/export/", {"format": "csv"})
