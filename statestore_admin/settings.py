@@ -193,7 +193,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",  # the browser; enforces CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["statestore_admin.api.renderers.JSONRendererEscapingSurrogates"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "statestore_admin.api.errors.handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -31,7 +31,7 @@ from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
-from statestore_admin.state.values import decode_json_text, pretty
+from statestore_admin.state.values import decode_json_text, pretty, stored_surrogate
 
 from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
 
@@ -159,7 +159,8 @@ def _edit_value(request, template: str, fetch, save, fallback: str):
                 return _done(request, f"Saved the value of {key.key!r}.", fallback)
             return _done(request, f"The value of {key.key!r} is unchanged: nothing was written.", fallback, "info")
     status = 422 if request.method == "POST" else 200
-    return _dialog(request, template, {"key": key, "form": form, "conflict": conflict}, status=status)
+    context = {"key": key, "form": form, "conflict": conflict, "surrogate": stored_surrogate(key.value)}
+    return _dialog(request, template, context, status=status)
 
 
 def _still_there(fetch) -> bool:

@@ -27,7 +27,7 @@ from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.values import parse_datetime_aware, pretty
+from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
 
 from .actions import _dialog, _error_messages, _task_selection
 from .views import render_page, requires_view
@@ -94,11 +94,13 @@ class Side:
     exists: bool = field(init=False)
     pretty: str = field(init=False)
     ref: str | None = field(init=False)
+    surrogate: str | None = field(init=False)  # where the value holds a lone surrogate (values.stored_surrogate)
 
     def __post_init__(self):
         self.exists = self.value is not None
         self.pretty = pretty(self.value) if self.value is not None else ""
         self.ref = worker_ref_of(self.value)
+        self.surrogate = stored_surrogate(self.value) if self.value is not None else None
 
 
 @dataclass

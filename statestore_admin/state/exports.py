@@ -48,6 +48,7 @@ from .values import (
     json_depth,
     loads,
     parse_datetime_aware,
+    refuse_surrogate,
 )
 
 FORMAT, VERSION = "statestore-admin/keys", 1
@@ -441,6 +442,7 @@ def _target(Target, index: int, entry):
                 given = entry.get(name)
                 if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
                     raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
+                refuse_surrogate(given, name, f'"{name}"')
             map_index = _integer(entry, "map_index", -1, MAX_INT, default=-1)
             raw_expiry = entry.get("expires_at")
             expires_at = parse_datetime_aware(raw_expiry, "expires_at") if raw_expiry is not None else None

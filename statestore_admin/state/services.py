@@ -42,7 +42,7 @@ from .errors import Conflict, Forbidden, Invalid, NotFound
 from .models import AuditEvent, AuditKey
 from .scopes import Scope, scope_of
 from .selectors import TaskScope
-from .values import Expiry, clean_key, encode_value, same_value
+from .values import Expiry, clean_key, encode_value, same_value, stored_surrogate
 
 Action = AuditEvent.Action
 CREATE, UPSERT, UPDATE = "create", "upsert", "update"  # write modes: new key only, either, existing only
@@ -753,6 +753,11 @@ def restore_event(
     for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
         if key.truncated:
             raise Invalid({"event": f"The recorded value of {key.key!r} is truncated; it cannot be restored."})
+        surrogate = stored_surrogate(key.before_value) if key.before_value is not None else None
+        if surrogate:  # restored, it would be a value that no write of the dashboard may make
+            raise Invalid(
+                {"event": f"The recorded value of {key.key!r} holds {surrogate}; lone surrogates cannot be restored."}
+            )
         targets.append(
             Target(
                 store=event.store,

@@ -34,7 +34,75 @@ def clean_key(key: str, field: str = "key") -> str:
         )
     if "\x00" in key:
         raise _invalid(field, "A key cannot contain the NUL character.", "key_nul")
+    refuse_surrogate(key, field, "The key")
     return key
+
+
+def refuse_surrogate(text: str, field: str, what: str) -> None:
+    """``Invalid`` (code ``surrogate``) when a name (a key, a DAG, run or task id) holds a lone surrogate."""
+    found = _SURROGATE.search(text)
+    if found:
+        raise _invalid(
+            field,
+            f"{what} contains a lone surrogate ({surrogate_name(found.group())}) at character {found.start() + 1}.",
+            "surrogate",
+        )
+
+
+# Lone surrogates ------------------------------------------------------------------------------------
+# JSON's \u escapes can spell half of a UTF-16 surrogate pair ("\ud800"), which Python decodes to a str
+# that no UTF-8 encoder accepts: PostgreSQL cannot store it in a key, and every page or answer that
+# encodes it fails. A pair ("\ud83d\ude00") is decoded to one character, so any surrogate left is lone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_name(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` (a key, or a stored value once ``\\u`` escapes are read) holds a lone surrogate."""
+    return _SURROGATE.search(text) is not None
+
+
+def _member(path: str, name: str) -> str:
+    return f"{path}.{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"{path}[{json.dumps(name)}]"
+
+
+def stored_surrogate(text: str) -> str | None:
+    """Where the stored text of a value (``json.dumps``'s, which spells a lone surrogate ``"\\ud800"``, as
+    Airflow writes it) holds a lone surrogate, in ``lone_surrogate``'s words, or None. Text that is not JSON
+    (or nests too deeply to parse) is searched as it is."""
+    if "\\u" not in text and not _SURROGATE.search(text):
+        return None
+    if json_depth(text) <= MAX_DEPTH:
+        try:
+            return lone_surrogate(json.loads(text))
+        except ValueError:
+            pass
+    found = _SURROGATE.search(text)
+    return f"a lone surrogate ({surrogate_name(found.group())}) at character {found.start() + 1}" if found else None
+
+
+def lone_surrogate(value) -> str | None:
+    """Where the first lone surrogate of a JSON value is, in document order, as words for a message
+    ("a lone surrogate (U+D800) at $.a[2]"), or None. Object keys count too ("… in the key $.a"). No
+    recursion: values may nest deeply."""
+    pending = [(value, "$", False)]
+    while pending:
+        item, path, is_name = pending.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                return f"a lone surrogate ({surrogate_name(found.group())}) {'in the key' if is_name else 'at'} {path}"
+        elif isinstance(item, dict):
+            for name, child in reversed(list(item.items())):
+                member = _member(path, str(name))
+                pending.append((child, member, False))
+                pending.append((name, member, True))  # the member's name is checked before its value
+        elif isinstance(item, (list, tuple)):
+            pending.extend((child, f"{path}[{index}]", False) for index, child in reversed(list(enumerate(item))))
+    return None
 
 
 # Nesting depth, without recursion: strings are skipped whole, brackets counted.
@@ -88,6 +156,9 @@ def encode_value(value, max_bytes: int | None = None, field: str = "value") -> s
         raise _invalid(field, "null is not a storable value.", "null")
     if value_depth(value) > MAX_DEPTH:
         raise too_deep(field)
+    where = lone_surrogate(value)
+    if where:
+        raise _invalid(field, f"The value contains {where}: it cannot be encoded as UTF-8.", "surrogate")
     try:
         text = json.dumps(value, allow_nan=False)
     except ValueError:
@@ -218,6 +289,8 @@ def hidden_symbol(char: str) -> str:
 
 
 def hidden_name(char: str) -> str:
+    if _SURROGATE.match(char):
+        return f"U+{ord(char):04X} lone surrogate"
     return f"U+{ord(char):04X} {unicodedata.name(char, 'control character')}"
 
 

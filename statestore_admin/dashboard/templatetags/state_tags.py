@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from statestore_admin.state.selectors import STATUSES, status_of
-from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty
+from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty, stored_surrogate
 
 from .user_text import user_text
 
@@ -59,7 +59,23 @@ def _fold(opening, closing, count, items, depth, size):
 @register.simple_tag
 def json_tree(text):
     """Pretty, foldable JSON for a stored value (text that is not JSON is shown as it is, and so is JSON
-    nested deeper than values may be written: Airflow has no such limit)."""
+    nested deeper than values may be written: Airflow has no such limit). A value holding a lone surrogate
+    (which Airflow can write, escaped, and the dashboard refuses) says so and where above it."""
+    surrogate = stored_surrogate(text) if isinstance(text, str) else None
+    notice = (
+        format_html(
+            '<p class="warning" data-testid="lone-surrogate">This value holds {}: half of a UTF-16 surrogate pair, '
+            "which is not a character. It is shown as its JSON escape; the dashboard does not write such values, "
+            "so an edit must replace it.</p>",
+            surrogate,
+        )
+        if surrogate
+        else ""
+    )
+    return format_html("{}{}", notice, _json_tree(text))
+
+
+def _json_tree(text):
     if isinstance(text, str) and json_depth(text) > MAX_DEPTH:
         return format_html(
             '<p class="warning">Arrays and objects nest more than {} levels deep: shown as raw text.</p>'
