@@ -80,9 +80,7 @@ OPERATOR = frozenset({s[a] for s in (TASK, ASSET) for a in ("view", "add", "chan
 ADMIN = frozenset(
     {s[a] for s in (TASK, ASSET) for a in ("view", "add", "change", "delete")}
     | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"], GCRUN["add"]}
-    | {SNAPSHOTS["view"]}
-    | set(SCOPES.values())
-    | {GROUPS["view"], USERS["view"]}  # the scope form's group and user pickers
+    | {SNAPSHOTS["view"]}  # no access scopes, users or groups: those are a superuser's
 )
 
 VALID, EXPIRED, READ_ONLY, REVOKED, DEACTIVATED = "valid", "expired", "read-only", "revoked", "deactivated"
@@ -1136,10 +1134,18 @@ ADMIN_MODELS = [
     ),
     AdminModel("state", "gcrun", GCRUN, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
     AdminModel("state", "statssnapshot", SNAPSHOTS, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
+    # Access scopes are a superuser's alone, whatever the permissions on the model (none of the roles has
+    # them): 403 to every other staff user, so that a scoped Admin cannot drop or widen their own.
     AdminModel(
         "state",
         "accessscope",
         SCOPES,
+        list=NEVER,
+        add=NEVER,
+        history=NEVER,
+        change=NEVER,
+        save=NEVER,
+        delete=NEVER,
         action=("delete_selected", SCOPES["delete"], status(200)),  # its confirmation page
         add_data=_scope_form,
         change_data=lambda w: _scope_form(w, "etl_renamed_*"),
@@ -1404,15 +1410,17 @@ def admin_cases(w) -> list[Case]:
         ),
         Case("admin/(?P<url>.*)$", "GET", "/admin/no-such-page/", **SITE, ok=status(404)),
     ]
+    # An app's page lists the models the user may see: a scoped user sees none of state's (GC runs and
+    # snapshots span every DAG; access scopes are a superuser's).
     apps = {
-        "airflow": (TASK["view"], ASSET["view"]),
-        "state": (GCRUN["view"], SCOPES["view"], SNAPSHOTS["view"]),
-        "auth": (GROUPS["view"], USERS["view"]),
-        "tokens": (TOKENS["view"],),
-        "axes": tuple(perms["view"] for perms in AXES.values()),
+        "airflow": ((TASK["view"], ASSET["view"]), False),
+        "state": ((GCRUN["view"], SNAPSHOTS["view"]), True),
+        "auth": ((GROUPS["view"], USERS["view"]), False),
+        "tokens": ((TOKENS["view"],), False),
+        "axes": (tuple(perms["view"] for perms in AXES.values()), False),
     }
     app_route = next(r for r in admin_routes() if "(?P<app_label>" in r)
-    for app, views in apps.items():
+    for app, (views, unscoped) in apps.items():
         cases.append(
             Case(
                 app_route,
@@ -1420,8 +1428,8 @@ def admin_cases(w) -> list[Case]:
                 f"/admin/{app}/",
                 **SITE,
                 variant=app,
-                rule=lambda case, who, views=views: staff_only(
-                    status(200) if any(who.can(v) for v in views) else status(404)
+                rule=lambda case, who, views=views, unscoped=unscoped: staff_only(
+                    status(200) if any(who.can(v) for v in views) and not (unscoped and who.scoped) else status(404)
                 )(case, who),
             )
         )
