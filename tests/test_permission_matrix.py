@@ -80,10 +80,9 @@ OPERATOR = frozenset({s[a] for s in (TASK, ASSET) for a in ("view", "add", "chan
 ADMIN = frozenset(
     {s[a] for s in (TASK, ASSET) for a in ("view", "add", "change", "delete")}
     | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"], GCRUN["add"]}
-    | {SNAPSHOTS["view"]}
-    | set(SCOPES.values())
-    | {GROUPS["view"], USERS["view"]}  # the scope form's group and user pickers
+    | {SNAPSHOTS["view"]}  # no access scopes, users or groups: those are a superuser's
 )
+SCOPE_MANAGER = frozenset({*SCOPES.values(), GROUPS["view"], USERS["view"]})
 
 VALID, EXPIRED, READ_ONLY, REVOKED, DEACTIVATED = "valid", "expired", "read-only", "revoked", "deactivated"
 
@@ -97,6 +96,8 @@ class Principal:
     scoped: bool = False  # DAGs etl_*, assets etl.*
     token: str | None = None  # a bearer token in this state (no session)
     roles: tuple[str, ...] = ()  # groups, for building the user
+    extra: frozenset = frozenset()  # permissions of the user's own on top of the roles'
+    own_grant: bool = False  # scoped by patterns granted to the user itself (else by the group etl-team)
 
     def can(self, *perms: str) -> bool:
         return all(p in self.perms for p in perms)
@@ -116,9 +117,22 @@ PRINCIPALS = [
     Principal("Admin", ADMIN, session=True, staff=True, roles=("Admin",)),
     Principal("scoped Operator", OPERATOR, session=True, scoped=True, roles=("Operator",)),
     Principal("scoped Admin", ADMIN, session=True, staff=True, scoped=True, roles=("Admin",)),
+    # An Admin given every permission on access scopes and view on users and groups (a group of one's own
+    # making could): scopes stay a superuser's, so this one cannot drop or widen its own either.
+    Principal(
+        "scoped Admin, own grant, scope permissions",
+        ADMIN | SCOPE_MANAGER,
+        session=True,
+        staff=True,
+        scoped=True,
+        roles=("Admin",),
+        extra=SCOPE_MANAGER,
+        own_grant=True,
+    ),
     Principal("token", ADMIN, token=VALID, staff=True, roles=("Admin",)),
     Principal("token expired", ADMIN, token=EXPIRED, staff=True, roles=("Admin",)),
     Principal("token read-only", ADMIN, token=READ_ONLY, staff=True, roles=("Admin",)),
+    Principal("scoped token read-only", ADMIN, token=READ_ONLY, staff=True, scoped=True, roles=("Admin",)),
     Principal("token revoked", ADMIN, token=REVOKED, staff=True, roles=("Admin",)),
     Principal("token deactivated", ADMIN, token=DEACTIVATED, staff=True, roles=("Admin",)),
 ]
@@ -272,11 +286,17 @@ def _user(username: str, who: Principal, **fields):
     user = get_user_model().objects.create_user(username=username, password="pw-for-matrix", **fields)
     for role in who.roles:
         user.groups.add(Group.objects.get(name=role))
-    if not who.roles:
-        for perm in who.perms:
-            app_label, codename = perm.split(".")
-            user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    for perm in who.extra if who.roles else who.perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     return user
+
+
+def _scope(w, who: Principal) -> None:
+    if who.scoped and who.own_grant:
+        scopes.grant(w.user, dags=["etl_*"], assets=["etl.*"])
+    elif who.scoped:
+        w.user.groups.add(w.team)
 
 
 def build_world(who: Principal) -> SimpleNamespace:
@@ -346,12 +366,12 @@ def build_world(who: Principal) -> SimpleNamespace:
     w.client = Client(enforce_csrf_checks=True)
     if who.session:
         w.user = _user("matrix-user", who, is_staff=who.staff)
-        if who.scoped:
-            w.user.groups.add(w.team)
+        _scope(w, who)
         w.own_token, _ = ApiToken.issue(w.user, "own")
         w.client.force_login(w.user)
     elif who.token is not None:
         w.user = _user("matrix-token-user", who, is_staff=who.staff)
+        _scope(w, who)
         lifetime = timedelta(hours=1)
         record, token = ApiToken.issue(w.user, who.token, expires_in=lifetime, read_only=who.token == READ_ONLY)
         if who.token == EXPIRED:
@@ -1136,10 +1156,18 @@ ADMIN_MODELS = [
     ),
     AdminModel("state", "gcrun", GCRUN, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
     AdminModel("state", "statssnapshot", SNAPSHOTS, add=NEVER, save=NEVER, delete=NEVER, unscoped_only=True),
+    # Access scopes are a superuser's alone, whatever the permissions on the model (none of the roles has
+    # them): 403 to every other staff user, so that a scoped Admin cannot drop or widen their own.
     AdminModel(
         "state",
         "accessscope",
         SCOPES,
+        list=NEVER,
+        add=NEVER,
+        history=NEVER,
+        change=NEVER,
+        save=NEVER,
+        delete=NEVER,
         action=("delete_selected", SCOPES["delete"], status(200)),  # its confirmation page
         add_data=_scope_form,
         change_data=lambda w: _scope_form(w, "etl_renamed_*"),
@@ -1404,15 +1432,17 @@ def admin_cases(w) -> list[Case]:
         ),
         Case("admin/(?P<url>.*)$", "GET", "/admin/no-such-page/", **SITE, ok=status(404)),
     ]
+    # An app's page lists the models the user may see: a scoped user sees none of state's (GC runs and
+    # snapshots span every DAG; access scopes are a superuser's).
     apps = {
-        "airflow": (TASK["view"], ASSET["view"]),
-        "state": (GCRUN["view"], SCOPES["view"], SNAPSHOTS["view"]),
-        "auth": (GROUPS["view"], USERS["view"]),
-        "tokens": (TOKENS["view"],),
-        "axes": tuple(perms["view"] for perms in AXES.values()),
+        "airflow": ((TASK["view"], ASSET["view"]), False),
+        "state": ((GCRUN["view"], SNAPSHOTS["view"]), True),
+        "auth": ((GROUPS["view"], USERS["view"]), False),
+        "tokens": ((TOKENS["view"],), False),
+        "axes": (tuple(perms["view"] for perms in AXES.values()), False),
     }
     app_route = next(r for r in admin_routes() if "(?P<app_label>" in r)
-    for app, views in apps.items():
+    for app, (views, unscoped) in apps.items():
         cases.append(
             Case(
                 app_route,
@@ -1420,8 +1450,8 @@ def admin_cases(w) -> list[Case]:
                 f"/admin/{app}/",
                 **SITE,
                 variant=app,
-                rule=lambda case, who, views=views: staff_only(
-                    status(200) if any(who.can(v) for v in views) else status(404)
+                rule=lambda case, who, views=views, unscoped=unscoped: staff_only(
+                    status(200) if any(who.can(v) for v in views) and not (unscoped and who.scoped) else status(404)
                 )(case, who),
             )
         )
@@ -1476,6 +1506,16 @@ def _leaks(case: Case, who: Principal, body: str, request_text: str) -> list[str
     return [marker for marker in forbidden if marker in body and marker not in request_text]
 
 
+def offsite_redirect(response) -> str:
+    """A redirect (``Location``, or htmx's ``HX-Redirect``) that may leave this site, or "": only a path on
+    this site (not ``//host`` nor ``/\\host``, which browsers read as another host) is safe."""
+    for header in ("Location", "HX-Redirect"):
+        where = response.get(header, "")
+        if where and (not where.startswith("/") or where.startswith(("//", "/\\"))):
+            return f"{header}: {where}"
+    return ""
+
+
 def _body(response) -> str:
     content = b"".join(response.streaming_content) if response.streaming else response.content
     return content.decode("utf-8", "replace")
@@ -1528,6 +1568,8 @@ def run_case(w, who: Principal, case: Case, csrf: bool) -> Outcome:
     filtered = who.scoped and case.target in (ML, GHOST) and case.out_of_scope == FILTERED
     if case.unsafe and (refused or filtered) and before != after:
         problems.append("state changed")
+    if away := offsite_redirect(response):
+        problems.append(f"redirects off the site: {away}")
     leaks = _leaks(case, who, body, request_text)
     if leaks:
         problems.append("leaks " + ", ".join(leaks))
@@ -1607,6 +1649,8 @@ SHORT = {
     "Admin": "Admin",
     "scoped Operator": "sOp",
     "scoped Admin": "sAdmin",
+    "scoped Admin, own grant, scope permissions": "sAdmin+",
+    "scoped token read-only": "stRO",
     "token": "tok",
     "token expired": "tExp",
     "token read-only": "tRO",
@@ -1642,7 +1686,9 @@ def render_document(w) -> str:
         f"- **{SHORT[p.name]}**: {p.name}"
         + (f" (groups {', '.join(p.roles)})" if p.roles else "")
         + (", staff" if p.staff else "")
+        + (f", permissions {', '.join(sorted(p.extra))}" if p.extra else "")
         + (", scoped to DAGs etl_* and assets etl.*" if p.scoped else "")
+        + (" (granted to the user itself)" if p.own_grant else "")
         for p in PRINCIPALS
     )
     rules = "\n".join(line.strip() for line in expected.__doc__.strip().splitlines()[2:])

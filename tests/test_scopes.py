@@ -377,24 +377,37 @@ def staff_admin():
     return user
 
 
-def test_an_admin_with_staff_status_edits_scopes_in_admin(client):
+def test_an_admin_with_staff_status_does_not_manage_scopes(client):
+    """Scopes are a superuser's (tests/test_scope_admin.py has the scoped Admin's attempts)."""
     team = Group.objects.create(name="team-etl")
     client.force_login(staff_admin())
-    assert client.get("/admin/state/accessscope/").status_code == 200
-    assert client.get("/admin/state/accessscope/add/").status_code == 200
-    blank = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "  "})
-    assert blank.status_code == 200 and "non-empty" in text(blank) and rows() == []
-    added = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "etl_*"})
-    assert added.status_code == 302 and rows() == [("team-etl", "dag", "etl_*")]
+    assert client.get("/admin/state/accessscope/").status_code == 403
+    assert client.get("/admin/state/accessscope/add/").status_code == 403
+    refused = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "etl_*"})
+    assert refused.status_code == 403 and rows() == []
     assert client.get("/admin/auth/group/add/").status_code == 403  # roles are given by a superuser
 
 
-def test_an_admin_with_staff_status_can_pick_the_group_of_a_scope(client):
+def test_an_admin_with_staff_status_cannot_pick_the_group_of_a_scope(client):
     Group.objects.create(name="team-etl")
     client.force_login(staff_admin())
     params = {"app_label": "state", "model_name": "accessscope", "field_name": "group", "term": "team"}
     response = client.get("/admin/autocomplete/", params)
-    assert response.status_code == 200 and "team-etl" in text(response)
+    assert response.status_code == 403 and "team-etl" not in text(response)
+
+
+def test_a_superuser_edits_scopes_in_admin(client):
+    team = Group.objects.create(name="team-etl")
+    root = make_user("root", superuser=True)
+    root.is_staff = True
+    root.save()
+    client.force_login(root)
+    blank = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "  "})
+    assert blank.status_code == 200 and "non-empty" in text(blank) and rows() == []
+    added = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "etl_*"})
+    assert added.status_code == 302 and rows() == [("team-etl", "dag", "etl_*")]
+    params = {"app_label": "state", "model_name": "accessscope", "field_name": "group", "term": "team"}
+    assert "team-etl" in text(client.get("/admin/autocomplete/", params))
 
 
 def test_a_superuser_gives_roles_and_scopes_on_the_users_and_groups_pages(client):

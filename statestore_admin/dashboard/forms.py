@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from statestore_admin.airflow.config import airflow_config
 from statestore_admin.dashboard.templatetags.display import absolute, relative
+from statestore_admin.dashboard.timezones import known_zone
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, parse_datetime_aware
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
@@ -52,10 +53,7 @@ def expiry_text(at: datetime | None, now: datetime) -> str:
 
 
 def _zone(name: str) -> zoneinfo.ZoneInfo | None:
-    try:
-        return zoneinfo.ZoneInfo(name) if name else None
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return None
+    return known_zone(name) if name else None
 
 
 def local_to_utc(text: str, zone_name: str) -> datetime:
@@ -73,7 +71,8 @@ def local_to_utc(text: str, zone_name: str) -> datetime:
         return parse_datetime_aware(text)  # its messages: not a date, impossible, naive, out of range
     zone = _zone(zone_name)
     if zone is None:
-        raise ValidationError({"expires_at": f"Unknown time zone {zone_name!r}; reload the page."})
+        shown = zone_name if len(zone_name) <= 64 else zone_name[:64] + "…"
+        raise ValidationError({"expires_at": f"Unknown time zone {shown!r}; reload the page."})
     local = parsed.replace(tzinfo=zone)
     try:
         instant = local.astimezone(UTC)

@@ -22,6 +22,17 @@ def _known() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones())
 
 
+def known_zone(name: str) -> zoneinfo.ZoneInfo | None:
+    """The zone called ``name``, or None when Python's zone list lacks it: a name from a form or a cookie is
+    never used as a file path (a long one is "File name too long", a directory "Is a directory")."""
+    if not isinstance(name, str) or name not in _known():
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
 def zone_name(request) -> str:
     """The zone to show ``request``'s page in (an IANA name)."""
     if request.COOKIES.get(UTC_COOKIE) == "1":

@@ -4,7 +4,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 
 from .models import AccessScope, GcRun, StatsSnapshot
-from .scopes import scope_of
+from .scopes import locked_account_fields, may_change_accounts, may_manage_scopes, scope_of
 
 
 class StoreWideRecordAdmin(admin.ModelAdmin):
@@ -42,8 +42,24 @@ class StatsSnapshotAdmin(StoreWideRecordAdmin):
     date_hierarchy = "taken_at"
 
 
+class ScopeManagersOnly:
+    """Scopes are for superusers only (``scopes.may_manage_scopes``), whatever the user's permissions."""
+
+    def has_view_permission(self, request, obj=None):
+        return may_manage_scopes(request.user)
+
+    def has_add_permission(self, request, *args):
+        return may_manage_scopes(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return may_manage_scopes(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return may_manage_scopes(request.user)
+
+
 @admin.register(AccessScope)
-class AccessScopeAdmin(admin.ModelAdmin):
+class AccessScopeAdmin(ScopeManagersOnly, admin.ModelAdmin):
     """Every pattern of every group and user; also editable on each group's and user's page."""
 
     list_display = ("__str__", "group", "user", "kind", "pattern", "created_at")
@@ -53,7 +69,7 @@ class AccessScopeAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at",)  # set when granted, not typed in
 
 
-class AccessScopeInline(admin.TabularInline):
+class AccessScopeInline(ScopeManagersOnly, admin.TabularInline):
     model = AccessScope
     fields = ("kind", "pattern")
     extra = 1
@@ -62,14 +78,33 @@ class AccessScopeInline(admin.TabularInline):
     )
 
 
+class AccountsGuard:
+    """Users and groups, as Django's admin has them, but no way to widen one's own scope through them: a
+    user with a scope changes no account (``scopes.may_change_accounts``), and some fields are locked
+    (``scopes.locked_account_fields``: superuser status, one's own groups and permissions)."""
+
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and may_change_accounts(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and may_change_accounts(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and may_change_accounts(request.user)
+
+    def get_readonly_fields(self, request, obj=None):
+        locked = locked_account_fields(request.user, obj) if self.model is get_user_model() else ()
+        return (*super().get_readonly_fields(request, obj), *locked)
+
+
 def _with_scopes(model, model_admin_class):
-    """Re-register ``model``'s admin with the scope patterns inline."""
+    """Re-register ``model``'s admin with the scope patterns inline and the guard above."""
     admin.site.unregister(model)
     admin.site.register(
         model,
         type(
             model_admin_class.__name__,
-            (model_admin_class,),
+            (AccountsGuard, model_admin_class),
             {"inlines": [*model_admin_class.inlines, AccessScopeInline]},
         ),
     )

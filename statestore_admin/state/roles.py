@@ -4,7 +4,7 @@ after every ``migrate`` (``sync_roles``), so a release that adds a permission ad
 - **Viewer**: view both stores and their audit trail.
 - **Operator**: a Viewer who may also add keys, edit values and expiry, and expire keys.
 - **Admin**: everything: also delete and clear keys, restore from the audit trail, manage every user's
-  API tokens, and run a bounded GC from the GC page.
+  API tokens, and run a bounded GC from the GC page. Not access scopes: those are a superuser's.
 
 Superusers have every permission whatever their groups. Give a role in ``/admin/`` (Users → a user →
 Groups); to change what a role may do, make your own group rather than editing these three, which
@@ -24,12 +24,11 @@ ROLES: dict[str, list[tuple[str, str]]] = {
         *[(app, f"{action}_{model}") for app, model in STORE_MODELS for action in ("view", "add", "change", "delete")],
         *[("tokens", f"{action}_apitoken") for action in ("view", "change", "delete")],
         ("state", "view_auditevent"),
-        ("auth", "view_group"),  # the scope admin's group and user pickers
-        ("auth", "view_user"),
         ("state", "view_gcrun"),
         ("state", "add_gcrun"),  # run a bounded GC from the GC page (with delete on task state)
         ("state", "view_statssnapshot"),
-        *[("state", f"{action}_accessscope") for action in ("view", "add", "change", "delete")],
+        # No access scopes, users or groups: scopes are managed by superusers only (scopes.may_manage_scopes),
+        # so that a scoped Admin cannot widen their own; the sync takes them from existing Admin groups.
     ],
 }
 

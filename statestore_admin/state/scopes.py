@@ -167,6 +167,34 @@ def scope_of(who) -> Scope:
     return scope
 
 
+# Who manages scopes (Django's admin asks these) --------------------------------------------------------
+def may_manage_scopes(user) -> bool:
+    """Whether ``user`` may list, grant, edit or revoke scopes, anyone's: superusers only. A scope limits its
+    holder, so nobody it could limit may touch one (superusers are never scoped); and the list of every
+    holder's patterns is not for a scoped user either. The model's own view/add/change/delete permissions
+    on access scopes give nothing: no role holds them, and holding them is not enough."""
+    return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
+
+
+def may_change_accounts(user) -> bool:
+    """Whether ``user`` may add, change or delete users and groups at all (Django's permissions still
+    decide which): not a user with a scope, since each of these could widen it: leaving the group that
+    gives it, a new account without one, another account's password."""
+    return bool(user.is_superuser or not scope_of(user).restricted)
+
+
+def locked_account_fields(user, account) -> tuple[str, ...]:
+    """The fields of ``account`` (a user, or None for a new one) that ``user`` may not change: whether it
+    is a superuser (a superuser manages scopes), and on one's own account the groups and permissions
+    (nobody edits what gives them their scope or their rights)."""
+    if user.is_superuser:
+        return ()
+    locked = ("is_superuser",)
+    if account is not None and account.pk == user.pk:
+        locked += ("groups", "user_permissions")
+    return locked
+
+
 # Granting (the grant_scope and revoke_scope commands; /admin/ edits AccessScope rows directly) ---------
 def find_holder(name: str, kind: str | None = None):
     """The group or user called ``name`` (``kind``: "group" or "user" when both exist)."""

@@ -38,7 +38,11 @@ def lifetimes() -> list[int]:
 def api_tokens(request):
     if request.method == "POST":
         if "revoke" in request.POST:
-            token = get_object_or_404(ApiToken.objects.active(), pk=request.POST.get("revoke"), user=request.user)
+            pk = request.POST.get("revoke", "").strip()
+            if not pk.isascii() or not pk.isdigit():  # not a token's id: there is nothing to look up
+                messages.error(request, "Nothing revoked: choose the token to revoke in the list below.")
+                return redirect("api-tokens")
+            token = get_object_or_404(ApiToken.objects.active(), pk=int(pk), user=request.user)
             token.revoke(f"revoked by {request.user.get_username()}")
             messages.success(request, f"Revoked token {token.prefix}….")
             return redirect("api-tokens")
