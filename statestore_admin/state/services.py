@@ -13,7 +13,9 @@ Confirmed actions (delete, expire, clear after a dialog listed the keys) act on 
 confirmation listed, in the version it listed (``Listing``): a key added since, or written since, is kept
 and reported, never lost, whatever the clock of the process that wrote it says. A write that changes
 nothing (the same value, and for a task key the same expiry) is not made: no row is touched, no event is
-recorded, and the returned row says so (``written`` is False).
+recorded, and the returned row says so (``written`` is False). Every write reads the key it replaces under
+a lock, a key that does not exist yet included (``_locked_or_created``): parallel writers of one key each
+record the value they replaced.
 """
 
 from __future__ import annotations
@@ -973,16 +975,19 @@ def _apply(target: Target, row) -> None:
         if target.state is None:
             TaskStateStore.objects.filter(pk=row.pk).delete()
         elif row is None:
-            TaskStateStore.objects.create(
-                dag_run_id=target.run_pk,
-                dag_id=target.dag_id,
-                run_id=target.run_id,
-                task_id=target.task_id,
-                map_index=target.map_index,
-                key=target.key,
-                value=target.state[0],
-                updated_at=now,
-                expires_at=target.state[1],
+            _insert_restored(
+                target,
+                TaskStateStore(
+                    dag_run_id=target.run_pk,
+                    dag_id=target.dag_id,
+                    run_id=target.run_id,
+                    task_id=target.task_id,
+                    map_index=target.map_index,
+                    key=target.key,
+                    value=target.state[0],
+                    updated_at=now,
+                    expires_at=target.state[1],
+                ),
             )
         else:
             TaskStateStore.objects.filter(pk=row.pk).update(
@@ -993,8 +998,20 @@ def _apply(target: Target, row) -> None:
     if target.state is None:
         rows.delete()
     elif row is None:
-        AssetStateStore.objects.create(
-            asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
+        _insert_restored(
+            target,
+            AssetStateStore(
+                asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
+            ),
         )
     else:
         rows.update(value=target.state[0], updated_at=now, **API_WRITER_FIELDS)
+
+
+def _insert_restored(target: Target, new) -> None:
+    """Bring back a key that was not there when the restore locked its keys: one that another writer created
+    since is a conflict (nothing is restored, the event fails), never overwritten unseen."""
+    if not _insert_if_absent(new):
+        row, _ = _locate(target)
+        current = _state(row) if row is not None else None
+        _raise_conflicts([{**target.describe(), "current": _state_dict(current), "restore": _state_dict(target.state)}])
