@@ -24,6 +24,11 @@ DJANGO_POSTGRESQL = "django.db.backends.postgresql"
 AIRFLOW_POSTGRESQL = "statestore_admin.airflow.backends.postgresql"
 # libpq's TCP keepalives: a peer that vanished (host down, network cut) is noticed on an idle connection
 # after about 30 + 3 x 10 s instead of the kernel's two hours.
+# SQLite: a writer waits up to 20 s for another's lock, and takes the write lock when its transaction begins
+# (``BEGIN IMMEDIATE``). A transaction that reads first and writes later would otherwise fail at once with
+# "database is locked" when another writer committed meanwhile; taking turns, each write reads what the
+# one before it committed (docs/writes.md, "Parallel writes").
+SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 
@@ -59,7 +64,7 @@ def sqlalchemy_url_to_django(url: str) -> dict[str, Any]:
         path = unquote(parts.path[1:]) if parts.path.startswith("/") else unquote(parts.path)
         if path in ("", ":memory:"):
             raise AirflowConfigError("An in-memory SQLite database cannot be an Airflow metadata database.")
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": {"timeout": 20}}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "OPTIONS": dict(SQLITE_OPTIONS)}
     raise AirflowConfigError(
         f"Unsupported Airflow database URL scheme {parts.scheme!r} in {mask_url(url)}: "
         "statestore-admin supports PostgreSQL and SQLite."
@@ -111,5 +116,5 @@ def resolve_airflow_database(environ: Mapping[str, str], embedded_path: Path, de
 
 
 def _embedded(path: Path) -> AirflowDatabase:
-    settings = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path), "OPTIONS": {"timeout": 20}}
+    settings = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path), "OPTIONS": dict(SQLITE_OPTIONS)}
     return AirflowDatabase(settings, "embedded demo database", f"sqlite:///{path}", embedded=True)

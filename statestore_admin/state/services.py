@@ -13,7 +13,9 @@ Confirmed actions (delete, expire, clear after a dialog listed the keys) act on 
 confirmation listed, in the version it listed (``Listing``): a key added since, or written since, is kept
 and reported, never lost, whatever the clock of the process that wrote it says. A write that changes
 nothing (the same value, and for a task key the same expiry) is not made: no row is touched, no event is
-recorded, and the returned row says so (``written`` is False).
+recorded, and the returned row says so (``written`` is False). Every write reads the key it replaces under
+a lock, a key that does not exist yet included (``_locked_or_created``): parallel writers of one key each
+record the value they replaced.
 """
 
 from __future__ import annotations
@@ -415,6 +417,69 @@ def _state(row) -> audit.KeyState:
     return (row.value, getattr(row, "expires_at", None))
 
 
+# The natural key of a row: what ``ON CONFLICT`` names (Airflow's unique constraint, or primary key).
+NATURAL_KEYS = {TaskStateStore: ("dag_run", "task_id", "map_index", "key"), AssetStateStore: ("asset", "key")}
+CREATE_ATTEMPTS = 5  # a new key that other writers keep creating and deleting meanwhile: then a Conflict
+
+
+def _locked_or_created(rows: QuerySet, new, gone: NotFound):
+    """The key's row, locked, and whether this transaction created it: ``new`` (an unsaved row holding what
+    to write) is inserted when there is no row, unless it is None (then the row is None). Call inside
+    Airflow's transaction, before recording the change.
+
+    ``SELECT … FOR UPDATE`` locks nothing where no row exists yet: two writers of a new key would both find
+    none, and the second would overwrite the first's row believing it created the key. Here the insert
+    itself decides (``_insert_if_absent``); when another writer created the key first, its committed row is
+    locked and read, so a write's *before* is always the value it replaces. ``gone``: raised when the row's
+    DAG run or asset was deleted since the caller checked it."""
+    for _ in range(CREATE_ATTEMPTS):
+        row = rows.select_for_update().first()
+        if row is not None or new is None:
+            return row, False
+        try:
+            if _insert_if_absent(new):
+                return new, True
+        except IntegrityError:  # the foreign key: its DAG run or asset is gone (nothing was inserted)
+            raise gone from None
+    raise Conflict(f"Other writers created and deleted the key {new.key!r} meanwhile; nothing was written. Try again.")
+
+
+def _may(actor: Actor, store: str, action: str) -> bool:
+    try:
+        permissions.require(actor, store, action)
+    except Forbidden:
+        return False
+    return True
+
+
+def _insert_if_absent(row) -> bool:
+    """``INSERT … ON CONFLICT DO NOTHING`` of the new ``row``: True when this statement created it (no other
+    transaction can see or write it until Airflow's transaction commits), False when the key exists. On
+    PostgreSQL the statement waits for a concurrent insert of the same key to commit or roll back, so after
+    False the row is there to lock; on SQLite, writers take turns (``BEGIN IMMEDIATE``, docs/writes.md)."""
+    meta = type(row)._meta
+    connection = connections[airflow_alias()]
+    quote = connection.ops.quote_name
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    conflict = ", ".join(quote(meta.get_field(name).column) for name in NATURAL_KEYS[type(row)])
+    returned = meta.pk if meta.pk.column else fields[0]  # a composite primary key has no column of its own
+    statement = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT ({conflict}) DO NOTHING "
+        f"RETURNING {quote(returned.column)}"
+    )
+    params = [f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        inserted = cursor.fetchone()
+    if inserted is None:
+        return False
+    if returned is meta.pk:
+        setattr(row, meta.pk.attname, inserted[0])
+    row._state.adding, row._state.db = False, connection.alias
+    return True
+
+
 # Task keys --------------------------------------------------------------------------------------------
 def set_task_key(
     *, actor: Actor, scope: TaskScope, key: str, value, expiry: Expiry, mode: str = UPSERT
@@ -434,40 +499,43 @@ def set_task_key(
     expires_at = expiry.resolve(now)
     rows = selectors.scope_keys(scope).filter(key=key)
     action = Action.ADD if mode == CREATE else Action.SET
+    new = TaskStateStore(
+        dag_run=run,
+        dag_id=scope.dag_id,
+        run_id=scope.run_id,
+        task_id=scope.task_id,
+        map_index=scope.map_index,
+        key=key,
+        value=text,
+        updated_at=now,
+        expires_at=expires_at,
+    )
+    may_add = _may(actor, permissions.TASK, "add")
     with audit.change(actor, action, permissions.TASK, scope=scope.as_audit_scope()) as recorder:
-        row = rows.select_for_update().first()
-        if row is not None and mode == CREATE:
+        row, created = _locked_or_created(rows, new if may_add else None, _run_gone(scope))
+        if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
         permissions.require(actor, permissions.TASK, "change" if row else "add")
-        if row is not None and same_value(row.value, text) and row.expires_at == expires_at:
-            return _unwritten(row)
-        if row is None:
-            row = TaskStateStore(
-                dag_run=run, dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
-            )
-            row.key = key
-            before = None
+        if created:
+            recorder.record([audit.task_change(row, before=None, after=(text, expires_at), limit=recorder.limit)])
         else:
-            before = _state(row)
-        recorder.record([audit.task_change(row, before=before, after=(text, expires_at), limit=recorder.limit)])
-        row.value, row.updated_at, row.expires_at = text, now, expires_at
-        if before is None and mode == UPSERT:  # Airflow's upsert: a row a task wrote meanwhile is overwritten
-            TaskStateStore.objects.bulk_create(
-                [row],
-                update_conflicts=True,
-                unique_fields=["dag_run", "task_id", "map_index", "key"],
-                update_fields=["value", "updated_at", "expires_at"],
+            if same_value(row.value, text) and row.expires_at == expires_at:
+                return _unwritten(row)
+            recorder.record(
+                [audit.task_change(row, before=_state(row), after=(text, expires_at), limit=recorder.limit)]
             )
-        elif before is None:
-            try:
-                with transaction.atomic(using=airflow_alias()):
-                    row.save(force_insert=True)
-            except IntegrityError:  # a task wrote it meanwhile
-                raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.") from None
-        else:
+            row.value, row.updated_at, row.expires_at = text, now, expires_at
             row.save(update_fields=["value", "updated_at", "expires_at"])
     row.written = True
     return row
+
+
+def _run_gone(scope: TaskScope) -> NotFound:
+    """What a write answers when the key's DAG run was deleted between its checks and its insert."""
+    return NotFound(
+        f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
+        f"task_id={scope.task_id!r}, map_index={scope.map_index}"
+    )
 
 
 def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None) -> TaskStateStore:
@@ -600,31 +668,26 @@ def set_asset_key(
     now = timezone.now()
     rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
     action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
+    new = AssetStateStore(asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS)
+    may_add = mode != UPDATE and _may(actor, permissions.ASSET, "add")
+    gone = NotFound(f"Asset with id {asset_id} not found")
     with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
-        row = rows.select_for_update().first()
-        if row is not None and mode == CREATE:
+        row, created = _locked_or_created(rows, new if may_add else None, gone)
+        if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
         if row is None and mode == UPDATE:
             raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
         permissions.require(actor, permissions.ASSET, "change" if row else "add")
-        if row is not None:
+        if created:
+            before = None
+        else:
             _check_unchanged(row, seen_updated_at)
             by_api = all(getattr(row, name) == wanted for name, wanted in API_WRITER_FIELDS.items())
             if same_value(row.value, text) and (mode == UPDATE or by_api):
                 return _unwritten(row)
-        before = _state(row) if row is not None else None
+            before = _state(row)
         recorder.record([audit.asset_change(asset_id, key, before=before, after=(text, None), limit=recorder.limit)])
-        if row is None:
-            try:
-                with transaction.atomic(using=airflow_alias()):
-                    AssetStateStore.objects.create(
-                        asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS
-                    )
-            except IntegrityError:  # written meanwhile
-                if mode == CREATE:
-                    raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.") from None
-                rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
-        else:
+        if not created:
             rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
     row = selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
     row.written = True
@@ -983,16 +1046,19 @@ def _apply(target: Target, row) -> None:
         if target.state is None:
             TaskStateStore.objects.filter(pk=row.pk).delete()
         elif row is None:
-            TaskStateStore.objects.create(
-                dag_run_id=target.run_pk,
-                dag_id=target.dag_id,
-                run_id=target.run_id,
-                task_id=target.task_id,
-                map_index=target.map_index,
-                key=target.key,
-                value=target.state[0],
-                updated_at=now,
-                expires_at=target.state[1],
+            _insert_restored(
+                target,
+                TaskStateStore(
+                    dag_run_id=target.run_pk,
+                    dag_id=target.dag_id,
+                    run_id=target.run_id,
+                    task_id=target.task_id,
+                    map_index=target.map_index,
+                    key=target.key,
+                    value=target.state[0],
+                    updated_at=now,
+                    expires_at=target.state[1],
+                ),
             )
         else:
             TaskStateStore.objects.filter(pk=row.pk).update(
@@ -1003,8 +1069,20 @@ def _apply(target: Target, row) -> None:
     if target.state is None:
         rows.delete()
     elif row is None:
-        AssetStateStore.objects.create(
-            asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
+        _insert_restored(
+            target,
+            AssetStateStore(
+                asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
+            ),
         )
     else:
         rows.update(value=target.state[0], updated_at=now, **API_WRITER_FIELDS)
+
+
+def _insert_restored(target: Target, new) -> None:
+    """Bring back a key that was not there when the restore locked its keys: one that another writer created
+    since is a conflict (nothing is restored, the event fails), never overwritten unseen."""
+    if not _insert_if_absent(new):
+        row, _ = _locate(target)
+        current = _state(row) if row is not None else None
+        _raise_conflicts([{**target.describe(), "current": _state_dict(current), "restore": _state_dict(target.state)}])
