@@ -9,7 +9,8 @@ connections per thread, and streaming responses (the exports) sent a chunk at a 
 (a2wsgi's WSGIMiddleware), never collected in memory.
 
 A body is read on the loop into a spooled temporary file (memory up to ``SPOOL_MEMORY`` bytes, then
-disk), within a deadline (``GUNICORN_BODY_TIMEOUT`` seconds, 408) and a size limit (the largest body the
+disk), within a deadline (``GUNICORN_CLIENT_TIMEOUT`` seconds, 408; the same deadline holds for the headers of
+a new connection's first request) and a size limit (the largest body the
 application accepts, 413). Errors that gunicorn answers itself (a malformed request line or header, an
 over-long request line, oversized headers) are JSON ``{"detail": ...}`` under ``/api/`` or when the
 request's path cannot be read; HTML pages for everything else.
@@ -77,7 +78,44 @@ PROTOCOL_MESSAGES = {
 
 
 class Protocol(gunicorn_protocol.ASGIProtocol):
-    """gunicorn's HTTP/1 protocol, answering its own errors as JSON under /api/ (HTML elsewhere)."""
+    """gunicorn's HTTP/1 protocol, answering its own errors as JSON under /api/ (HTML elsewhere), with a
+    deadline for a new connection's first request headers: gunicorn's asyncio worker has none, so a client
+    could hold any number of connections open without ever sending a request. Later requests on a kept-alive
+    connection have gunicorn's keep-alive timeout."""
+
+    def __init__(self, worker):
+        super().__init__(worker)
+        self._headers_timer = None
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        timeout = getattr(self.worker, "client_timeout", None)
+        if timeout and self._callback_parser is not None:
+            self._headers_timer = self.worker.loop.call_later(timeout, self._headers_late)
+
+    def _cancel_headers_timer(self):
+        if self._headers_timer is not None:
+            self._headers_timer.cancel()
+            self._headers_timer = None
+
+    def _on_headers_complete(self):
+        self._cancel_headers_timer()
+        return super()._on_headers_complete()
+
+    def connection_lost(self, exc):
+        self._cancel_headers_timer()
+        super().connection_lost(exc)
+
+    def _headers_late(self):
+        """The deadline passed before the first request's headers were complete: 408 to a client that began
+        one, a plain close of a connection that never sent a byte."""
+        self._headers_timer = None
+        if self._closed or self._current_request is not None:
+            return
+        parser = self._callback_parser
+        if getattr(parser, "method", None) is not None or getattr(parser, "_buffer", None):
+            self._send_error_response(408, "Request Timeout")
+        self._close_transport()
 
     def _request_target(self) -> bytes | None:
         """The path of the request being parsed, as far as it arrived (None when unknown)."""
@@ -232,9 +270,7 @@ class Worker(gasgi.ASGIWorker):
 
     def load_wsgi(self):
         super().load_wsgi()
+        self.client_timeout = float(os.environ.get("GUNICORN_CLIENT_TIMEOUT", 30))
         self.asgi = ReadBodyFirst(
-            self.asgi,
-            threads=self.cfg.threads,
-            body_timeout=float(os.environ.get("GUNICORN_BODY_TIMEOUT", 30)),
-            max_body=body_limit(),
+            self.asgi, threads=self.cfg.threads, body_timeout=self.client_timeout, max_body=body_limit()
         )

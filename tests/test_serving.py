@@ -18,7 +18,7 @@ import requests
 
 from .test_production import ROOT, _environment, free_port
 
-BODY_TIMEOUT = 4  # seconds a body may take (GUNICORN_BODY_TIMEOUT of the server under test)
+CLIENT_TIMEOUT = 4  # seconds for a request's headers, then its body (GUNICORN_CLIENT_TIMEOUT of the server)
 
 # The worst case the request-line limit is sized for: every character 4 bytes of UTF-8, 12 once
 # percent-encoded; the longest key the column takes and the longest dag, run and task ids.
@@ -78,7 +78,7 @@ def server(tmp_path_factory):
         DEBUG="0",
         HOST="127.0.0.1",
         PORT=str(port),
-        GUNICORN_BODY_TIMEOUT=str(BODY_TIMEOUT),
+        GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
         WEB_CONCURRENCY="3",
         GUNICORN_THREADS="4",
     )
@@ -154,7 +154,7 @@ def test_stalled_bodies_hold_no_thread_and_get_408(server):
     stalled = []
     try:
         for _ in range(48):
-            sock = socket.create_connection(("127.0.0.1", server.port), timeout=BODY_TIMEOUT + 10)
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=CLIENT_TIMEOUT + 10)
             sock.sendall(
                 b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\n"
@@ -165,7 +165,7 @@ def test_stalled_bodies_hold_no_thread_and_get_408(server):
             asked = time.monotonic()
             response = requests.get(f"{server.base}/healthz", timeout=5)
             assert response.status_code == 200 and time.monotonic() - asked < 2, time.monotonic() - asked
-        assert time.monotonic() - started < BODY_TIMEOUT  # all this while the 48 were still waiting
+        assert time.monotonic() - started < CLIENT_TIMEOUT  # all this while the 48 were still waiting
         for sock in stalled:
             answer = b""
             while chunk := sock.recv(65536):
@@ -184,10 +184,27 @@ def test_a_stalled_api_body_gets_408_json(server):
             server.port,
             b"PUT /api/v2/assets/1/state-store/k HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
-            timeout=BODY_TIMEOUT + 10,
+            timeout=CLIENT_TIMEOUT + 10,
         )
     )
     assert status == 408 and "did not arrive" in detail
+
+
+def test_a_connection_that_sends_no_request_is_closed_at_the_deadline(server):
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=CLIENT_TIMEOUT + 10) as sock:
+        assert sock.recv(65536) == b""  # closed, without an answer: there was no request to answer
+    assert CLIENT_TIMEOUT - 0.5 < time.monotonic() - started < CLIENT_TIMEOUT + 3
+
+
+def test_headers_that_stall_get_408(server):
+    started = time.monotonic()
+    status, detail = json_detail(
+        raw(server.port, b"GET /api/v2/assets/1/state-store HTTP/1.1\r\nHost: 127.0.0.1\r\n", CLIENT_TIMEOUT + 10)
+    )
+    assert status == 408 and time.monotonic() - started < CLIENT_TIMEOUT + 3
+    status, headers, body = raw(server.port, b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept:", CLIENT_TIMEOUT + 10)
+    assert status == 408 and headers["content-type"].startswith("text/html") and b"<html" in body
 
 
 def test_a_body_larger_than_any_view_takes_is_413_before_it_is_sent(server):
