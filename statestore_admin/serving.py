@@ -1,8 +1,8 @@
 """How `make serve` runs Django: gunicorn's asyncio (ASGI) worker in front of Django's WSGI application.
 
-A thread of a threaded worker (gthread) is taken by a connection as soon as it is accepted and kept
-while the client sends its body, however slowly: a few dozen clients that announce a body and never
-send it leave no thread for anyone else. Here each worker's event loop parses requests and reads whole
+A thread of gunicorn's threaded worker (gthread) is taken by a request as soon as its first bytes arrive
+and kept while the client sends the rest, however slowly: a few dozen clients that announce a body and
+never send it leave no thread for anyone else. Here each worker's event loop parses requests and reads whole
 bodies (many connections at once, no thread each); only a request that has fully arrived runs Django,
 in a fixed pool of ``threads`` threads per worker. Django itself stays WSGI-shaped: persistent database
 connections per thread, and streaming responses (the exports) sent a chunk at a time with backpressure
