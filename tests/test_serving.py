@@ -1,6 +1,7 @@
 """The production server (gunicorn.conf.py, statestore_admin/serving.py) over real sockets: slow clients hold
 no thread, the longest valid key's URLs are served, and gunicorn's own errors are JSON under /api/."""
 
+import contextlib
 import html
 import json
 import os
@@ -64,30 +65,10 @@ def _run(command, env, **kwargs):
     return result.stdout
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """gunicorn as `make serve` runs it (gunicorn.conf.py, its defaults: 3 workers x 4 threads on 2 cores),
-    on SQLite files of its own, with a superuser, an API token and rows holding the longest keys."""
-    tmp_path = tmp_path_factory.mktemp("serving")
-    port = free_port()
-    env = _environment(
-        tmp_path,
-        STATESTORE_VAR_DIR=str(tmp_path / "var"),
-        SECRET_KEY="serving-test-" + uuid.uuid4().hex,
-        ALLOWED_HOSTS="127.0.0.1",
-        DEBUG="0",
-        HOST="127.0.0.1",
-        PORT=str(port),
-        GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
-        WEB_CONCURRENCY="3",
-        GUNICORN_THREADS="4",
-    )
-    manage = [sys.executable, "manage.py"]
-    _run([*manage, "migrate", "--noinput", "--verbosity", "0"], env)
-    _run([*manage, "create_airflow_schema"], env)
-    password = uuid.uuid4().hex
-    ids = dict(dag_id=DAG_ID, run_id=RUN_ID, task_id=TASK_ID, key=KEY, asset_key=ASSET_KEY, password=password)
-    made = json.loads(_run([*manage, "shell", "--no-imports", "-c", SETUP], env, input=json.dumps(ids)))
+@contextlib.contextmanager
+def gunicorn(tmp_path, env):
+    """gunicorn with gunicorn.conf.py, as `make serve` starts it; its port once /healthz answers. Stopped
+    with SIGTERM; its log must show no traceback."""
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
@@ -104,19 +85,52 @@ def server(tmp_path_factory):
             assert process.poll() is None, log_path.read_text()
             assert time.monotonic() - started < 60, log_path.read_text()
             try:
-                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                if requests.get(f"http://127.0.0.1:{env['PORT']}/healthz", timeout=5).status_code == 200:
                     break
             except requests.ConnectionError:
                 time.sleep(0.2)
-        yield Server(port, made["token"], made["task_key"], made["asset"], password)
+        yield process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
+def server_environment(tmp_path, **variables):
+    return _environment(
+        tmp_path,
+        STATESTORE_VAR_DIR=str(tmp_path / "var"),
+        SECRET_KEY="serving-test-" + uuid.uuid4().hex,
+        ALLOWED_HOSTS="127.0.0.1",
+        DEBUG="0",
+        HOST="127.0.0.1",
+        PORT=str(free_port()),
+        GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
+        WEB_CONCURRENCY="3",
+        GUNICORN_THREADS="4",
+        **variables,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """gunicorn as `make serve` runs it (gunicorn.conf.py, its defaults: 3 workers x 4 threads on 2 cores),
+    on SQLite files of its own, with a superuser, an API token and rows holding the longest keys."""
+    tmp_path = tmp_path_factory.mktemp("serving")
+    env = server_environment(tmp_path)
+    manage = [sys.executable, "manage.py"]
+    _run([*manage, "migrate", "--noinput", "--verbosity", "0"], env)
+    _run([*manage, "create_airflow_schema"], env)
+    password = uuid.uuid4().hex
+    ids = dict(dag_id=DAG_ID, run_id=RUN_ID, task_id=TASK_ID, key=KEY, asset_key=ASSET_KEY, password=password)
+    made = json.loads(_run([*manage, "shell", "--no-imports", "-c", SETUP], env, input=json.dumps(ids)))
+    with gunicorn(tmp_path, env):
+        yield Server(int(env["PORT"]), made["token"], made["task_key"], made["asset"], password)
 
 
 def raw(port, data: bytes, timeout=10):
@@ -129,6 +143,13 @@ def raw(port, data: bytes, timeout=10):
     head, _, body = received.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    if headers.get("transfer-encoding") == "chunked":
+        chunks, rest = [], body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            chunks.append(rest[: int(size, 16)])
+            rest = rest[int(size, 16) + 2 :]
+        body = b"".join(chunks)
     return int(lines[0].split()[1]), headers, body
 
 
@@ -244,6 +265,20 @@ def test_protocol_errors_under_api_are_json(server, request_bytes, expected):
     assert status == expected, detail
 
 
+LIMIT = 512 * 12 + 3 * 250 * 12 + 1024  # gunicorn.conf.py's limit_request_line
+
+
+@pytest.mark.parametrize("length, expected", [(LIMIT, 404), (LIMIT + 1, 414)])
+def test_the_request_line_limit_is_exact(server, length, expected):
+    """A request line of exactly the limit reaches Django (an unknown path under /api/: 404 JSON), one byte
+    more is gunicorn's 414, also JSON."""
+    head, tail = b"GET /api/", b" HTTP/1.1"
+    line = head + b"x" * (length - len(head) - len(tail)) + tail
+    assert len(line) == length
+    status, _ = json_detail(raw(server.port, line + b"\r\nHost: 127.0.0.1\r\n\r\n"))
+    assert status == expected
+
+
 def test_protocol_errors_of_pages_are_html(server):
     """A browser can send a header too large (a cookie): its page answer is HTML, as the pages' own errors."""
     status, headers, body = raw(
@@ -310,3 +345,28 @@ def test_the_longest_key_api_urls_are_served(server):
     asset_url = f"{server.base}/api/v2/assets/{server.asset}/state-store/{quoted(ASSET_KEY)}"
     got = requests.get(asset_url, headers=auth, timeout=30)
     assert got.status_code == 200 and got.json()["key"] == ASSET_KEY, got.text[:500]
+
+
+# --- Stopping ----------------------------------------------------------------------------------------------
+
+
+def test_sigterm_lets_a_request_in_flight_finish(tmp_path):
+    """A body half sent when SIGTERM arrives is still read and answered; new connections are refused and
+    the server is gone soon after."""
+    env = server_environment(tmp_path)
+    port = int(env["PORT"])
+    with gunicorn(tmp_path, env) as process:
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n12345")
+            time.sleep(0.5)
+            os.killpg(process.pid, signal.SIGTERM)
+            time.sleep(1.5)
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            sock.sendall(b"67890")
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        # Django's answer (a POST without a CSRF cookie), given once the whole body had arrived.
+        assert answer.startswith(b"HTTP/1.1 403 ") and b"CSRF" in answer, answer[:200]
+        process.wait(timeout=10)
