@@ -106,6 +106,11 @@ class Protocol(gunicorn_protocol.ASGIProtocol):
         self._cancel_headers_timer()
         super().connection_lost(exc)
 
+    def _is_websocket_upgrade(self, request):
+        """Nothing here speaks WebSocket: an upgrade request is answered as the plain request it also is
+        (gunicorn would answer an app's refusal with an empty 403, not JSON under /api/)."""
+        return False
+
     def _headers_late(self):
         """The deadline passed before the first request's headers were complete: 408 to a client that began
         one, a plain close of a connection that never sent a byte."""
@@ -162,8 +167,8 @@ class ReadBodyFirst:
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             await self._http(scope, receive, send)
-        else:  # websocket: nothing here speaks it
-            await send({"type": "websocket.close", "code": 1000})
+        else:  # "websocket": never, Protocol serves an upgrade request as a plain one
+            raise ValueError(f"unsupported ASGI scope type {scope['type']!r}")
 
     async def _lifespan(self, receive, send):
         while True:

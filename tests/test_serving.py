@@ -102,8 +102,7 @@ def gunicorn(tmp_path, env):
 
 
 def server_environment(tmp_path, **variables):
-    return _environment(
-        tmp_path,
+    defaults = dict(
         STATESTORE_VAR_DIR=str(tmp_path / "var"),
         SECRET_KEY="serving-test-" + uuid.uuid4().hex,
         ALLOWED_HOSTS="127.0.0.1",
@@ -113,8 +112,8 @@ def server_environment(tmp_path, **variables):
         GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
         WEB_CONCURRENCY="3",
         GUNICORN_THREADS="4",
-        **variables,
     )
+    return _environment(tmp_path, **{**defaults, **variables})
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +227,27 @@ def test_headers_that_stall_get_408(server):
     assert status == 408 and headers["content-type"].startswith("text/html") and b"<html" in body
 
 
+def test_a_body_past_the_memory_spool_reaches_django_whole(server):
+    """A body kept in a temporary file (past 1 MB), sent in pieces: Django parses all of it (the value's
+    size is the domain's refusal, which names the limit)."""
+    body = json.dumps({"value": "x" * 1_500_000}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"PUT /api/v2/assets/%d/state-store/big HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n" % (server.asset, server.token.encode(), len(body))
+        )
+        for start in range(0, len(body), 300_000):
+            sock.sendall(body[start : start + 300_000])
+            time.sleep(0.05)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 422 "), answer[:300]
+    assert "max_value_storage_bytes" in json.dumps(json.loads(payload))
+
+
 def test_a_body_larger_than_any_view_takes_is_413_before_it_is_sent(server):
     status, detail = json_detail(
         raw(
@@ -277,6 +297,17 @@ def test_the_request_line_limit_is_exact(server, length, expected):
     assert len(line) == length
     status, _ = json_detail(raw(server.port, line + b"\r\nHost: 127.0.0.1\r\n\r\n"))
     assert status == expected
+
+
+def test_a_websocket_upgrade_is_answered_as_a_plain_request(server):
+    status, detail = json_detail(
+        raw(
+            server.port,
+            b"GET /api/v2/no-such-thing HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+    )
+    assert (status, detail) == (404, "Not Found")
 
 
 def test_protocol_errors_of_pages_are_html(server):
