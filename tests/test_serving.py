@@ -14,10 +14,11 @@ import time
 import urllib.parse
 import uuid
 
+import psycopg
 import pytest
 import requests
 
-from .test_production import ROOT, _environment, free_port
+from .test_production import ADMIN_URL, ROOT, _environment, free_port
 
 CLIENT_TIMEOUT = 4  # seconds for a request's headers, then its body (GUNICORN_CLIENT_TIMEOUT of the server)
 
@@ -112,24 +113,50 @@ def server_environment(tmp_path, **variables):
         GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
         WEB_CONCURRENCY="3",
         GUNICORN_THREADS="4",
+        SECURE_COOKIES="0",  # plain HTTP: the login form's cookies must come back
     )
     return _environment(tmp_path, **{**defaults, **variables})
+
+
+@contextlib.contextmanager
+def databases():
+    """The server's two databases: SQLite files in its var/ by default; in the STATESTORE_TEST_DB=postgres
+    pass two PostgreSQL databases of its own (the dashboard's, Airflow's), dropped afterwards."""
+    if os.environ.get("STATESTORE_TEST_DB", "sqlite") != "postgres":
+        yield {}
+        return
+    base = f"statestore_serving_{uuid.uuid4().hex[:8]}"
+    names = [base, f"{base}_airflow"]
+    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        for name in names:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{base}",
+            "AIRFLOW_DATABASE_URL": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{base}_airflow",
+        }
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """gunicorn as `make serve` runs it (gunicorn.conf.py, its defaults: 3 workers x 4 threads on 2 cores),
-    on SQLite files of its own, with a superuser, an API token and rows holding the longest keys."""
+    on databases of its own (SQLite, or PostgreSQL in that pass), with a superuser, an API token and rows
+    holding the longest keys."""
     tmp_path = tmp_path_factory.mktemp("serving")
-    env = server_environment(tmp_path)
-    manage = [sys.executable, "manage.py"]
-    _run([*manage, "migrate", "--noinput", "--verbosity", "0"], env)
-    _run([*manage, "create_airflow_schema"], env)
-    password = uuid.uuid4().hex
-    ids = dict(dag_id=DAG_ID, run_id=RUN_ID, task_id=TASK_ID, key=KEY, asset_key=ASSET_KEY, password=password)
-    made = json.loads(_run([*manage, "shell", "--no-imports", "-c", SETUP], env, input=json.dumps(ids)))
-    with gunicorn(tmp_path, env):
-        yield Server(int(env["PORT"]), made["token"], made["task_key"], made["asset"], password)
+    with databases() as urls:
+        env = server_environment(tmp_path, **urls)
+        manage = [sys.executable, "manage.py"]
+        _run([*manage, "migrate", "--noinput", "--verbosity", "0"], env)
+        _run([*manage, "create_airflow_schema"], env)
+        password = uuid.uuid4().hex
+        ids = dict(dag_id=DAG_ID, run_id=RUN_ID, task_id=TASK_ID, key=KEY, asset_key=ASSET_KEY, password=password)
+        made = json.loads(_run([*manage, "shell", "--no-imports", "-c", SETUP], env, input=json.dumps(ids)))
+        with gunicorn(tmp_path, env):
+            yield Server(int(env["PORT"]), made["token"], made["task_key"], made["asset"], password)
 
 
 def raw(port, data: bytes, timeout=10):
