@@ -88,7 +88,7 @@ def gunicorn(tmp_path, env):
             try:
                 if requests.get(f"http://127.0.0.1:{env['PORT']}/healthz", timeout=5).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except requests.RequestException:  # not listening yet, or a worker still starting
                 time.sleep(0.2)
         yield process
     finally:
