@@ -9,11 +9,11 @@ connections per thread, and streaming responses (the exports) sent a chunk at a 
 (a2wsgi's WSGIMiddleware), never collected in memory.
 
 A body is read on the loop into a spooled temporary file (memory up to ``SPOOL_MEMORY`` bytes, then
-disk), within a deadline (``GUNICORN_CLIENT_TIMEOUT`` seconds, 408; the same deadline holds for the headers of
-a new connection's first request) and a size limit (the largest body the
-application accepts, 413). Errors that gunicorn answers itself (a malformed request line or header, an
-over-long request line, oversized headers) are JSON ``{"detail": ...}`` under ``/api/`` or when the
-request's path cannot be read; HTML pages for everything else.
+disk), within a deadline (``GUNICORN_CLIENT_TIMEOUT`` seconds, 408; the same deadline holds for the
+headers of a new connection's first request) and a size limit (the largest body the application accepts,
+413). Errors that gunicorn answers itself (a malformed request line or header, an over-long request line,
+oversized headers) are JSON ``{"detail": ...}`` under ``/api/`` or when the request's path cannot be
+read; HTML pages for everything else.
 """
 
 import asyncio
