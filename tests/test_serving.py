@@ -407,6 +407,29 @@ def test_the_longest_key_api_urls_are_served(server):
     assert got.status_code == 200 and got.json()["key"] == ASSET_KEY, got.text[:500]
 
 
+# --- Behind a proxy ---------------------------------------------------------------------------------------
+
+
+def test_behind_a_tls_proxy_the_scheme_and_the_access_log_are_as_before(tmp_path):
+    """X-Forwarded-Proto from a trusted address (FORWARDED_ALLOW_IPS: the local host) makes the request
+    HTTPS (no redirect), and the access log keeps its format with the proxy's X-Forwarded-For."""
+    env = server_environment(tmp_path, BEHIND_TLS_PROXY="1")
+    port = int(env["PORT"])
+    with gunicorn(tmp_path, env):
+        proxied = raw(
+            port,
+            b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: 203.0.113.9\r\n"
+            b"X-Forwarded-Proto: https\r\nUser-Agent: probe\r\nConnection: close\r\n\r\n",
+        )
+        direct = raw(port, b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert proxied[0] == 200 and b"<form" in proxied[2]
+    assert direct[0] == 301 and direct[1]["location"] == "https://127.0.0.1/login/"
+    log = (tmp_path / "serve.log").read_text()
+    assert re.search(
+        r'^127\.0\.0\.1 "203\.0\.113\.9" \[[^]]+\] "GET /login/ HTTP/1\.1" 200 \d+ \d+us "probe"$', log, re.M
+    ), log
+
+
 # --- Stopping ----------------------------------------------------------------------------------------------
 
 
