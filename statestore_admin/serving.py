@@ -1,0 +1,281 @@
+"""How `make serve` runs Django: gunicorn's asyncio (ASGI) worker in front of Django's WSGI application.
+
+A thread of gunicorn's threaded worker (gthread) is taken by a request as soon as its first bytes arrive
+and kept while the client sends the rest, however slowly: a few dozen clients that announce a body and
+never send it leave no thread for anyone else. Here each worker's event loop parses requests and reads whole
+bodies (many connections at once, no thread each); only a request that has fully arrived runs Django,
+in a fixed pool of ``threads`` threads per worker. Django itself stays WSGI-shaped: persistent database
+connections per thread, and streaming responses (the exports) sent a chunk at a time with backpressure
+(a2wsgi's WSGIMiddleware), never collected in memory.
+
+A body is read on the loop into a spooled temporary file (memory up to ``SPOOL_MEMORY`` bytes, then
+disk), within a deadline (``GUNICORN_CLIENT_TIMEOUT`` seconds, 408; the same deadline holds for the
+headers of a new connection's first request) and a size limit (the largest body the application accepts,
+413). Errors that gunicorn answers itself (a malformed request line or header, an over-long request line,
+oversized headers) are JSON ``{"detail": ...}`` under ``/api/`` or when the request's path cannot be
+read; HTML pages for everything else.
+"""
+
+import asyncio
+import html
+import json
+import os
+import tempfile
+from http import HTTPStatus
+
+from a2wsgi import WSGIMiddleware
+from gunicorn.asgi import protocol as gunicorn_protocol
+from gunicorn.workers import gasgi
+
+SPOOL_MEMORY = 1024 * 1024
+READ_CHUNK = 64 * 1024
+# Room for a multipart envelope around the largest uploaded file (field names, boundaries, the other fields).
+MULTIPART_ALLOWANCE = 1024 * 1024
+
+
+def body_limit() -> int:
+    """The largest request body any view accepts: a restore file (the dashboard's upload limit, which the
+    API's restore shares) in its multipart envelope, or Django's own limit for the other bodies."""
+    from django.conf import settings
+
+    from statestore_admin.dashboard.audit_views import MAX_UPLOAD_BYTES
+
+    return max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, MAX_UPLOAD_BYTES + MULTIPART_ALLOWANCE)
+
+
+def is_api_path(target: bytes | None) -> bool:
+    """Whether an error for this request target is answered as JSON: ``/api/…``, or a target that could not
+    be read (a browser never sends a request gunicorn cannot parse; an API client may)."""
+    if not target:
+        return True
+    if b"://" in target:  # absolute form: http://host/path
+        target = b"/" + target.split(b"://", 1)[1].partition(b"/")[2]
+    return target.startswith(b"/api/")
+
+
+def error_body(status: int, message: str, as_json: bool) -> tuple[bytes, str]:
+    if as_json:
+        return json.dumps({"detail": message}).encode(), "application/json"
+    phrase = HTTPStatus(status).phrase
+    page = (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{status} {html.escape(phrase)}</title></head>"
+        f"<body><h1>{html.escape(phrase)}</h1><p>{html.escape(message)}</p></body></html>\n"
+    )
+    return page.encode(), "text/html; charset=utf-8"
+
+
+# What a client is told for each error gunicorn answers itself: its own message quotes the request.
+PROTOCOL_MESSAGES = {
+    400: "Bad Request: the request is malformed",
+    408: "Request Timeout",
+    414: "URI Too Long: the request line is longer than the server accepts",
+    426: "Upgrade Required",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented: unsupported transfer coding",
+}
+
+
+class Protocol(gunicorn_protocol.ASGIProtocol):
+    """gunicorn's HTTP/1 protocol, answering its own errors as JSON under /api/ (HTML elsewhere), with a
+    deadline for a new connection's first request headers: gunicorn's asyncio worker has none, so a client
+    could hold any number of connections open without ever sending a request. Later requests on a kept-alive
+    connection have gunicorn's keep-alive timeout."""
+
+    def __init__(self, worker):
+        super().__init__(worker)
+        self._headers_timer = None
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        timeout = getattr(self.worker, "client_timeout", None)
+        if timeout and self._callback_parser is not None:
+            self._headers_timer = self.worker.loop.call_later(timeout, self._headers_late)
+
+    def _cancel_headers_timer(self):
+        if self._headers_timer is not None:
+            self._headers_timer.cancel()
+            self._headers_timer = None
+
+    def _on_headers_complete(self):
+        self._cancel_headers_timer()
+        return super()._on_headers_complete()
+
+    def connection_lost(self, exc):
+        self._cancel_headers_timer()
+        super().connection_lost(exc)
+
+    def _is_websocket_upgrade(self, request):
+        """Nothing here speaks WebSocket: an upgrade request is answered as the plain request it also is
+        (gunicorn would answer an app's refusal with an empty 403, not JSON under /api/)."""
+        return False
+
+    def _headers_late(self):
+        """The deadline passed before the first request's headers were complete: 408 to a client that began
+        one, a plain close of a connection that never sent a byte."""
+        self._headers_timer = None
+        if self._closed or self._current_request is not None:
+            return
+        parser = self._callback_parser
+        if getattr(parser, "method", None) is not None or getattr(parser, "_buffer", None):
+            self._send_error_response(408, "Request Timeout")
+        self._close_transport()
+
+    def _request_target(self) -> bytes | None:
+        """The path of the request being parsed, as far as it arrived (None when unknown)."""
+        parser = self._callback_parser
+        path = getattr(parser, "path", None)
+        if path:
+            return bytes(path)
+        pending = bytes(getattr(parser, "_buffer", b"")[:256])
+        parts = pending.lstrip(b"\r\n").split(b" ", 2)
+        return parts[1] if len(parts) > 1 else None
+
+    def _send_error_response(self, status, message, extra_headers=()):
+        detail = PROTOCOL_MESSAGES.get(status) or HTTPStatus(status).phrase
+        body, content_type = error_body(status, detail, is_api_path(self._request_target()))
+        reason = gunicorn_protocol._REASON_PHRASES.get(status) or HTTPStatus(status).phrase
+        extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers)
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            f"{extra}Connection: close\r\n\r\n"
+        )
+        self._safe_write(head.encode("latin-1") + body)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+class ReadBodyFirst:
+    """ASGI application: reads the whole request body on the event loop, then runs the WSGI application
+    in the thread pool with that body."""
+
+    def __init__(self, wsgi_app, threads: int, body_timeout: float, max_body: int):
+        self.threads = threads
+        self.body_timeout = body_timeout
+        self.max_body = max_body
+        self.wsgi = WSGIMiddleware(wsgi_app, workers=threads)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        else:  # "websocket": never, Protocol serves an upgrade request as a plain one
+            raise ValueError(f"unsupported ASGI scope type {scope['type']!r}")
+
+    async def _lifespan(self, receive, send):
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.wsgi.executor.shutdown(wait=False)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def _declared_length(self, scope) -> int | None:
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:  # gunicorn answers 400 before this: no digits, no request
+                    return None
+        return None
+
+    async def _http(self, scope, receive, send):
+        as_json = is_api_path(scope.get("raw_path") or scope["path"].encode())
+        declared = self._declared_length(scope)
+        if declared is not None and declared > self.max_body:
+            await self._error(send, 413, f"Request body larger than {self.max_body} bytes", as_json)
+            return
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
+        try:
+            try:
+                async with asyncio.timeout(self.body_timeout):
+                    size = await self._read_body(receive, spool)
+            except TimeoutError:
+                await self._error(
+                    send, 408, f"The request body did not arrive within {self.body_timeout:g} seconds", as_json
+                )
+                return
+            except BodyTooLarge:
+                await self._error(send, 413, f"Request body larger than {self.max_body} bytes", as_json)
+                return
+            except ClientGone:
+                return
+            spool.seek(0)
+            await self.wsgi(scope, self._replay(spool, size), send)
+        finally:
+            spool.close()
+
+    async def _read_body(self, receive, spool) -> int:
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise BodyTooLarge
+            spool.write(chunk)
+            if not message.get("more_body", False):
+                return size
+
+    def _replay(self, spool, size: int):
+        """``receive`` for the WSGI side: the body read before, a chunk at a time, then the end."""
+        left = size
+
+        async def receive():
+            nonlocal left
+            if left <= 0:
+                return {"type": "http.request", "body": b"", "more_body": False}
+            chunk = spool.read(min(READ_CHUNK, left))
+            left -= len(chunk)
+            return {"type": "http.request", "body": chunk, "more_body": left > 0 and bool(chunk)}
+
+        return receive
+
+    async def _error(self, send, status: int, message: str, as_json: bool):
+        body, content_type = error_body(status, message, as_json)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", content_type.encode()),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class Worker(gasgi.ASGIWorker):
+    """gunicorn's ASGI worker serving the WSGI application (``wsgi_app``) through ``ReadBodyFirst``, with
+    ``threads`` threads for Django, and ``Protocol`` for gunicorn's own error answers."""
+
+    @classmethod
+    def check_config(cls, cfg, log):
+        """``threads`` is the size of Django's thread pool here, not ignored as the parent says."""
+
+    def init_process(self):
+        # gasgi builds its servers with the protocol class it imported: this worker's process serves only
+        # through it, so the name is pointed at ours.
+        gasgi.ASGIProtocol = Protocol
+        super().init_process()
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        self.client_timeout = float(os.environ.get("GUNICORN_CLIENT_TIMEOUT", 30))
+        self.asgi = ReadBodyFirst(
+            self.asgi, threads=self.cfg.threads, body_timeout=self.client_timeout, max_body=body_limit()
+        )
