@@ -515,7 +515,8 @@ def set_task_key(
         row, created = _locked_or_created(rows, new if may_add else None, _run_gone(scope))
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
-        permissions.require(actor, permissions.TASK, "change" if row else "add")
+        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
+        permissions.require(actor, permissions.TASK, "change" if row and not created else "add")
         if created:
             recorder.record([audit.task_change(row, before=None, after=(text, expires_at), limit=recorder.limit)])
         else:
@@ -677,7 +678,8 @@ def set_asset_key(
             raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
         if row is None and mode == UPDATE:
             raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
-        permissions.require(actor, permissions.ASSET, "change" if row else "add")
+        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
+        permissions.require(actor, permissions.ASSET, "change" if row and not created else "add")
         if created:
             before = None
         else:

@@ -359,3 +359,17 @@ def test_worker_side_references_are_audited_and_restored_as_references(run, ui, 
     assert json.loads(key.before_value) == ref and key.after_value is None
     services.restore_event(actor=ui, event_id=outcome.event.pk)
     assert json.loads(TaskStateStore.objects.get(key="blob").value) == ref
+
+
+def test_add_permission_alone_adds_new_keys_and_overwrites_none(run, asset, user_factory):
+    adder = Actor(via="ui", user=user_factory("adder", perms=["task.view", "task.add", "asset.view", "asset.add"]))
+    services.set_task_key(actor=adder, scope=T, key="new", value=1, expiry=Expiry(DEFAULT))
+    services.set_asset_key(actor=adder, asset_id=asset.pk, key="new", value=2)
+    assert TaskStateStore.objects.get(key="new").value == "1"
+    assert AssetStateStore.objects.get(key="new").value == "2"
+    before = state()
+    with pytest.raises(Forbidden):
+        services.set_task_key(actor=adder, scope=T, key="job", value=3, expiry=Expiry(DEFAULT))
+    with pytest.raises(Forbidden):
+        services.set_asset_key(actor=adder, asset_id=asset.pk, key="cursor", value=4)
+    assert state() == before
