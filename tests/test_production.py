@@ -40,6 +40,17 @@ def http(url, headers=None):
         return error.code, error.headers, error.read()
 
 
+def stop(process, timeout):
+    """SIGTERM to the server's process group (make, gunicorn and its workers), SIGKILL if it outlives ``timeout``."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 # --- `make serve` in a fresh clone -----------------------------------------------------------------
 
 
@@ -186,13 +197,7 @@ def test_make_serve_in_a_fresh_clone(tmp_path, postgres_databases):
             found = subprocess.run([manage[0], "-c", f"import {module}"], capture_output=True)
             assert found.returncode != 0, f"{module} is installed by make serve"
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+        stop(server, timeout=60)
     log = log_path.read_text()
     assert "Booting worker" in log and '"GET /login/ HTTP/1.1" 200' in log  # gunicorn's access log, on stdout
 

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import requests
 
-from .test_production import ADMIN_URL, ROOT, _environment, free_port
+from .test_production import ADMIN_URL, ROOT, _environment, free_port, stop
 
 CLIENT_TIMEOUT = 6  # seconds for a request's headers, then its body (GUNICORN_CLIENT_TIMEOUT of the server)
 
@@ -94,13 +94,7 @@ def gunicorn(tmp_path, env):
                 time.sleep(0.2)
         yield process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop(process, timeout=40)
     assert "Traceback" not in log_path.read_text(), log_path.read_text()
 
 
