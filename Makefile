@@ -45,9 +45,11 @@ test: install-dev
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
 
+# Ruff, then the import contracts of pyproject.toml: the layers of docs/architecture.md, no cycles.
 lint: install-dev
 	$(VENV)/bin/ruff check statestore_admin tests bench scripts manage.py
 	$(VENV)/bin/ruff format --check statestore_admin tests bench scripts manage.py
+	$(VENV)/bin/lint-imports --no-logo
 
 # Real Airflow 3.3.2 (in its own virtualenv) beside the dashboard, on PostgreSQL: see docs/compat.md.
 test-compat: install-dev

@@ -7,6 +7,8 @@ end in a database error (a 500, as in Airflow). Here it is a clear 400 for pages
 
 from django.http import HttpResponseBadRequest, JsonResponse
 
+from statestore_admin.web import is_api, json_error
+
 MESSAGE = "NUL characters (\\x00) are not allowed"
 
 
@@ -39,7 +41,7 @@ class RejectNulCharactersMiddleware:
             where = ["body", name]
         if where is None:
             return self.get_response(request)
-        if request.path.startswith("/api/"):
+        if is_api(request):
             return JsonResponse(
                 {"detail": [{"type": "value_error", "loc": where, "msg": f"Value error, {MESSAGE}", "input": None}]},
                 status=422,
@@ -81,12 +83,10 @@ class ApiErrorsAsJsonMiddleware:
         response = self.get_response(request)
         if (
             response.status_code < 400
-            or not request.path.startswith("/api/")
+            or not is_api(request)
             or response.get("Content-Type", "").startswith("application/json")
         ):
             return response
-        from statestore_admin.api.errors import json_error
-
         kept = {name: response[name] for name in self.KEPT_HEADERS if response.has_header(name)}
         return json_error(response.status_code, headers=kept)
 
@@ -112,7 +112,7 @@ class AirflowDatabaseUnavailableMiddleware:
 
         if not isinstance(exception, AirflowDatabaseUnavailable):
             return None
-        if request.path.startswith("/api/"):
+        if is_api(request):
             return JsonResponse({"detail": exception.detail}, status=503)
         if request.headers.get("HX-Request"):
             return HttpResponse(f"{exception.detail}.", status=503, content_type="text/plain; charset=utf-8")

@@ -4,11 +4,9 @@ Validation messages of the domain (``state.values``) carry codes; here they get 
 client sees what Airflow would say. Nothing here decides what is valid.
 """
 
-from http import HTTPStatus
-
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -103,13 +101,3 @@ def handler(exc, context):
             status=status.HTTP_422_UNPROCESSABLE_ENTITY,
         )
     return drf_exception_handler(exc, context)
-
-
-def json_error(status_code: int, detail: str | None = None, headers: dict | None = None) -> JsonResponse:
-    """An error answer outside DRF (unrouted path, 400, 413, 500) as Airflow's FastAPI gives it:
-    ``{"detail": "<reason phrase>"}`` unless ``detail`` says more."""
-    try:
-        phrase = HTTPStatus(status_code).phrase
-    except ValueError:
-        phrase = "Error"
-    return JsonResponse({"detail": detail or phrase}, status=status_code, headers=headers)

@@ -30,7 +30,7 @@ from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
 
 from .actions import _dialog, _error_messages, _task_selection
-from .views import render_page, requires_view
+from .pages import render_page, requires_view
 
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
 COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters

@@ -1,6 +1,6 @@
 """Keep htmx partials out of the browser's cache, so Back always shows the full page.
 
-A page and its htmx panel share one URL (``views.render_page``): the panel is what an htmx request with
+A page and its htmx panel share one URL (``pages.render_page``): the panel is what an htmx request with
 ``HX-Request: true`` gets. A browser keys its cache by URL and, for history navigation (Back, Forward, a
 reopened tab), reuses what it stored even when stale; when the last answer stored for a URL was the
 panel, Back showed that bare fragment without the page's CSS, navigation or title.
@@ -14,6 +14,8 @@ API under ``/api/`` never reads htmx's headers and is left alone. htmx's own his
 
 from django.utils.cache import patch_cache_control, patch_vary_headers
 
+from statestore_admin.web import is_api
+
 
 class HtmxCacheMiddleware:
     def __init__(self, get_response):
@@ -21,7 +23,7 @@ class HtmxCacheMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if request.path.startswith("/api/"):
+        if is_api(request):
             return response
         patch_vary_headers(response, ("HX-Request",))
         if request.headers.get("HX-Request") == "true":

@@ -7,6 +7,8 @@ from django.http import HttpResponseForbidden, HttpResponseNotFound
 from django.shortcuts import render
 from django.views import defaults
 
+from statestore_admin.web import is_api, json_error
+
 NOT_FOUND = "Nothing here: it may have been deleted, or the address is mistyped."
 
 
@@ -39,9 +41,7 @@ def bad_request(request, exception=None):
     """A request Django refuses (a malformed or oversized body, a bad Host…). A body over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413, Content Too Large."""
     too_big = isinstance(exception, RequestDataTooBig)
-    if request.path.startswith("/api/"):
-        from statestore_admin.api.errors import json_error
-
+    if is_api(request):
         if too_big:
             return json_error(413, f"Request body too large: at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
         return json_error(400)

@@ -16,7 +16,7 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Forbidden, Invalid
 from statestore_admin.state.scopes import scope_of
 
-from .views import requires_view
+from .pages import requires_view
 
 ALL_MAP_INDEXES = "all"
 

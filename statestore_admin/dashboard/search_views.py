@@ -9,7 +9,7 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
-from .views import render_page
+from .pages import render_page
 
 
 def search(request):

@@ -13,6 +13,8 @@ from functools import cache
 from django.conf import settings
 from django.utils import timezone
 
+from statestore_admin.web import is_api
+
 ZONE_COOKIE = "tz"
 UTC_COOKIE = "tz_utc"
 
@@ -46,7 +48,7 @@ class DisplayTimeZoneMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
+        if is_api(request):
             return self.get_response(request)
         timezone.activate(zoneinfo.ZoneInfo(zone_name(request)))
         try:

@@ -3,39 +3,15 @@
 Filters and cursors live in the query string, so every view of a list can be shared as a link.
 """
 
-from functools import wraps
-
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
 from statestore_admin.state import objects, permissions, selectors
-from statestore_admin.state.errors import Forbidden, NotFound
+from statestore_admin.state.errors import NotFound
 from statestore_admin.state.scopes import scope_of
 
-PANEL = "keys-panel"
-
-
-def requires_view(*stores):
-    """403 unless the user may view every one of ``stores``."""
-
-    def decorate(view):
-        @wraps(view)
-        def wrapper(request, *args, **kwargs):
-            for store in stores:
-                permissions.require(request.user, store, "view")
-            return view(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
-def render_page(request, template: str, context: dict, panel: str | None = None):
-    """The whole page, or only its panel template when htmx refreshes the panel."""
-    if panel and request.htmx and request.htmx.target == PANEL:
-        template = panel
-    return render(request, template, context)
+from .pages import render_page, requires_view, requires_view_of_any
 
 
 def _int(value, default: int) -> int:
@@ -43,18 +19,6 @@ def _int(value, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-def requires_view_of_any(view):
-    """403 unless the user may view at least one store."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not permissions.viewable_stores(request.user):
-            raise Forbidden("You do not have permission to view task or asset state.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def home(request):

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 
-from . import permissions
+from . import audit, permissions
 from .errors import Invalid
 from .models import AuditEvent
 from .values import (
@@ -407,10 +407,32 @@ def _integer(entry: dict, name: str, low: int, high: int, default=None) -> int:
     return given
 
 
+@dataclass
+class Target:
+    """One key a restore brings back to ``state`` (None: the key must not exist), in a task or an asset scope."""
+
+    store: str
+    key: str
+    state: audit.KeyState | None
+    expected: audit.KeyState | None = None  # what the key holds now if nobody wrote it since
+    dag_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    map_index: int | None = None
+    asset_id: int | None = None
+    ident: str = ""
+    run_pk: int | None = None
+
+    def describe(self) -> dict:
+        if self.store == permissions.TASK:
+            scope = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+        else:
+            scope = {"asset_id": self.asset_id}
+        return {"id": self.ident, "key": self.key, **scope}
+
+
 def parse_document(document) -> list:
     """The restore targets of a document; ``Invalid`` naming the first bad entry, before anything changes."""
-    from .services import Target
-
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise Invalid({"file": f'Not a statestore-admin export: expected {{"format": "{FORMAT}", ...}}.'})
     if document.get("version") != VERSION:
@@ -418,10 +440,10 @@ def parse_document(document) -> list:
     entries = document.get("keys")
     if not isinstance(entries, list):
         raise Invalid({"file": '"keys" must be a list.'})
-    return [_target(Target, index, entry) for index, entry in enumerate(entries)]
+    return [_target(index, entry) for index, entry in enumerate(entries)]
 
 
-def _target(Target, index: int, entry):
+def _target(index: int, entry) -> Target:
     where = f"keys[{index}]"
     if not isinstance(entry, dict):
         raise Invalid({"file": f"{where} is not an object."})

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .patterns import validate_pattern
+
 
 class GcRun(models.Model):
     """One real (not dry) run of ``state_store_clean``, written at its start and updated at its end."""
@@ -229,8 +231,6 @@ class AccessScope(models.Model):
 
     def clean(self):
         from django.core.exceptions import ValidationError
-
-        from .scopes import validate_pattern
 
         try:
             validate_pattern(self.pattern)

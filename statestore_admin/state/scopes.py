@@ -8,7 +8,7 @@ for all of them). Superusers and management commands are never scoped.
 
 Patterns are globs: ``*`` any characters (none included), ``?`` exactly one; everything else is literal
 and case-sensitive, as Airflow's ids are. The same pattern is matched in Python (``allows_dag``) and in
-SQL (``dag_q``): the translation is one function, ``glob_regex``.
+SQL (``dag_q``): the translation is one function, ``patterns.glob_regex``.
 """
 
 from __future__ import annotations
@@ -19,53 +19,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from .errors import Forbidden, Invalid
-
-MAX_PATTERN = 250
-
-
-def validate_pattern(pattern: str) -> str:
-    """A non-empty glob of printable characters; ``Invalid`` otherwise."""
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise Invalid("A pattern is a non-empty glob such as etl_* or ml_training.")
-    if len(pattern) > MAX_PATTERN:
-        raise Invalid(f"A pattern has at most {MAX_PATTERN} characters.")
-    if not pattern.isprintable():
-        raise Invalid("A pattern has printable characters only.")
-    return pattern
-
-
-def glob_regex(pattern: str) -> str:
-    r"""The anchored regular expression of a glob, the same for Python's ``re`` (and so SQLite's REGEXP) and
-    PostgreSQL's ``~``: ``*`` → ``.*``, ``?`` → ``.``, every other non-alphanumeric character escaped;
-    ``(?s)`` so that ``.`` matches a newline in both, ``\A`` and ``\Z`` for the very start and end."""
-    parts = []
-    for char in pattern:
-        if char == "*":
-            parts.append(".*")
-        elif char == "?":
-            parts.append(".")
-        elif char.isalnum() and char.isascii():
-            parts.append(char)
-        else:
-            parts.append("\\" + char)
-    return "(?s)\\A" + "".join(parts) + "\\Z"
-
-
-def glob_q(field: str, patterns: tuple[str, ...]) -> Q:
-    """Rows whose ``field`` matches one of ``patterns``: names without a wildcard as ``IN`` (an index
-    lookup), the others as a regular expression, case-sensitive on every database (SQLite's ``LIKE``, which
-    ``startswith`` uses, ignores case). No pattern matches nothing."""
-    exact, condition = [], Q(pk__in=[])
-    for pattern in patterns:
-        if pattern == "*":
-            return Q()
-        if "*" in pattern or "?" in pattern:
-            condition |= Q(**{f"{field}__regex": glob_regex(pattern)})
-        else:
-            exact.append(pattern)
-    if exact:
-        condition |= Q(**{f"{field}__in": exact})
-    return condition
+from .patterns import glob_q, glob_regex, validate_pattern
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from statestore_admin.airflow.router import airflow_alias
 from . import audit, objects, permissions, selectors
 from .actors import Actor
 from .errors import Conflict, Forbidden, Invalid, NotFound
+from .exports import Target, parse_document
 from .models import AuditEvent, AuditKey
 from .scopes import Scope, scope_of
 from .selectors import TaskScope
@@ -773,30 +774,6 @@ class RestoreOutcome:
         return "; ".join(parts) + "."
 
 
-@dataclass
-class Target:
-    """One key to bring back to ``state`` (None: the key must not exist), in a task or an asset scope."""
-
-    store: str
-    key: str
-    state: audit.KeyState | None
-    expected: audit.KeyState | None = None  # what the key holds now if nobody wrote it since
-    dag_id: str | None = None
-    run_id: str | None = None
-    task_id: str | None = None
-    map_index: int | None = None
-    asset_id: int | None = None
-    ident: str = ""
-    run_pk: int | None = None
-
-    def describe(self) -> dict:
-        if self.store == permissions.TASK:
-            scope = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
-        else:
-            scope = {"asset_id": self.asset_id}
-        return {"id": self.ident, "key": self.key, **scope}
-
-
 def restore_event(
     *, actor: Actor, event_id: int, overwrite: bool = False, resolutions: dict[str, str] | None = None
 ) -> RestoreOutcome:
@@ -843,8 +820,6 @@ def restore_event(
 def restore_document(*, actor: Actor, document, overwrite: bool = False) -> RestoreOutcome:
     """Restore the keys of an export (``exports.parse_document``): each key gets the value and expiry in
     the file. A key that exists with another value is a conflict unless ``overwrite``."""
-    from .exports import parse_document
-
     targets = parse_document(document)
     _require_few_enough(actor, len(targets), "file", "FILE")
     return _restore(actor, targets, overwrite, {}, restored_from=None)

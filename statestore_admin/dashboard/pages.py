@@ -1,0 +1,48 @@
+"""What every page view shares: the permission decorators, and rendering a page or only its panel for htmx.
+
+Page modules (``views``, ``audit_views``, ``search_views``, …) import from here and never from each other's
+helpers, so the page modules form no import cycle.
+"""
+
+from functools import wraps
+
+from django.shortcuts import render
+
+from statestore_admin.state import permissions
+from statestore_admin.state.errors import Forbidden
+
+PANEL = "keys-panel"
+
+
+def requires_view(*stores):
+    """403 unless the user may view every one of ``stores``."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            for store in stores:
+                permissions.require(request.user, store, "view")
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def render_page(request, template: str, context: dict, panel: str | None = None):
+    """The whole page, or only its panel template when htmx refreshes the panel."""
+    if panel and request.htmx and request.htmx.target == PANEL:
+        template = panel
+    return render(request, template, context)
+
+
+def requires_view_of_any(view):
+    """403 unless the user may view at least one store."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not permissions.viewable_stores(request.user):
+            raise Forbidden("You do not have permission to view task or asset state.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
