@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "statestore_admin.api",
     "statestore_admin.tokens",
+    "statestore_admin.admin_site",  # after contrib.admin and contrib.auth: it registers User and Group again
     "axes",  # last, as django-axes asks: login throttling (statestore_admin.throttling)
 ]
 

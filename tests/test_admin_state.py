@@ -18,8 +18,8 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from statestore_admin.airflow import admin as state_admin
-from statestore_admin.airflow.admin import TaskStateStoreAdmin
+from statestore_admin.admin_site import state_store as state_admin
+from statestore_admin.admin_site.state_store import TaskStateStoreAdmin
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state.models import AccessScope, AuditEvent
 

@@ -14,10 +14,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from statestore_admin.airflow.config import airflow_config
 from statestore_admin.dashboard.templatetags.display import absolute, relative
 from statestore_admin.dashboard.timezones import known_zone
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, parse_datetime_aware
+from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices, parse_datetime_aware
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
 PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
@@ -27,19 +26,6 @@ def apply_errors(form: forms.Form, error: ValidationError) -> None:
     """Show a service's ValidationError next to the field it names (or above the form)."""
     for field, messages in error.message_dict.items():
         form.add_error(field if field in form.fields else None, messages)
-
-
-def expiry_choices() -> list[tuple[str, str]]:
-    try:
-        days = airflow_config().default_retention_days
-        default = (
-            f"Default ({days} days, [state_store] default_retention_days)"
-            if days
-            else "Default (never: [state_store] default_retention_days = 0)"
-        )
-    except ValidationError:
-        default = "Default ([state_store] default_retention_days is invalid)"
-    return [(DEFAULT, default), (NEVER, "Never expires"), (AT, "At a date and time")]
 
 
 def expiry_text(at: datetime | None, now: datetime) -> str:

@@ -9,6 +9,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -346,6 +347,21 @@ def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:
         return parsed.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise Invalid({field: "That date and time is out of range."}) from None
+
+
+def expiry_choices() -> list[tuple[str, str]]:
+    """The expiries a person may choose for a key (the pages' and Django admin's forms), in the words of
+    Airflow's ``[state_store] default_retention_days``; the values are ``expiry_from_form``'s modes."""
+    try:
+        days = airflow_config().default_retention_days
+        default = (
+            f"Default ({days} days, [state_store] default_retention_days)"
+            if days
+            else "Default (never: [state_store] default_retention_days = 0)"
+        )
+    except ValidationError:
+        default = "Default ([state_store] default_retention_days is invalid)"
+    return [(DEFAULT, default), (NEVER, "Never expires"), (AT, "At a date and time")]
 
 
 def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") -> Expiry:

@@ -1,45 +1,14 @@
+"""Django admin's accounts and access scopes: the scope patterns (superusers only), and Django's own user
+and group admins registered again with those patterns inline and a guard that keeps a scoped user from
+widening their own scope."""
+
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 
-from .models import AccessScope, GcRun, StatsSnapshot
-from .scopes import locked_account_fields, may_change_accounts, may_manage_scopes, scope_of
-
-
-class StoreWideRecordAdmin(admin.ModelAdmin):
-    """Records written by the commands only, spanning every DAG and asset: read-only, and not shown to a
-    user with a scope (as on the overview)."""
-
-    def has_view_permission(self, request, obj=None):
-        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(GcRun)
-class GcRunAdmin(StoreWideRecordAdmin):
-    """GC runs, written by state_store_clean."""
-
-    list_display = ("started_at", "outcome", "rows_deleted", "batches", "batch_size", "cutoff", "host")
-    list_filter = ("outcome", "host")
-    date_hierarchy = "started_at"
-
-
-@admin.register(StatsSnapshot)
-class StatsSnapshotAdmin(StoreWideRecordAdmin):
-    """Statistics snapshots, written by state_store_stats (and state_store_clean)."""
-
-    list_display = ("taken_at", "status", "trigger", "task_keys", "task_bytes", "expired", "asset_keys", "dags")
-    list_filter = ("status", "trigger")
-    date_hierarchy = "taken_at"
+from statestore_admin.state.models import AccessScope
+from statestore_admin.state.scopes import locked_account_fields, may_change_accounts, may_manage_scopes
 
 
 class ScopeManagersOnly:

@@ -28,14 +28,12 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from statestore_admin.dashboard.forms import expiry_choices
+from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
 from statestore_admin.state import permissions, selectors, services
 from statestore_admin.state.actors import ADMIN, Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.values import decode_json_text, encode_value, expiry_from_form, pretty
-
-from .models import Asset, AssetStateStore, TaskStateStore
+from statestore_admin.state.values import decode_json_text, encode_value, expiry_choices, expiry_from_form, pretty
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
 COUNT_CAP = 10_000

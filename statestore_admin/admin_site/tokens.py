@@ -1,6 +1,8 @@
+"""Django admin's API tokens: every user's, listed for administrators, who may revoke them."""
+
 from django.contrib import admin, messages
 
-from .models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 
 @admin.register(ApiToken)

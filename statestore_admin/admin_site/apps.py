@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class AdminSiteConfig(AppConfig):
+    """Django admin's pages for the state store, the dashboard's records, access scopes and API tokens. After
+    ``django.contrib.admin`` and ``django.contrib.auth`` in INSTALLED_APPS: it registers Django's users and
+    groups again, with their access scopes."""
+
+    name = "statestore_admin.admin_site"
+    label = "admin_site"
+    verbose_name = "Django admin"

@@ -1,0 +1,42 @@
+"""Django admin's view of the dashboard's own store-wide records, GC runs and statistics snapshots:
+read-only, and not for a user with a scope."""
+
+from django.contrib import admin
+
+from statestore_admin.state.models import GcRun, StatsSnapshot
+from statestore_admin.state.scopes import scope_of
+
+
+class StoreWideRecordAdmin(admin.ModelAdmin):
+    """Records written by the commands only, spanning every DAG and asset: read-only, and not shown to a
+    user with a scope (as on the overview)."""
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GcRun)
+class GcRunAdmin(StoreWideRecordAdmin):
+    """GC runs, written by state_store_clean."""
+
+    list_display = ("started_at", "outcome", "rows_deleted", "batches", "batch_size", "cutoff", "host")
+    list_filter = ("outcome", "host")
+    date_hierarchy = "started_at"
+
+
+@admin.register(StatsSnapshot)
+class StatsSnapshotAdmin(StoreWideRecordAdmin):
+    """Statistics snapshots, written by state_store_stats (and state_store_clean)."""
+
+    list_display = ("taken_at", "status", "trigger", "task_keys", "task_bytes", "expired", "asset_keys", "dags")
+    list_filter = ("status", "trigger")
+    date_hierarchy = "taken_at"
