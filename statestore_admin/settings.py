@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "statestore_admin.api",
     "statestore_admin.tokens",
+    "statestore_admin.commands",
     "statestore_admin.demo",
     "axes",  # last, as django-axes asks: login throttling (statestore_admin.throttling)
 ]
