@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 from django.db.models import Count
 from django.utils import timezone
 
-from statestore_admin.airflow.demo import LONG_KEY, SCALE_DAG
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.demo.data import LONG_KEY, SCALE_DAG
 
 from .conftest import BOTH_DATABASES
 

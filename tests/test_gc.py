@@ -12,8 +12,8 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
-from statestore_admin.airflow.demo import load_scale_data
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.demo.data import load_scale_data
 from statestore_admin.state import gc, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Invalid

@@ -231,7 +231,7 @@ def test_failures_are_reported_at_verbosity_0_and_in_json(world):
 
 
 def gc_exit_objects_failed():
-    from statestore_admin.state.management.commands.state_store_clean import EXIT_OBJECTS_FAILED
+    from statestore_admin.commands.management.commands.state_store_clean import EXIT_OBJECTS_FAILED
 
     assert EXIT_OBJECTS_FAILED == 4
     return EXIT_OBJECTS_FAILED

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class DashboardConfig(AppConfig):
-    """The htmx pages and the demo set-up."""
+    """The htmx pages."""
 
     name = "statestore_admin.dashboard"
     label = "dashboard"

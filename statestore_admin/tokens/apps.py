@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class TokensConfig(AppConfig):
-    """API tokens (``Authorization: Bearer``): the model, its authentication class, the page, the commands."""
+    """API tokens (``Authorization: Bearer``): the model, its authentication class, the page."""
 
     name = "statestore_admin.tokens"
     label = "tokens"

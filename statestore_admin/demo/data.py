@@ -17,12 +17,11 @@ from datetime import UTC, datetime, timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
+from statestore_admin.airflow.config import airflow_config
+from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.state import objects
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
-
-from .config import airflow_config
-from .models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
-from .router import airflow_alias
 
 LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
 
