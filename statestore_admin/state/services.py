@@ -1060,6 +1060,7 @@ def _insert_restored(target: Target, new) -> None:
     """Bring back a key that was not there when the restore locked its keys: one that another writer created
     since is a conflict (nothing is restored, the event fails), never overwritten unseen."""
     if not _insert_if_absent(new):
-        row, _ = _locate(target)
+        # the restore reaches this key (it got this far), so its asset counts as existing for the lookup
+        ((row, _),) = _locate(target.store, [target], {target.asset_id})
         current = _state(row) if row is not None else None
         _raise_conflicts([{**target.describe(), "current": _state_dict(current), "restore": _state_dict(target.state)}])

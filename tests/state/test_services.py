@@ -4,12 +4,15 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import audit, services
+from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.state import audit, permissions, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.state.exports import Target
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
@@ -373,3 +376,25 @@ def test_add_permission_alone_adds_new_keys_and_overwrites_none(run, asset, user
     with pytest.raises(Forbidden):
         services.set_asset_key(actor=adder, asset_id=asset.pk, key="cursor", value=4)
     assert state() == before
+
+
+@pytest.mark.parametrize("store", ["task", "asset"])
+def test_a_restore_whose_key_was_created_after_it_looked_is_a_conflict_naming_the_value(run, asset, store):
+    """The branch a restore takes when another writer creates the key between the restore's locked read (no
+    row then) and its insert. tests/test_write_races.py reaches it only when the timing falls that way; here
+    the key simply exists when the restore inserts."""
+    if store == "task":
+        target = Target(
+            store=permissions.TASK, key="job", state=('"back"', None), dag_id="etl", run_id="r1", task_id="t",
+            map_index=-1, run_pk=run.pk, ident="0",
+        )  # fmt: skip
+        current = '{"id": 1}'
+    else:
+        target = Target(store=permissions.ASSET, key="cursor", state=('"back"', None), asset_id=asset.pk, ident="0")
+        current = '{"id": 7}'
+    before = state()
+    with pytest.raises(Conflict) as raised, transaction.atomic(using=airflow_alias()):
+        services._apply(target, None)
+    assert state() == before
+    [conflict] = raised.value.details
+    assert conflict["key"] == target.key and json.loads(conflict["current"]["value"]) == json.loads(current)
