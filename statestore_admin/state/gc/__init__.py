@@ -36,7 +36,7 @@ from .result import (
     GcResult,
     Interrupter,
 )
-from .run import GcNotMigrated, run_gc
+from .run import GcNotMigrated, SnapshotAfter, run_gc, snapshot_after
 from .sql import ADVISORY_LOCK_KEY, INDEX, OPTIMISTIC_LOCK_TIMEOUT, PHYSICAL, GcLockBusy
 from .storage import (
     OBJECTS_LEFT_BEHIND,
@@ -79,6 +79,7 @@ __all__ = [
     "GcProgress",
     "GcResult",
     "Interrupter",
+    "SnapshotAfter",
     "access",
     "backend_status",
     "can_delete_objects",
@@ -92,4 +93,5 @@ __all__ = [
     "require_run",
     "require_view",
     "run_gc",
+    "snapshot_after",
 ]

@@ -16,6 +16,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
 from django.db import DatabaseError, connections, router, transaction
@@ -24,13 +25,13 @@ from django.utils import timezone
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.router import airflow_alias
 
-from .. import audit, objects
+from .. import audit, objects, stats
 from ..actors import Actor
-from ..models import AuditEvent, GcRun
+from ..models import AuditEvent, GcRun, StatsSnapshot
 from ..scopes import scope_of
 from . import sql
 from .plan import GcPlan, backend_status
-from .result import GcInterrupted, GcProgress, GcResult, Interrupter
+from .result import SNAPSHOT_AFTER, GcInterrupted, GcProgress, GcResult, Interrupter
 from .storage import object_storage
 
 
@@ -217,3 +218,35 @@ def _objects_failed_note(deletes: objects.ObjectDeletes) -> str:
         f"{'are' if n != 1 else 'is'} orphaned ({ref}: {error}{more}); the rows stay deleted. "
         "state_store_orphans lists orphans."
     )
+
+
+@dataclass(frozen=True)
+class SnapshotAfter:
+    """The statistics snapshot taken after a real run, or why it failed (``error``). Either way the run is
+    done: a snapshot never changes its outcome."""
+
+    snapshot: StatsSnapshot | None
+    error: str = ""
+
+    def as_dict(self) -> dict:
+        """What ``state_store_clean --json`` says of it (its ``stats``)."""
+        if self.snapshot is None:
+            return {"status": "failed", "error": self.error}
+        return {
+            "id": self.snapshot.pk,
+            "status": self.snapshot.status,
+            "duration_seconds": self.snapshot.duration_seconds,
+        }
+
+
+def snapshot_after(result: GcResult) -> SnapshotAfter | None:
+    """Record a statistics snapshot (trigger "gc") after a real run whose outcome is in ``SNAPSHOT_AFTER``,
+    whichever face ran it, so that the figures the pages show follow what GC deleted; None after any other
+    outcome. A snapshot that fails is recorded as failed and returned with its error, not raised; an
+    interruption (``KeyboardInterrupt``) is raised, for the face to end as it ends on a signal."""
+    if result.outcome not in SNAPSHOT_AFTER:
+        return None
+    try:
+        return SnapshotAfter(stats.take_snapshot(trigger="gc"))
+    except Exception as exc:
+        return SnapshotAfter(None, f"{type(exc).__name__}: {exc}")
