@@ -13,6 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.commands import gc_text
 from statestore_admin.demo.data import load_scale_data
 from statestore_admin.state import gc, services
 from statestore_admin.state.actors import Actor
@@ -304,7 +305,7 @@ def test_dry_run_past_the_cap_counts_no_more_than_the_cap(reference, monkeypatch
     assert [s["key"] for s in answer["sample"]] == ["expired", "expired", "minus_60s", "one_second"]
     assert answer["oldest_expiry"] == answer["sample"][0]["expires_at"]
     assert answer["newest_expiry"] == answer["sample"][-1]["expires_at"]
-    text = "\n".join(summary.lines())
+    text = "\n".join(gc_text.dry_run_lines(summary))
     assert "Dry run: more than 2 task state rows expired before" in text
     assert ("by the planner's estimate" in text) == postgres and ("no estimate here" in text) != postgres
     assert "By DAG: not counted" in text and "run state_store_stats" in text
@@ -325,7 +326,7 @@ def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkey
     assert (answer["by_dag_source"], answer["dags"]) == ("snapshot", 3)
     assert answer["snapshot_taken_at"] == gc.preview._iso(taken.taken_at)
     assert 3 * 3600 <= answer["snapshot_age_seconds"] < 3 * 3600 + 60
-    text = "\n".join(summary.lines())
+    text = "\n".join(gc_text.dry_run_lines(summary))
     assert "By DAG (top 3 of 3), expired at the statistics snapshot of" in text and "(3 h 0 min ago)" in text
     only = dry(
         dag_ids=("reference", "old"),
@@ -349,7 +350,7 @@ def test_dry_run_under_the_cap_ignores_snapshots(reference):
 def test_dry_run_text_under_the_cap_is_the_commands(reference):
     cutoff = timezone.now() - timedelta(seconds=1)
     out, _ = clean(dry_run=True, before=cutoff.isoformat())
-    assert out.splitlines() == gc.dry_run(gc.GcPlan(cutoff=cutoff), scope=EVERYTHING).lines()
+    assert out.splitlines() == gc_text.dry_run_lines(gc.dry_run(gc.GcPlan(cutoff=cutoff), scope=EVERYTHING))
 
 
 def test_dry_run_lists_oldest_first(reference):

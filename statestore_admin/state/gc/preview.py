@@ -54,23 +54,6 @@ def _decoded(text: str):
 DRY_RUN_EXACT_CAP = 10_000
 
 
-def _human(n: int) -> str:
-    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def _age(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes < 1:
-        return "less than a minute"
-    if minutes < 120:
-        return f"{minutes} min"
-    hours = minutes // 60
-    return f"{hours} h {minutes % 60} min" if hours < 48 else f"{hours // 24} days"
-
-
 @dataclass(frozen=True)
 class DryRunSummary:
     """What a run would delete. ``rows`` is exact unless ``rows_more_than`` is set (the exact count stopped
@@ -146,50 +129,6 @@ class DryRunSummary:
                 for r in self.sample
             ],
         } | ({"objects": self.references.as_dict()} if self.references else {})
-
-    def lines(self) -> list[str]:
-        """The summary as ``state_store_clean --dry-run`` prints it (text)."""
-        if self.message:
-            return [self.message]
-        before = self.plan.cutoff.isoformat()
-        if self.rows_more_than is None:
-            lines = [f"Dry run: {self.rows} task state row(s) expired before {before} would be deleted."]
-        else:
-            estimate = f"≈ {_human(self.rows)} by the planner's estimate" if self.rows_estimated else "no estimate here"
-            lines = [
-                f"Dry run: more than {self.rows_more_than:,} task state rows expired before {before} would be "
-                f"deleted ({estimate}; counted exactly up to {self.rows_more_than:,})."
-            ]
-        if self.rows == 0:
-            return lines
-        lines.append(f"Expiry range: {_when(self.oldest)} (oldest) to {_when(self.newest)} (newest).")
-        of = f" of {self.dags}" if self.dags is not None else ""
-        if self.by_dag_source == "exact":
-            lines.append(f"By DAG (top {len(self.by_dag)}{of}):")
-        elif self.by_dag_source == "snapshot":
-            lines.append(
-                f"By DAG (top {len(self.by_dag)}{of}), expired at the statistics snapshot of "
-                f"{_when(self.snapshot_taken_at)} ({_age(self.snapshot_age_seconds)} ago):"
-            )
-        else:
-            lines.append("By DAG: not counted (too many rows and no statistics snapshot; run state_store_stats).")
-        width = max((len(d) for d, _ in self.by_dag), default=0)
-        lines += [f"  {dag_id:<{width}}  {rows:>10}" for dag_id, rows in self.by_dag]
-        counted = f"{len(self.sample)} of {self.rows}" if self.rows_more_than is None else f"the {len(self.sample)}"
-        lines.append(f"Sample ({counted}, oldest first):")
-        lines += [
-            f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
-            f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
-            for r in self.sample
-        ]
-        lines.append("Asset state and keys without expiry (NEVER_EXPIRE) are never deleted.")
-        if self.references:
-            lines.append(self.references.line())
-        return lines
-
-
-def _when(value) -> str:
-    return value.isoformat() if value else "-"
 
 
 def _capped_count(plan: GcPlan, cap: int) -> int:

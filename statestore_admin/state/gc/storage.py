@@ -82,13 +82,3 @@ class ExpiredReferences:
             "inline": self.inline,
             "unreachable": self.unreachable,
         }
-
-    def line(self) -> str:
-        among = "the expired rows" if self.exact else f"the first {self.rows:,} expired rows"
-        text = (
-            f"Worker-side objects (--with-objects), among {among}: {self.objects:,} reference(s) to objects, "
-            f"deleted after their rows; {self.inline:,} inline value(s), no object"
-        )
-        if self.unreachable:
-            text += f"; {self.unreachable:,} URL(s) outside the configured base path, never deleted (counted as failed)"
-        return text + "."

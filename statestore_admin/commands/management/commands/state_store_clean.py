@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
+from statestore_admin.commands.gc_text import dry_run_lines
 from statestore_admin.state import gc, objects, stats
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
@@ -244,5 +245,5 @@ class Command(BaseCommand):
         if self.as_json:
             self.stdout.write(json.dumps(summary.as_dict()))
             return
-        for line in summary.lines():  # the domain's text: exact, or capped and estimated (docs/gc.md)
+        for line in dry_run_lines(summary):  # exact, or capped and estimated (docs/gc.md)
             self.stdout.write(line)
