@@ -1,10 +1,11 @@
 """Garbage collection of expired task state, with Airflow 3.3.2's rules (docs/airflow.md), for every face:
 ``plan`` (what a run deletes: ``GcPlan``, ``parse_cutoff``, ``backend_status``), ``preview`` (the dry run:
 ``dry_run``, ``DryRunSummary``), ``run`` (``run_gc``: the run, its ``GcRun`` record and audit event, the
-statistics snapshot after it, ``run_as_dict``), ``result`` (``GcResult``, the outcome sets, progress, the
-``Interrupter``), ``sql`` (every GC statement and the batch executor: PostgreSQL's optimistic batches,
-advisory lock and session settings), ``storage`` (worker-side objects: ``with_objects`` runs) and ``page``
-(the GC page's policy: access, cutoff, history, health). The names the faces use are importable from here.
+statistics snapshot after it), ``result`` (``GcResult``, a recorded run's shape ``run_as_dict``, the
+outcome sets, progress, the ``Interrupter``), ``sql`` (every GC statement and the batch executor:
+PostgreSQL's optimistic batches, advisory lock and session settings), ``storage`` (worker-side objects:
+``with_objects`` runs) and ``page`` (the GC page's policy: access, cutoff, history, health). The names the
+faces use are importable from here.
 """
 
 from .page import (
@@ -35,6 +36,7 @@ from .result import (
     GcProgress,
     GcResult,
     Interrupter,
+    run_as_dict,
 )
 from .run import GcNotMigrated, SnapshotAfter, run_gc, snapshot_after
 from .sql import ADVISORY_LOCK_KEY, INDEX, OPTIMISTIC_LOCK_TIMEOUT, PHYSICAL, GcLockBusy
@@ -92,6 +94,7 @@ __all__ = [
     "parse_cutoff",
     "require_run",
     "require_view",
+    "run_as_dict",
     "run_gc",
     "snapshot_after",
 ]

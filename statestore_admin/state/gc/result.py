@@ -1,6 +1,6 @@
-"""What a run did (``GcResult``) and which of its outcomes count as what (the outcome sets every face
-uses), its progress after each batch (``GcProgress``) and the ``Interrupter`` a signal handler uses to
-stop it."""
+"""What a run did (``GcResult``; ``run_as_dict``, a recorded run's shape for every face) and which of its
+outcomes count as what (the outcome sets every face uses), its progress after each batch (``GcProgress``)
+and the ``Interrupter`` a signal handler uses to stop it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
@@ -138,3 +138,24 @@ class GcResult:
             "with_objects": self.plan.with_objects,
             "objects": self.objects_dict(),
         }
+
+
+def run_as_dict(run: GcRun) -> dict:
+    """A recorded run as every face shows it (the API's GC history and the overview's latest runs)."""
+    return {
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "duration_seconds": run.duration_seconds,
+        "outcome": run.outcome,
+        "rows_deleted": run.rows_deleted,
+        "batches": run.batches,
+        "batch_size": run.batch_size,
+        "cutoff": _iso(run.cutoff),
+        "dag_ids": run.dag_ids,
+        "message": run.message,
+        "host": run.host,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None

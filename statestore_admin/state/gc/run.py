@@ -5,7 +5,7 @@ Every real run is recorded twice in the dashboard database, both written before 
 outcome, never the rows). Dry runs record nothing. Rows only, as Airflow: a plan ``with_objects`` also
 deletes the objects of the rows each batch deleted, after the batch commits; a failure is counted and
 reported, never rolls a row back (docs/gc.md, Worker-side objects). After a real run that did its work,
-``snapshot_after`` records a statistics snapshot; ``run_as_dict`` is a recorded run's shape for every face.
+``snapshot_after`` records a statistics snapshot.
 """
 
 from __future__ import annotations
