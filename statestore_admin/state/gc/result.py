@@ -118,6 +118,8 @@ class GcResult:
         return None
 
     def as_dict(self) -> dict:
+        """This run as ``state_store_clean --json`` prints it: its record's figures and what only the process
+        that ran it knows (timings, batch order, the audit event, the objects)."""
         return {
             "outcome": self.outcome,
             "rows_deleted": self.rows_deleted,
