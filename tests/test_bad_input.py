@@ -453,7 +453,7 @@ def test_values_deeper_than_the_parser_goes_never_fail(dag_run_factory, task_ins
     )
     assert worker_ref_of(DEEP) is None and row.worker_ref is None
     assert exports.task_entry(row)["value_json"] == DEEP
-    assert gc._decoded(DEEP) == DEEP
+    assert gc.preview._decoded(DEEP) == DEEP
     cursor = base64.urlsafe_b64encode(DEEP.encode()).decode()
     assert pagination.decode_cursor(cursor, 1) is None
 

@@ -13,6 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.commands import gc_text
 from statestore_admin.demo.data import load_scale_data
 from statestore_admin.state import gc, services
 from statestore_admin.state.actors import Actor
@@ -76,9 +77,9 @@ SURVIVORS = {
 
 @pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
 def batch_order(request, monkeypatch):
-    """PostgreSQL's batches in either order, whatever the planner expects (gc._batch_order). SQLite's are
+    """PostgreSQL's batches in either order, whatever the planner expects (gc.sql._batch_order). SQLite's are
     always in index order."""
-    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
     return request.param if connections["airflow"].vendor == "postgresql" else gc.INDEX
 
 
@@ -138,7 +139,7 @@ def test_batch_order_follows_the_planners_estimate(dag_run_factory):
         )  # fmt: skip
         with connections["airflow"].cursor() as cursor:
             cursor.execute("ANALYZE task_state_store")
-        return gc._batch_order(connections["airflow"], gc.GcPlan(cutoff=timezone.now(), batch_size=100))
+        return gc.sql._batch_order(connections["airflow"], gc.GcPlan(cutoff=timezone.now(), batch_size=100))
 
     assert rows(2_500) == gc.PHYSICAL
     assert rows(3) == gc.INDEX
@@ -261,7 +262,7 @@ def test_bad_numbers_are_refused(reference, options, option):
 
 
 def test_dry_run_is_bounded_and_deletes_nothing(reference, monkeypatch):
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 200_000)  # exact figures (the capped path: tests below)
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 200_000)  # exact figures (the capped path: tests below)
     load_scale_data(100_000, expired_fraction=1.0)
     out, _ = clean(dry_run=True)
     lines = out.splitlines()
@@ -292,7 +293,7 @@ def snapshot(taken_at, expired: dict[str, int], status=StatsSnapshot.Status.DONE
 def test_dry_run_past_the_cap_counts_no_more_than_the_cap(reference, monkeypatch):
     """Past DRY_RUN_EXACT_CAP expired rows: "more than the cap", the planner's estimate on PostgreSQL (none on
     SQLite), no DAG figures without a statistics snapshot; the expiry range and the sample stay exact."""
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 2)
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 2)
     summary = dry()
     answer = summary.as_dict()
     postgres = connections["airflow"].vendor == "postgresql"
@@ -304,16 +305,16 @@ def test_dry_run_past_the_cap_counts_no_more_than_the_cap(reference, monkeypatch
     assert [s["key"] for s in answer["sample"]] == ["expired", "expired", "minus_60s", "one_second"]
     assert answer["oldest_expiry"] == answer["sample"][0]["expires_at"]
     assert answer["newest_expiry"] == answer["sample"][-1]["expires_at"]
-    text = "\n".join(summary.lines())
+    text = "\n".join(gc_text.dry_run_lines(summary))
     assert "Dry run: more than 2 task state rows expired before" in text
     assert ("by the planner's estimate" in text) == postgres and ("no estimate here" in text) != postgres
     assert "By DAG: not counted" in text and "run state_store_stats" in text
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 4)  # exactly at the cap: still exact
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 4)  # exactly at the cap: still exact
     assert (dry().rows, dry().rows_more_than, dry().by_dag_source, dry().dags) == (4, None, "exact", 1)
 
 
 def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkeypatch):
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 2)
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 2)
     now = timezone.now()
     snapshot(now - timedelta(days=2), {"old": 99})
     snapshot(now - timedelta(minutes=30), {"never": 1}, status=StatsSnapshot.Status.FAILED)
@@ -323,9 +324,9 @@ def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkey
     assert answer["by_dag"] == [{"dag_id": "other", "rows": 70}, {"dag_id": "reference", "rows": 40},
                                 {"dag_id": "third", "rows": 5}]  # fmt: skip
     assert (answer["by_dag_source"], answer["dags"]) == ("snapshot", 3)
-    assert answer["snapshot_taken_at"] == gc._iso(taken.taken_at)
+    assert answer["snapshot_taken_at"] == gc.preview._iso(taken.taken_at)
     assert 3 * 3600 <= answer["snapshot_age_seconds"] < 3 * 3600 + 60
-    text = "\n".join(summary.lines())
+    text = "\n".join(gc_text.dry_run_lines(summary))
     assert "By DAG (top 3 of 3), expired at the statistics snapshot of" in text and "(3 h 0 min ago)" in text
     only = dry(
         dag_ids=("reference", "old"),
@@ -349,7 +350,7 @@ def test_dry_run_under_the_cap_ignores_snapshots(reference):
 def test_dry_run_text_under_the_cap_is_the_commands(reference):
     cutoff = timezone.now() - timedelta(seconds=1)
     out, _ = clean(dry_run=True, before=cutoff.isoformat())
-    assert out.splitlines() == gc.dry_run(gc.GcPlan(cutoff=cutoff), scope=EVERYTHING).lines()
+    assert out.splitlines() == gc_text.dry_run_lines(gc.dry_run(gc.GcPlan(cutoff=cutoff), scope=EVERYTHING))
 
 
 def test_dry_run_lists_oldest_first(reference):
@@ -452,7 +453,7 @@ def test_plan_accepts_its_edges():
 
 @pytest.mark.parametrize("cap", [10_000, 1])
 def test_dry_run_json_of_the_command_is_the_api_answer(reference, client, operator, monkeypatch, cap):
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", cap)
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", cap)
     if cap == 1:
         snapshot(timezone.now() - timedelta(minutes=5), {"reference": 4})
     cutoff = (timezone.now() - timedelta(seconds=30)).isoformat()

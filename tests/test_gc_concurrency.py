@@ -106,8 +106,8 @@ def expired_count():
 
 @pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
 def batch_order(request, monkeypatch):
-    """PostgreSQL's batches in either order, whatever the planner expects (gc._batch_order)."""
-    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    """PostgreSQL's batches in either order, whatever the planner expects (gc.sql._batch_order)."""
+    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
     return request.param
 
 
@@ -320,7 +320,7 @@ def test_a_held_row_makes_an_optimistic_batch_fall_back_not_wait(expired_and_liv
     then is retried with SKIP LOCKED. Every other expired row goes; the key, once committed, keeps its new
     expiry. In physical order only that batch falls back; in index order the held row would come first in
     every batch, so the rest of the run is safe batches (still one fallback)."""
-    monkeypatch.setattr(gc, "OPTIMISTIC_LOCK_TIMEOUT", 0.2)
+    monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 0.2)
     run = expired_and_live(300, live=10)
     with psycopg.connect(libpq_url()) as writer:
         writer.execute(
@@ -342,7 +342,7 @@ def test_a_held_row_makes_an_optimistic_batch_fall_back_not_wait(expired_and_liv
 def test_a_row_deleted_elsewhere_while_held_is_not_counted(expired_and_live, batch_order, monkeypatch):
     """Airflow's own GC holds (deletes, uncommitted) some expired rows: our optimistic batch falls back, the
     held rows are left to Airflow, and after it commits nothing is left and nothing was counted twice."""
-    monkeypatch.setattr(gc, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
+    monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
     expired_and_live(200, live=5)
     with psycopg.connect(libpq_url()) as airflow:
         held = airflow.execute("DELETE FROM task_state_store WHERE key IN ('k00010', 'k00150')").rowcount

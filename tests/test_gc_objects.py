@@ -52,7 +52,7 @@ def clean_json(**options):
 @pytest.fixture(autouse=True)
 def index_order(monkeypatch):
     """Batches in expires_at order on PostgreSQL too, so that "the second batch" is known (SQLite's always are)."""
-    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", float("inf"))
+    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", float("inf"))
 
 
 @pytest.fixture
@@ -149,9 +149,9 @@ def test_default_keeps_the_batch_statements_of_before(world):
     """The default path's statements return no values: the same SQL as without objects."""
     plan = gc.GcPlan(cutoff=timezone.now(), batch_size=2)
     vendor = connections["airflow"].vendor
-    for sql, _ in (gc._statement(vendor, plan), gc._PgBatches(plan, gc.INDEX).statement(False)):
+    for sql, _ in (gc.sql._statement(vendor, plan), gc.sql._PgBatches(plan, gc.INDEX).statement(False)):
         assert "substr" not in sql and "array_agg" not in sql
-    assert "RETURNING" not in gc._statement(vendor, plan)[0]
+    assert "RETURNING" not in gc.sql._statement(vendor, plan)[0]
 
 
 # --with-objects ----------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_dry_run_with_objects_counts_the_references_and_deletes_nothing(world, t
 
 
 def test_dry_run_past_the_cap_says_how_many_rows_it_looked_at(world, monkeypatch):
-    monkeypatch.setattr(gc, "DRY_RUN_EXACT_CAP", 3)
+    monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 3)
     summary, _, _ = clean_json(dry_run=True, with_objects=True)
     assert (summary["objects"]["rows_looked_at"], summary["objects"]["exact"]) == (4, False)
     assert summary["objects"]["objects"] + summary["objects"]["inline"] <= 4
@@ -342,8 +342,8 @@ def test_a_held_row_keeps_its_object_and_the_fallback_deletes_the_others(
     the row survives with its object, every other expired row's object goes."""
     import psycopg
 
-    monkeypatch.setattr(gc, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
-    monkeypatch.setattr(gc, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if order == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
+    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if order == gc.PHYSICAL else float("inf"))
     world = World(store, dag_run_factory, task_key_factory)
     held = TaskStateStore.objects.get(task_id="b", key="key b0/ü")
     db = connections["airflow"].settings_dict

@@ -8,7 +8,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from statestore_admin.state import insights, permissions
+from statestore_admin.state import gc, insights, permissions
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
@@ -204,21 +204,6 @@ latest). Needs view on task state; GC runs span every DAG, so a user with a scop
         return Response(
             {
                 "days": days,
-                "runs": [
-                    {
-                        "started_at": iso(r.started_at),
-                        "finished_at": iso(r.finished_at),
-                        "duration_seconds": r.duration_seconds,
-                        "outcome": r.outcome,
-                        "rows_deleted": r.rows_deleted,
-                        "batches": r.batches,
-                        "batch_size": r.batch_size,
-                        "cutoff": iso(r.cutoff),
-                        "dag_ids": r.dag_ids,
-                        "message": r.message,
-                        "host": r.host,
-                    }
-                    for r in runs
-                ],
+                "runs": [gc.run_as_dict(r) for r in runs],
             }
         )

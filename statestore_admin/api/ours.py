@@ -8,7 +8,7 @@ from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import permissions, selectors
+from statestore_admin.state import gc, permissions, selectors
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
@@ -92,17 +92,7 @@ class Stats(OwnView):
         totals = overview.totals
         gc_runs = None
         if overview.gc_runs is not None:
-            gc_runs = [
-                {
-                    "started_at": iso(r.started_at),
-                    "finished_at": iso(r.finished_at),
-                    "outcome": r.outcome,
-                    "rows_deleted": r.rows_deleted,
-                    "batches": r.batches,
-                    "host": r.host,
-                }
-                for r in overview.gc_runs
-            ]
+            gc_runs = [gc.run_as_dict(r) for r in overview.gc_runs]
         figures = {
             "task_keys": totals.task,
             "asset_keys": totals.asset,

@@ -3,7 +3,8 @@ up, how to schedule ``state_store_clean`` for this deployment, and, for Admins, 
 
 GC spans every DAG: the page is for users with view on task state and no scope (``gc.access``). Every figure
 and every deletion goes through ``state.gc``: the preview is ``gc.dry_run`` and a run is ``gc.run_gc``, the
-very code of ``state_store_clean``, recorded (``GcRun``, with the user) and audited like the command's runs.
+very code of ``state_store_clean``, recorded (``GcRun``, with the user) and audited like the command's runs,
+and followed by the same statistics snapshot (``gc.snapshot_after``).
 A run from the page is bounded so that it ends within the request: a batch size, a number of batches and a
 time limit (``gc.PAGE_MAX_*``). The confirmation fixes the cutoff it showed, so that the run deletes only
 rows that had expired when the user confirmed; when an object storage is configured it offers to delete the
@@ -193,6 +194,9 @@ def gc_run(request):
         messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
     else:
         _report(request, result)
+        taken = gc.snapshot_after(result)  # the figures Insights and the overview show follow the run
+        if taken and taken.error:
+            messages.warning(request, f"Statistics snapshot failed (the GC run itself is done): {taken.error}")
     page = reverse("gc")
     if request.htmx:
         response = HttpResponse(status=204)
@@ -203,7 +207,7 @@ def gc_run(request):
 
 def _report(request, result: gc.GcResult) -> None:
     outcome = result.outcome
-    if outcome in (GcRun.Outcome.LOCKED, GcRun.Outcome.SKIPPED):
+    if outcome in gc.WITHOUT_DELETING:
         level, text = messages.WARNING, result.message
     else:
         text = (

@@ -1,9 +1,9 @@
 """`manage.py state_store_clean`: delete expired task state, as Airflow's `airflow state-store clean`.
 
 A real run that completed, stopped at --max-batches or was skipped (custom backend) then records a
-statistics snapshot (``state.stats``, trigger "gc"), unless ``--no-stats``. A snapshot that fails is
-reported on stderr (and recorded as failed); it does not change the run's outcome or exit code. A
-snapshot taken is described with --json ("stats") or at --verbosity 3.
+statistics snapshot (``gc.snapshot_after``, as after a run from the GC page), unless ``--no-stats``. A
+snapshot that fails is reported on stderr (and recorded as failed); it does not change the run's outcome
+or exit code. A snapshot taken is described with --json ("stats") or at --verbosity 3.
 
 Like Airflow's GC it deletes rows only: the worker-side objects of expired references are left behind
 (orphans; ``state_store_orphans`` lists them). ``--with-objects`` (our extension) also deletes the objects
@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
+from statestore_admin.commands.gc_text import dry_run_lines
 from statestore_admin.state import gc, objects, stats
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
@@ -188,33 +189,30 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
     # -- statistics snapshot after a real run ---------------------------------------------------
-    STATS_AFTER = (GcRun.Outcome.COMPLETED, GcRun.Outcome.PARTIAL, GcRun.Outcome.SKIPPED)
-
     def snapshot(self, result: gc.GcResult) -> dict | None:
-        """Record a snapshot after the run (not after a locked or interrupted one); never fails the command."""
-        if result.outcome not in self.STATS_AFTER:
-            return None
+        """The domain's snapshot after the run (``gc.snapshot_after``); never fails the command."""
         try:
-            snapshot = stats.take_snapshot(trigger="gc")
+            taken = gc.snapshot_after(result)
         except KeyboardInterrupt:
             self.stderr.write("Statistics snapshot interrupted (recorded as failed); the GC run itself is done.")
             sys.exit(128 + signal.SIGINT)
-        except Exception as exc:
-            self.stderr.write(f"Statistics snapshot failed (the GC run itself is done): {type(exc).__name__}: {exc}")
-            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        if self.verbosity >= 3 and not self.as_json:  # the GC's own line stays the last one at lower verbosity
-            self.stdout.write(stats.describe(snapshot))
-        return {"id": snapshot.pk, "status": snapshot.status, "duration_seconds": snapshot.duration_seconds}
+        if taken is None:
+            return None
+        if taken.error:
+            self.stderr.write(f"Statistics snapshot failed (the GC run itself is done): {taken.error}")
+        elif self.verbosity >= 3 and not self.as_json:  # the GC's own line stays the last one at lower verbosity
+            self.stdout.write(stats.describe(taken.snapshot))
+        return taken.as_dict()
 
     def report(self, result: gc.GcResult, snapshot: dict | None = None):
         if self.as_json:
             self.stdout.write(json.dumps({**result.as_dict(), "stats": snapshot}))
             return
-        failed = result.outcome in (GcRun.Outcome.LOCKED, GcRun.Outcome.INTERRUPTED)
+        failed = result.outcome in gc.STOPPED
         if self.verbosity < 1 and not failed:
             self.report_object_failures(result)
             return
-        if result.outcome == GcRun.Outcome.SKIPPED or result.outcome == GcRun.Outcome.LOCKED:
+        if result.outcome in gc.WITHOUT_DELETING:
             line = result.message
         else:
             line = (
@@ -247,5 +245,5 @@ class Command(BaseCommand):
         if self.as_json:
             self.stdout.write(json.dumps(summary.as_dict()))
             return
-        for line in summary.lines():  # the domain's text: exact, or capped and estimated (docs/gc.md)
+        for line in dry_run_lines(summary):  # exact, or capped and estimated (docs/gc.md)
             self.stdout.write(line)
