@@ -38,6 +38,17 @@ class RestoreOutcome:
     events: list[AuditEvent] = field(default_factory=list)
     dangling: list[str] = field(default_factory=list)  # restored references whose objects no longer exist
 
+    def as_dict(self) -> dict:
+        """The outcome as every face answers it (the API's documented shape, docs/api.md): ``events`` are
+        the ids of the restore's own audit events, one per store."""
+        return {
+            "restored": self.restored,
+            "unchanged": self.unchanged,
+            "kept": self.kept,
+            "missing": self.missing,
+            "events": [event.pk for event in self.events],
+        }
+
     def describe(self) -> str:
         parts = [f"Restored {self.restored} key{'s' if self.restored != 1 else ''}"]
         if self.unchanged:
