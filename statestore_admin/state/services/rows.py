@@ -20,6 +20,7 @@ from .. import audit, objects, permissions
 from ..actors import Actor
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import AuditEvent, AuditKey
+from ..pagination import keyset_chunks
 
 API_WRITER = "api"
 # What Airflow's API records as the writer of an asset key: kind "api", no task.
@@ -65,17 +66,7 @@ def delete_objects_of(recorder) -> objects.ObjectDeletes | None:
 def locked_chunks(rows: QuerySet, ordering: str) -> Iterator[list]:
     """The rows, locked, ``audit.CHUNK`` at a time in ``ordering`` (keyset, no open cursor); call inside
     Airflow's transaction. Yields lists of rows."""
-    last = None
-    while True:
-        chunk_rows = rows.select_for_update().order_by(ordering)
-        if last is not None:
-            chunk_rows = chunk_rows.filter(**{f"{ordering}__gt": last})
-        chunk = list(chunk_rows[: audit.CHUNK])
-        if chunk:
-            yield chunk
-        if len(chunk) < audit.CHUNK:
-            return
-        last = getattr(chunk[-1], ordering)
+    return keyset_chunks(rows, (ordering,), audit.CHUNK, lock=True)
 
 
 def deleted_chunks(
