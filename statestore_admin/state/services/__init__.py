@@ -5,7 +5,8 @@ before changing anything. Every change is recorded in the audit trail (``audit.c
 that docs/audit.md describes. The submodules, by concern: ``outcomes`` (what an action returns, the write
 modes), ``confirmations`` (``Listing``, ``list_keys``: what a dialog listed, acted on exactly as listed),
 ``rows`` (locking, insert-if-absent on the natural keys, chunked deletes, rows before their worker-side
-objects), ``tasks`` and ``assets`` (the writes of each store) and ``restore`` (events and exports back).
+objects), ``tasks`` and ``assets`` (the writes of each store), ``confirmed`` (the pages' confirmed actions on
+many task keys: preview, then apply) and ``restore`` (events and exports back).
 
 Airflow's rules (docs/airflow.md): ``expires_at`` is computed by the writer at write time; writing a
 value needs its task instance to exist (Airflow's API answers 404 otherwise, through every face here);
@@ -25,6 +26,7 @@ from ..selectors import TaskScope
 from ..values import Expiry
 from .assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
 from .confirmations import LISTED_MAX, Listing, list_keys
+from .confirmed import Preview, apply_task_keys, preview_task_keys
 from .outcomes import CREATE, UPDATE, UPSERT, Outcome
 from .restore import KEEP, OVERWRITE, RestoreOutcome, restore_document, restore_event
 from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
@@ -52,10 +54,12 @@ __all__ = [
     "Expiry",
     "Listing",
     "Outcome",
+    "Preview",
     "RestoreOutcome",
     "TaskKeyRef",
     "TaskScope",
     "TaskSelection",
+    "apply_task_keys",
     "asset_selection",
     "clear_asset",
     "clear_task_instance",
@@ -64,6 +68,7 @@ __all__ = [
     "expire_task_keys",
     "list_keys",
     "patch_task_key",
+    "preview_task_keys",
     "restore_document",
     "restore_event",
     "set_asset_key",
