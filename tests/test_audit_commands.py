@@ -168,7 +168,7 @@ def test_export_delete_restore_brings_the_keys_back(exported):
 def test_restore_of_unchanged_keys_changes_nothing(exported):
     path, before = exported
     out = json.loads(run("state_store_restore", str(path), json=True)[0])
-    assert (out["outcome"], out["restored"], out["unchanged"], out["audit_event_ids"]) == ("restored", 0, 3, [])
+    assert (out["outcome"], out["restored"], out["unchanged"], out["events"]) == ("restored", 0, 3, [])
     assert current() == before and not AuditEvent.objects.exists()
 
 

@@ -129,13 +129,7 @@ def event_keys(event: AuditEvent, cursor: str | None, limit: int) -> tuple[list[
 
 
 def outcome_entry(outcome: services.RestoreOutcome) -> dict:
-    return {
-        "restored": outcome.restored,
-        "unchanged": outcome.unchanged,
-        "kept": outcome.kept,
-        "missing": outcome.missing,
-        "events": [event.pk for event in outcome.events],
-    }
+    return outcome.as_dict()
 
 
 def audit_query(request) -> selectors.AuditQuery:

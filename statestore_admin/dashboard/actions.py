@@ -22,6 +22,7 @@ from django.contrib import messages
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.http import HttpResponse, HttpResponseNotFound
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
@@ -208,7 +209,7 @@ def task_key_edit(request, key_id):
             seen_updated_at=seen_updated_at,
         )
 
-    return _edit_value(request, "actions/_task_value.html", fetch, save, f"/keys/task/{key_id}/")
+    return _edit_value(request, "actions/_task_value.html", fetch, save, reverse("task-key", args=[key_id]))
 
 
 @require_http_methods(["GET", "POST"])
@@ -225,7 +226,7 @@ def task_key_expiry(request, key_id):
             expiry=form.chosen_expiry(),
             seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
-        return f"{key.key!r} {expiry_text(row.expires_at, timezone.now())}.", f"/keys/task/{key.id}/"
+        return f"{key.key!r} {expiry_text(row.expires_at, timezone.now())}.", reverse("task-key", args=[key.id])
 
     context = {"key": key, "now": timezone.now()}
     return _form_action(request, form, "actions/_task_expiry.html", context, save)
@@ -258,7 +259,7 @@ def task_key_add(request, run_pk, task_id):
             raise Invalid({"map_index": f"The task instance {task_id} [{scope.map_index}] no longer exists."}) from None
         except Conflict as exc:
             raise Invalid({"key": str(exc)}) from None
-        return f"Added {row.key!r}.", f"/runs/{run.pk}/tasks/{task_id}/?map_index={row.map_index}"
+        return f"Added {row.key!r}.", reverse("task-instance", args=[run.pk, task_id]) + f"?map_index={row.map_index}"
 
     return _form_action(request, form, "actions/_task_add.html", {"run": run, "task_id": task_id}, add)
 
@@ -267,21 +268,35 @@ TASK_ACTIONS = {
     "delete": (
         "Delete",
         "Deleted",
-        services.delete_task_keys,
         "The rows are deleted from the Airflow database. Tasks that read these keys get nothing.",
     ),
     "expire": (
         "Expire",
         "Expired",
-        services.expire_task_keys,
         "expires_at is set to now: tasks can still read the keys until the next garbage collection deletes them.",
     ),
 }
 
 
+def _task_target(params) -> dict:
+    """The keys a confirmation shows and posts, as the services take them: a task instance (``run``,
+    ``task_id``, ``map_index`` or ``all``) or key ids. An unknown run is a 404 like any page of it (the
+    service's lookup, so a run that is not a number is one too); a map index or id that is not a number
+    is Invalid."""
+    if params.get("run"):
+        map_index = params.get("map_index", "-1")
+        return {
+            "run_pk": _int_or(params.get("run"), 0),
+            "task_id": params.get("task_id", ""),
+            "map_index": None if map_index == "all" else _int_or_400(map_index, "map_index"),
+        }
+    return {"ids": tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))}
+
+
 def _task_selection(params, user) -> tuple[services.TaskSelection, object]:
-    """The selection a confirmation shows and posts: a task instance (``run``, ``task_id``, ``map_index``
-    or ``all``) or key ids; and the DAG run for a task instance (in the user's scope)."""
+    """The selection a confirmation's download reads (``audit_views.task_keys_export``): a task instance
+    (``run``, ``task_id``, ``map_index`` or ``all``) or key ids; and the DAG run for a task instance (in the
+    user's scope)."""
     if params.get("run"):
         run = selectors.get_run(_int_or_400(params.get("run"), "run"), scope=scope_of(user))
         map_index = params.get("map_index", "-1")
@@ -314,52 +329,49 @@ def _int_or_400(value, field):
 
 @require_http_methods(["GET", "POST"])
 def task_keys_action(request, action):
-    """Expire or delete task keys (a selection or a task instance's). The confirmation lists the keys;
-    their value previews only for users who may view task state (see the module's docstring)."""
-    label, done, service, effect = TASK_ACTIONS[action]
-    permissions.require(request.user, permissions.TASK, "delete" if action == "delete" else "change")
-    params = request.POST if request.method == "POST" else request.GET
-    errors, run = [], None
-    show_values = permissions.can(request.user, permissions.TASK, "view")
-    if params.get("run"):  # an unknown run is a 404, like any page of it
-        selectors.get_run(_int_or(params.get("run"), 0), scope=scope_of(request.user))
+    """Expire or delete task keys (a selection or a task instance's). The confirmation (GET) lists the
+    keys, their value previews only for users who may view task state (see the module's docstring); the
+    POST acts on exactly the keys it listed. A refusal shows the confirmation with why (422)."""
+    if action not in TASK_ACTIONS:
+        raise NotFound(f"No action {action!r} on task keys.")
+    actor = Actor.from_request(request)
     try:
-        selection, run = _task_selection(params, request.user)
         if request.method == "POST":
-            actor, listed = Actor.from_request(request), _listed(request)
-            if action == "delete" and selection.scope is not None:  # "Clear all keys" of a task instance
-                outcome = services.clear_task_instance(
-                    actor=actor,
-                    scope=selection.scope,
-                    all_map_indices=selection.all_map_indices,
-                    listed=listed,
-                )
-            else:
-                outcome = service(actor=actor, selection=selection, listed=listed)
-            if not outcome.changed and not outcome.kept and not outcome.gone:
-                raise _nothing_to(action)
-            return _done(request, outcome.describe(done), "/", _level(outcome))
-        rows = selection.queryset(scope_of(request.user)).order_by("task_id", "map_index", "key")
-        listing = services.list_keys(rows, sample=SAMPLE)
-        if not listing.count:
+            return _task_keys_apply(request, actor, action)
+        preview = services.preview_task_keys(actor=actor, action=action, sample=SAMPLE, **_task_target(request.GET))
+        if not preview.listing.count:
             raise _nothing_to(action)
-        shown, refs = _listing_context(listing), listing.refs if action == "delete" else 0
-    except (ValidationError, NotFound) as exc:
-        errors = _error_messages(exc)
-        selection, shown, refs = None, {"count": 0, "sample": []}, 0
+    except ValidationError as exc:
+        return _task_keys_confirm(request, action, None, _error_messages(exc))
+    return _task_keys_confirm(request, action, preview, [])
+
+
+def _task_keys_apply(request, actor: Actor, action: str):
+    outcome = services.apply_task_keys(
+        actor=actor, action=action, token=request.POST.get("listed", ""), **_task_target(request.POST)
+    )
+    if not outcome.changed and not outcome.kept and not outcome.gone:
+        raise _nothing_to(action)
+    return _done(request, outcome.describe(TASK_ACTIONS[action][1]), reverse("home"), _level(outcome))
+
+
+def _task_keys_confirm(request, action: str, preview: services.Preview | None, errors: list[str]):
+    label, _, effect = TASK_ACTIONS[action]
+    shown = _listing_context(preview.listing) if preview else {"count": 0, "sample": []}
+    refs = preview.listing.refs if preview and action == "delete" else 0
     context = {
-        "run": run,
+        "run": preview.run if preview else None,
         "label": label,
         "effect": effect,
         "action": action,
         "errors": errors,
         **shown,
-        "selection": selection,
+        "selection": preview.selection if preview else None,
         "danger": action == "delete",
         "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
         "object_storage": _object_storage(refs),
-        "show_values": show_values,
+        "show_values": permissions.can(request.user, permissions.TASK, "view"),
     }
     return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
 
@@ -383,7 +395,7 @@ def asset_key_edit(request, asset_id):
             seen_updated_at=seen_updated_at,
         )
 
-    return _edit_value(request, "actions/_asset_value.html", fetch, save, f"/assets/{asset_id}/")
+    return _edit_value(request, "actions/_asset_value.html", fetch, save, reverse("asset-detail", args=[asset_id]))
 
 
 @require_http_methods(["GET", "POST"])
@@ -403,7 +415,7 @@ def asset_key_add(request, asset_id):
             )
         except Conflict as exc:
             raise Invalid({"key": str(exc)}) from None
-        return f"Added {row.key!r}.", f"/assets/{asset_id}/"
+        return f"Added {row.key!r}.", reverse("asset-detail", args=[asset_id])
 
     return _form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)
 
@@ -427,7 +439,7 @@ def asset_keys_delete(request, asset_id):
             if not outcome.changed and not outcome.kept and not outcome.gone:
                 raise _nothing_to("delete")
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
-            return _done(request, outcome.describe(verb), f"/assets/{asset_id}/", _level(outcome))
+            return _done(request, outcome.describe(verb), reverse("asset-detail", args=[asset_id]), _level(outcome))
         if keys == []:
             raise Invalid({"keys": "Select at least one key."})
         listing = services.list_keys(services.asset_selection(asset.pk, keys), sample=SAMPLE)

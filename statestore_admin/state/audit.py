@@ -4,7 +4,7 @@ The change happens in Airflow's database, the event in the dashboard's: two data
 transaction. The order makes sure no change exists without its event (docs/audit.md):
 
 1. inside Airflow's transaction, the rows to change are locked and read (their *before* state); a key that
-   does not exist yet is inserted instead, which locks it (``services._locked_or_created``);
+   does not exist yet is inserted instead, which locks it (``services.rows.locked_or_created``);
 2. the event and those keys are written to the dashboard's database and committed, status *pending*;
 3. the rows are changed; with ``AUDIT_TO_AIRFLOW_LOG`` a row is added to Airflow's ``log`` table;
    Airflow's transaction commits;

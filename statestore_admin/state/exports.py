@@ -29,9 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
 
-from django.db import connections, router
-from django.db.models import BooleanField, F, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
@@ -39,6 +37,7 @@ from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateSt
 from . import audit, permissions
 from .errors import Invalid
 from .models import AuditEvent
+from .pagination import keyset_chunks
 from .values import (
     MAX_DEPTH,
     DuplicateKey,
@@ -214,43 +213,6 @@ def safe_cell(value):
     return value
 
 
-# Reading rows in keyset chunks ----------------------------------------------------------------------------
-def _after(rows: QuerySet, names: list[str], values: list, descending: bool):
-    """Rows after ``values`` in the order of ``names``: one comparison, of a row value for several columns
-    (which an index on those columns serves as a range, where an OR of column comparisons is a filter)."""
-    if len(names) == 1:
-        return Q(**{f"{names[0]}__{'lt' if descending else 'gt'}": values[0]})
-    model = rows.model
-    quote = connections[rows.db or router.db_for_read(model)].ops.quote_name
-    table = quote(model._meta.db_table)
-    columns = ", ".join(f"{table}.{quote(model._meta.get_field(name).column)}" for name in names)
-    marks = ", ".join(["%s"] * len(values))
-    return RawSQL(f"({columns}) {'<' if descending else '>'} ({marks})", values, output_field=BooleanField())
-
-
-def keyset_chunks(
-    rows: QuerySet, ordering: tuple[str, ...], size: int | None = None, fields: tuple[str, ...] | None = None
-) -> Iterator[list]:
-    """``rows`` in ``ordering`` (unique; all ascending, or all descending with ``-``), ``size`` rows a query,
-    each query starting after the last row read: memory holds one chunk, no cursor outlives a query. With
-    ``fields`` (the ordering's among them), rows are named tuples of those, not model instances (a third
-    of the time)."""
-    size = size or STREAM_CHUNK
-    descending = ordering[0].startswith("-")
-    names = [name.lstrip("-") for name in ordering]
-    attnames = [rows.model._meta.get_field(name).attname for name in names]
-    ordered = rows.order_by(*ordering)
-    last = None
-    while True:
-        page = ordered if last is None else ordered.filter(_after(rows, names, last, descending))
-        chunk = list((page.values_list(*fields, named=True) if fields else page)[:size])
-        if chunk:
-            yield chunk
-        if len(chunk) < size:
-            return
-        last = [getattr(chunk[-1], name) for name in attnames]
-
-
 # What a download holds --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Source:
@@ -263,7 +225,7 @@ class Source:
     fields: tuple[str, ...] | None = None  # read as named tuples of these; None: model instances
 
     def chunks(self) -> Iterator[list]:
-        return keyset_chunks(self.rows, self.ordering, fields=self.fields)
+        return keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
 
 
 TASK_FIELDS = ("id", "dag_id", "run_id", "task_id", "map_index", "key", "value", "expires_at", "updated_at")

@@ -57,6 +57,7 @@ from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 
 from . import audit, objects, permissions
+from .pagination import keyset_chunks
 from .scopes import scope_of
 
 CHUNK = 500  # objects checked, rows read, at a time
@@ -467,33 +468,18 @@ def delete_orphans(fs, candidates: list[Obj], deletion: Deletion) -> None:
 # Rows -------------------------------------------------------------------------------------------------
 def _task_rows() -> Iterator[tuple[str, SimpleNamespace]]:
     fields = ("id", "dag_id", "run_id", "task_id", "map_index", "key", "value")
-    last = 0
-    while True:
-        page = list(
-            TaskStateStore.objects.filter(id__gt=last, value__startswith=JsonValueMixin.REF_PREFIX)
-            .order_by("id")
-            .values_list(*fields)[:CHUNK]
-        )
-        for values in page:
-            yield permissions.TASK, SimpleNamespace(**dict(zip(fields, values, strict=True)))
-        if len(page) < CHUNK:
-            return
-        last = page[-1][0]
+    rows = TaskStateStore.objects.filter(value__startswith=JsonValueMixin.REF_PREFIX)
+    for chunk in keyset_chunks(rows, ("id",), CHUNK, fields=fields):
+        for row in chunk:
+            yield permissions.TASK, SimpleNamespace(**row._asdict())
 
 
 def _asset_rows() -> Iterator[tuple[str, SimpleNamespace]]:
     fields = ("asset_id", "key", "value", "asset__name", "asset__uri")
-    after: tuple[int, str] | None = None
-    while True:
-        rows = AssetStateStore.objects.filter(value__startswith=JsonValueMixin.REF_PREFIX)
-        if after is not None:
-            rows = rows.filter(Q(asset_id__gt=after[0]) | Q(asset_id=after[0], key__gt=after[1]))
-        page = list(rows.order_by("asset_id", "key").values_list(*fields)[:CHUNK])
-        for values in page:
-            yield permissions.ASSET, SimpleNamespace(**dict(zip(fields, values, strict=True)))
-        if len(page) < CHUNK:
-            return
-        after = (page[-1][0], page[-1][1])
+    rows = AssetStateStore.objects.filter(value__startswith=JsonValueMixin.REF_PREFIX)
+    for chunk in keyset_chunks(rows, ("asset_id", "key"), CHUNK, fields=fields):
+        for row in chunk:
+            yield permissions.ASSET, SimpleNamespace(**row._asdict())
 
 
 def _row_scope(store: str, row) -> dict:

@@ -5,6 +5,9 @@ A cursor is the ordering values of the last row shown, as URL-safe base64 JSON, 
 be shared. An invalid cursor is the first page (it is user input): one that does not decode, or whose
 values do not fit the ordering fields (a string for an integer, an integer beyond 64 bits, a list, null,
 a naive date, text with NUL), since the database could not compare them.
+
+Reading every row, not a page (``keyset_chunks``: downloads, writes of many keys, the orphan scan), is
+the same keyset walk a chunk at a time: each chunk one short query after the last row read.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import FieldDoesNotExist
-from django.db import models
-from django.db.models import Q, QuerySet
+from django.db import connections, models, router
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -160,3 +165,41 @@ def paginate_before(queryset: QuerySet, ordering: list[str], cursor: str | None,
 
     # Without more rows before, this is the first page (shorter than a page if rows came or went meanwhile).
     return Page(items, encoded(items[-1]), cursor if more else None, encoded(items[0]) if more else None)
+
+
+# Reading every row in keyset chunks ----------------------------------------------------------------------------
+def _row_after(rows: QuerySet, names: list[str], values: list, descending: bool):
+    """Rows after ``values`` in the order of ``names``: one comparison, of a row value for several columns
+    (which an index on those columns serves as a range, where an OR of column comparisons is a filter)."""
+    if len(names) == 1:
+        return Q(**{f"{names[0]}__{'lt' if descending else 'gt'}": values[0]})
+    model = rows.model
+    quote = connections[rows.db or router.db_for_read(model)].ops.quote_name
+    table = quote(model._meta.db_table)
+    columns = ", ".join(f"{table}.{quote(model._meta.get_field(name).column)}" for name in names)
+    marks = ", ".join(["%s"] * len(values))
+    return RawSQL(f"({columns}) {'<' if descending else '>'} ({marks})", values, output_field=BooleanField())
+
+
+def keyset_chunks(
+    rows: QuerySet, ordering: tuple[str, ...], size: int, fields: tuple[str, ...] | None = None, lock: bool = False
+) -> Iterator[list]:
+    """``rows`` in ``ordering`` (unique; all ascending, or all descending with ``-``), ``size`` rows a query,
+    each query starting after the last row read: memory holds one chunk, no cursor outlives a query. With
+    ``fields`` (the ordering's among them), rows are named tuples of those, not model instances (a third
+    of the time). With ``lock``, each chunk's rows are locked as it is read (``SELECT … FOR UPDATE``: call
+    inside the transaction that writes them). The one keyset iterator of the domain: downloads, writes of
+    many keys, and the orphan scan read through it."""
+    descending = ordering[0].startswith("-")
+    names = [name.lstrip("-") for name in ordering]
+    attnames = [rows.model._meta.get_field(name).attname for name in names]
+    ordered = (rows.select_for_update() if lock else rows).order_by(*ordering)
+    last = None
+    while True:
+        page = ordered if last is None else ordered.filter(_row_after(rows, names, last, descending))
+        chunk = list((page.values_list(*fields, named=True) if fields else page)[:size])
+        if chunk:
+            yield chunk
+        if len(chunk) < size:
+            return
+        last = [getattr(chunk[-1], name) for name in attnames]

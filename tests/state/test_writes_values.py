@@ -186,7 +186,7 @@ def test_task_clears_and_expiry_keep_what_the_listing_does_not_hold(run, ui, tas
 
 
 def test_a_listing_holds_at_most_listed_max_keys(run, monkeypatch):
-    monkeypatch.setattr(services, "LISTED_MAX", 0)
+    monkeypatch.setattr(services.confirmations, "LISTED_MAX", 0)
     with pytest.raises(Invalid) as refused:
         services.list_keys(TaskStateStore.objects.all())
     assert "a confirmation lists at most 0" in str(refused.value)

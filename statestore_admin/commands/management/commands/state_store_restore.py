@@ -84,18 +84,7 @@ class Command(BaseCommand):
 
     def report(self, outcome: services.RestoreOutcome):
         if self.as_json:
-            self.stdout.write(
-                json.dumps(
-                    {
-                        "outcome": "restored",
-                        "restored": outcome.restored,
-                        "unchanged": outcome.unchanged,
-                        "kept": outcome.kept,
-                        "missing": outcome.missing,
-                        "audit_event_ids": [event.pk for event in outcome.events],
-                    }
-                )
-            )
+            self.stdout.write(json.dumps({"outcome": "restored", **outcome.as_dict()}))
             return
         self.stdout.write(outcome.describe())
         for item in outcome.missing:

@@ -1,0 +1,77 @@
+"""Writes to the state store: one function per operation, used by the pages, the API, Django admin and the
+commands alike. Every function takes keyword arguments only, starting with the ``Actor``; checks the
+actor's permission; validates its input (``values``); and raises the domain's exceptions (``errors``)
+before changing anything. Every change is recorded in the audit trail (``audit.change``), in the order
+that docs/audit.md describes. The submodules, by concern: ``outcomes`` (what an action returns, the write
+modes), ``confirmations`` (``Listing``, ``list_keys``: what a dialog listed, acted on exactly as listed),
+``rows`` (locking, insert-if-absent on the natural keys, chunked deletes, rows before their worker-side
+objects), ``tasks`` and ``assets`` (the writes of each store), ``confirmed`` (the pages' confirmed actions on
+many task keys: preview, then apply) and ``restore`` (events and exports back).
+
+Airflow's rules (docs/airflow.md): ``expires_at`` is computed by the writer at write time; writing a
+value needs its task instance to exist (Airflow's API answers 404 otherwise, through every face here);
+an asset write records its writer as the API. Removing state (delete, expire) by key id never needs the
+task instance; addressing a task instance (clear, or a key by scope) does, as in Airflow.
+
+Confirmed actions (delete, expire, clear after a dialog listed the keys) act on exactly the keys the
+confirmation listed, in the version it listed (``Listing``): a key added since, or written since, is kept
+and reported, never lost, whatever the clock of the process that wrote it says. A write that changes
+nothing (the same value, and for a task key the same expiry) is not made: no row is touched, no event is
+recorded, and the returned row says so (``written`` is False). Every write reads the key it replaces under
+a lock, a key that does not exist yet included (``rows.locked_or_created``): parallel writers of one key
+each record the value they replaced.
+"""
+
+from ..selectors import TaskScope
+from ..values import Expiry
+from .assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
+from .confirmations import LISTED_MAX, Listing, list_keys
+from .confirmed import Preview, apply_task_keys, preview_task_keys
+from .outcomes import CREATE, UPDATE, UPSERT, Outcome
+from .restore import KEEP, OVERWRITE, RestoreOutcome, restore_document, restore_event
+from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
+from .tasks import (
+    TaskKeyRef,
+    TaskSelection,
+    clear_task_instance,
+    delete_task_keys,
+    expire_task_keys,
+    patch_task_key,
+    set_task_expiry,
+    set_task_key,
+)
+
+__all__ = [
+    "API_WRITER",
+    "API_WRITER_FIELDS",
+    "CREATE",
+    "KEEP",
+    "LISTED_MAX",
+    "NATURAL_KEYS",
+    "OVERWRITE",
+    "UPDATE",
+    "UPSERT",
+    "Expiry",
+    "Listing",
+    "Outcome",
+    "Preview",
+    "RestoreOutcome",
+    "TaskKeyRef",
+    "TaskScope",
+    "TaskSelection",
+    "apply_task_keys",
+    "asset_selection",
+    "clear_asset",
+    "clear_task_instance",
+    "delete_asset_keys",
+    "delete_task_keys",
+    "expire_task_keys",
+    "list_keys",
+    "patch_task_key",
+    "preview_task_keys",
+    "restore_document",
+    "restore_event",
+    "set_asset_key",
+    "set_task_expiry",
+    "set_task_key",
+]

@@ -1,0 +1,124 @@
+"""Writes to asset keys: set (recorded as written by the API, as Airflow's PUT does), delete of named
+keys, and clear of an asset."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from statestore_admin.airflow.models import Asset, AssetStateStore
+
+from .. import audit, permissions, selectors
+from ..actors import Actor
+from ..errors import Conflict, Invalid, NotFound
+from ..scopes import scope_of
+from ..values import clean_key, encode_value, same_value
+from .confirmations import Listing, listed_chunks, outcome_of
+from .outcomes import CREATE, UPDATE, UPSERT, Action, Outcome
+from .rows import (
+    API_WRITER_FIELDS,
+    check_unchanged,
+    delete_objects_of,
+    deleted_chunks,
+    holds_ref,
+    locked_or_created,
+    may,
+    state_of,
+    unwritten,
+)
+
+
+def _asset_scope(asset: Asset) -> dict:
+    return {"asset_id": asset.pk, "asset_name": asset.name, "asset_uri": asset.uri}
+
+
+def set_asset_key(
+    *, actor: Actor, asset_id: int, key: str, value, mode: str = UPSERT, seen_updated_at: datetime | None = None
+) -> AssetStateStore:
+    """Write an asset key, recorded as written by the API (as Airflow's PUT does). ``mode``: CREATE (add;
+    an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound).
+    The same value is not written (``written`` False): by an edit, whoever wrote it last; by a PUT, when
+    the API wrote it last (otherwise the PUT records the API as its writer)."""
+    permissions.require_any(
+        actor, permissions.ASSET, {CREATE: ("add",), UPDATE: ("change",)}.get(mode, ("add", "change"))
+    )
+    key = clean_key(key)
+    text = encode_value(value)
+    asset = selectors.get_asset(asset_id, scope=scope_of(actor))
+    now = timezone.now()
+    rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
+    action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
+    new = AssetStateStore(asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS)
+    may_add = mode != UPDATE and may(actor, permissions.ASSET, "add")
+    gone = NotFound(f"Asset with id {asset_id} not found")
+    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+        row, created = locked_or_created(rows, new if may_add else None, gone)
+        if row is not None and not created and mode == CREATE:
+            raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
+        if row is None and mode == UPDATE:
+            raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
+        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
+        permissions.require(actor, permissions.ASSET, "change" if row and not created else "add")
+        if created:
+            before = None
+        else:
+            check_unchanged(row, seen_updated_at)
+            by_api = all(getattr(row, name) == wanted for name, wanted in API_WRITER_FIELDS.items())
+            if same_value(row.value, text) and (mode == UPDATE or by_api):
+                return unwritten(row)
+            before = state_of(row)
+        recorder.record([audit.asset_change(asset_id, key, before=before, after=(text, None), limit=recorder.limit)])
+        if not created:
+            rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
+    row = selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
+    row.written = True
+    return row
+
+
+def asset_selection(asset_id: int, keys: list[str] | None = None) -> QuerySet:
+    """An asset's keys, all or those named, by key: what a delete or clear acts on, and its confirmation
+    lists."""
+    rows = AssetStateStore.objects.filter(asset_id=asset_id)
+    return (rows if keys is None else rows.filter(key__in=keys)).order_by("key")
+
+
+def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], listed: Listing | None = None) -> Outcome:
+    """Delete the named keys of an asset (absent ones are not an error, as in Airflow); after a
+    confirmation, only the keys it ``listed``, as it listed them."""
+    if not keys:
+        raise Invalid({"keys": "Select at least one key."})
+    return _delete_asset_rows(actor, asset_id, keys, listed, Action.DELETE)
+
+
+def clear_asset(*, actor: Actor, asset_id: int, listed: Listing | None = None) -> Outcome:
+    """Delete every key of an asset (clear its state); after a confirmation, only the keys it ``listed``,
+    as it listed them."""
+    return _delete_asset_rows(actor, asset_id, None, listed, Action.CLEAR)
+
+
+def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Listing | None, action) -> Outcome:
+    permissions.require(actor, permissions.ASSET, "delete")
+    asset = selectors.get_asset(asset_id, scope=scope_of(actor))
+    rows, others = asset_selection(asset_id, keys), []
+    identity = ("asset_id", "key")
+    holds_refs = False
+    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+        if listed is None:
+            deleted = deleted_chunks(AssetStateStore, rows, identity)
+        else:
+            deleted = (
+                part
+                for chunk in listed_chunks(rows, "key", listed, others)
+                for part in deleted_chunks(AssetStateStore, rows.filter(key__in=[r.key for r in chunk]), identity)
+            )
+        for chunk in deleted:
+            recorder.record(
+                [
+                    audit.asset_change(asset_id, r.key, before=state_of(r), after=None, limit=recorder.limit)
+                    for r in chunk
+                ]
+            )
+            holds_refs = holds_refs or holds_ref(chunk)
+    return outcome_of(recorder, listed, others, delete_objects_of(recorder) if holds_refs else None)

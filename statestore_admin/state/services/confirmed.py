@@ -1,0 +1,104 @@
+"""Confirmed actions on many task keys as the pages take them: ``preview_task_keys`` lists the keys an
+expire or delete would take (for its confirmation), ``apply_task_keys`` acts on exactly the keys that
+listing listed. Each checks the permission, the actor's scope and the selection itself, so that a face
+parses its input, makes one call and renders the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import NON_FIELD_ERRORS
+
+from statestore_admin.airflow.models import DagRun
+
+from .. import permissions, selectors
+from ..actors import Actor
+from ..errors import Invalid, NotFound
+from ..scopes import scope_of
+from ..selectors import TaskScope
+from .confirmations import Listing, list_keys
+from .outcomes import Outcome
+from .tasks import TaskSelection, clear_task_instance, delete_task_keys, expire_task_keys
+
+# What each action on task keys needs, and does to a selection of key ids.
+TASK_KEY_ACTIONS = {"delete": ("delete", delete_task_keys), "expire": ("change", expire_task_keys)}
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a confirmation shows: the keys listed (``Listing``, its ``sample`` in the order shown), the
+    selection they were listed from, and the DAG run of a task instance's keys (None for key ids)."""
+
+    listing: Listing
+    selection: TaskSelection
+    run: DagRun | None = None
+
+
+def _task_selection(
+    actor: Actor, action: str, run_pk: int | None, task_id: str, map_index: int | None, ids: tuple[int, ...]
+) -> tuple[TaskSelection, DagRun | None]:
+    """A task instance's keys (``run_pk``, ``task_id``; ``map_index`` None: every map index) or key ids.
+    An unknown DAG run, or one out of the actor's scope, is NotFound."""
+    if action not in TASK_KEY_ACTIONS:
+        raise NotFound(f"No action {action!r} on task keys.")
+    permissions.require(actor, permissions.TASK, TASK_KEY_ACTIONS[action][0])
+    if run_pk is None:
+        return TaskSelection(ids=ids), None
+    run = selectors.get_run(run_pk, scope=scope_of(actor))
+    every = map_index is None
+    scope = TaskScope(run.dag_id, run.run_id, task_id, -1 if every else map_index)
+    return TaskSelection.of_instance(scope, all_map_indices=every), run
+
+
+def _instance_gone(exc: NotFound) -> Invalid:
+    """A task instance that is not there (or went away) is the confirmation's error, not a missing page."""
+    return Invalid({NON_FIELD_ERRORS: str(exc)})
+
+
+def preview_task_keys(
+    *,
+    actor: Actor,
+    action: str,
+    run_pk: int | None = None,
+    task_id: str = "",
+    map_index: int | None = -1,
+    ids: tuple[int, ...] = (),
+    sample: int = 0,
+) -> Preview:
+    """List the task keys ``action`` ("expire" or "delete") would take, by task, map index and key, the
+    first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
+    found, or no key ids, is Invalid."""
+    selection, run = _task_selection(actor, action, run_pk, task_id, map_index, ids)
+    try:
+        rows = selection.queryset(scope_of(actor))
+    except NotFound as exc:
+        raise _instance_gone(exc) from None
+    return Preview(list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample), selection, run)
+
+
+def apply_task_keys(
+    *,
+    actor: Actor,
+    action: str,
+    token: str,
+    run_pk: int | None = None,
+    task_id: str = "",
+    map_index: int | None = -1,
+    ids: tuple[int, ...] = (),
+) -> Outcome:
+    """Expire or delete exactly the keys the confirmation listed (``preview_task_keys``; ``token``: its
+    ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear. Errors as
+    ``preview_task_keys``; a damaged token is Invalid."""
+    selection, _ = _task_selection(actor, action, run_pk, task_id, map_index, ids)
+    try:
+        listed = Listing.from_token(token)
+    except Invalid as exc:
+        raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
+    try:
+        if action == "delete" and selection.scope is not None:
+            return clear_task_instance(
+                actor=actor, scope=selection.scope, all_map_indices=selection.all_map_indices, listed=listed
+            )
+        return TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
+    except NotFound as exc:
+        raise _instance_gone(exc) from None

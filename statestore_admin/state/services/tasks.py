@@ -1,0 +1,290 @@
+"""Writes to task keys: set (Airflow's PUT), patch, expiry, expire, delete, and clear of a task instance;
+``TaskKeyRef`` addresses one key, ``TaskSelection`` the keys an action takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connections
+from django.db.models import Exists, QuerySet
+from django.utils import timezone
+
+from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+
+from .. import audit, permissions, selectors
+from ..actors import Actor
+from ..errors import Conflict, Invalid, NotFound
+from ..scopes import Scope, scope_of
+from ..selectors import TaskScope
+from ..values import Expiry, clean_key, encode_value, same_value
+from .confirmations import Listing, listed_chunks, outcome_of
+from .outcomes import CREATE, UPSERT, Action, Outcome
+from .rows import (
+    check_unchanged,
+    delete_objects_of,
+    deleted_chunks,
+    holds_ref,
+    locked_chunks,
+    locked_or_created,
+    may,
+    state_of,
+    unwritten,
+)
+
+
+@dataclass(frozen=True)
+class TaskKeyRef:
+    """One task key: by its row id (the dashboard's links), or by task instance and key (Airflow's API)."""
+
+    id: int | None = None
+    scope: TaskScope | None = None
+    key: str | None = None
+
+    def rows(self, allowed: Scope) -> QuerySet:
+        """The key's row, if ``allowed`` covers its DAG: a DAG named out of scope is Forbidden; a key id of
+        such a DAG is as not found."""
+        if self.id is not None:
+            return TaskStateStore.objects.filter(pk=self.id).filter(allowed.dag_q())
+        allowed.require_dag(self.scope.dag_id)
+        return selectors.scope_keys(self.scope).filter(key=self.key)
+
+    def not_found(self) -> NotFound:
+        if self.id is not None:
+            return NotFound(f"No task state key with id {self.id}: it may have been deleted.")
+        return NotFound(f"Task state store key {self.key!r} not found")
+
+
+@dataclass(frozen=True)
+class TaskSelection:
+    """Task keys to act on: explicit ids, or every key of a task instance (``map_index=None``: of every
+    map index of the task), optionally only the named keys. A task instance selection needs the task
+    instance to exist, as in Airflow."""
+
+    ids: tuple[int, ...] = ()
+    scope: TaskScope | None = None
+    all_map_indices: bool = False
+    keys: tuple[str, ...] | None = None
+
+    @classmethod
+    def of_instance(cls, scope: TaskScope, all_map_indices: bool = False) -> TaskSelection:
+        return cls(scope=scope, all_map_indices=all_map_indices)
+
+    def queryset(self, allowed: Scope, check_instance: bool = True) -> QuerySet:
+        """The selected rows within ``allowed``. A task instance selection checks that the task instance
+        exists first (NotFound); with ``check_instance=False`` the rows carry that condition instead, and an
+        empty result is to be checked with ``require_instance`` (one query fewer when there are rows).
+        A task instance of a DAG out of scope is Forbidden; ids of such keys select nothing."""
+        if self.scope is not None:
+            allowed.require_dag(self.scope.dag_id)
+            rows = TaskStateStore.objects.filter(
+                dag_id=self.scope.dag_id, run_id=self.scope.run_id, task_id=self.scope.task_id
+            )
+            if not self.all_map_indices:
+                rows = rows.filter(map_index=self.scope.map_index)
+            if self.keys is not None:
+                rows = rows.filter(key__in=self.keys)
+            if not check_instance:
+                return rows.filter(Exists(selectors.task_instances(self.scope, self.all_map_indices)))
+            self.require_instance()
+            return rows
+        if not self.ids:
+            raise Invalid({"ids": "Select at least one key."})
+        return TaskStateStore.objects.filter(pk__in=self.ids).filter(allowed.dag_q())
+
+    def require_instance(self) -> None:
+        if self.scope is not None:
+            selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
+
+    def audit_scope(self) -> dict:
+        if self.scope is None:
+            return {}
+        scope = {"dag_id": self.scope.dag_id, "run_id": self.scope.run_id, "task_id": self.scope.task_id}
+        return scope if self.all_map_indices else {**scope, "map_index": self.scope.map_index}
+
+
+def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
+    """For named keys of one task instance (the API's DELETE of a key: at most one row each), the condition
+    of the rows and of the task instance's existence as plain SQL: the ORM's query building costs more than
+    the statement itself on this path that every API delete takes."""
+    scope, keys = selection.scope, selection.keys
+    if scope is None or keys is None or selection.all_map_indices or not 0 < len(keys) <= audit.CHUNK:
+        return None
+    if not -1 <= scope.map_index < 2**31:  # no such row; the ORM path answers it without a database error
+        return None
+    where = "dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s"
+    ident = [scope.dag_id, scope.run_id, scope.task_id, scope.map_index]
+    names = ", ".join(["%s"] * len(keys))
+    sql = (
+        f"{where} AND {connections[airflow_alias()].ops.quote_name('key')} IN ({names}) "
+        f"AND EXISTS (SELECT 1 FROM task_instance WHERE {where})"
+    )
+    return sql, [*ident, *keys, *ident]
+
+
+def set_task_key(
+    *, actor: Actor, scope: TaskScope, key: str, value, expiry: Expiry, mode: str = UPSERT
+) -> TaskStateStore:
+    """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
+    (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one.
+    Writing the value and expiry a key has is not made (``written`` False): with the default retention
+    the expiry moves on, so such a write is made."""
+    permissions.require_any(actor, permissions.TASK, ("add",) if mode == CREATE else ("add", "change"))
+    scope_of(actor).require_dag(scope.dag_id)
+    key = clean_key(key)
+    text = encode_value(value)
+    if scope.map_index < -1:
+        raise Invalid({"map_index": "map_index is -1 (not mapped) or more."})
+    run = selectors.require_task_instance(scope)
+    now = timezone.now()
+    expires_at = expiry.resolve(now)
+    rows = selectors.scope_keys(scope).filter(key=key)
+    action = Action.ADD if mode == CREATE else Action.SET
+    new = TaskStateStore(
+        dag_run=run,
+        dag_id=scope.dag_id,
+        run_id=scope.run_id,
+        task_id=scope.task_id,
+        map_index=scope.map_index,
+        key=key,
+        value=text,
+        updated_at=now,
+        expires_at=expires_at,
+    )
+    may_add = may(actor, permissions.TASK, "add")
+    with audit.change(actor, action, permissions.TASK, scope=scope.as_audit_scope()) as recorder:
+        row, created = locked_or_created(rows, new if may_add else None, _run_gone(scope))
+        if row is not None and not created and mode == CREATE:
+            raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
+        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
+        permissions.require(actor, permissions.TASK, "change" if row and not created else "add")
+        if created:
+            recorder.record([audit.task_change(row, before=None, after=(text, expires_at), limit=recorder.limit)])
+        else:
+            if same_value(row.value, text) and row.expires_at == expires_at:
+                return unwritten(row)
+            recorder.record(
+                [audit.task_change(row, before=state_of(row), after=(text, expires_at), limit=recorder.limit)]
+            )
+            row.value, row.updated_at, row.expires_at = text, now, expires_at
+            row.save(update_fields=["value", "updated_at", "expires_at"])
+    row.written = True
+    return row
+
+
+def _run_gone(scope: TaskScope) -> NotFound:
+    """What a write answers when the key's DAG run was deleted between its checks and its insert."""
+    return NotFound(
+        f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
+        f"task_id={scope.task_id!r}, map_index={scope.map_index}"
+    )
+
+
+def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None) -> TaskStateStore:
+    """Replace an existing key's value and keep its expiry (Airflow's PATCH). The key's task instance
+    must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write. The same
+    value is not written (``written`` False)."""
+    permissions.require(actor, permissions.TASK, "change")
+    text = encode_value(value)
+    rows = ref.rows(scope_of(actor))
+    if ref.scope is not None:
+        selectors.require_task_instance(ref.scope)
+    with audit.change(actor, Action.PATCH, permissions.TASK) as recorder:
+        row = rows.select_for_update().first()
+        if row is None:
+            raise ref.not_found()
+        if ref.scope is None:
+            selectors.require_task_instance(TaskScope.of(row))
+        check_unchanged(row, seen_updated_at)
+        if same_value(row.value, text):
+            return unwritten(row)
+        recorder.record(
+            [audit.task_change(row, before=state_of(row), after=(text, row.expires_at), limit=recorder.limit)]
+        )
+        row.value, row.updated_at = text, timezone.now()
+        row.save(update_fields=["value", "updated_at"])
+    row.written = True
+    return row
+
+
+def set_task_expiry(
+    *, actor: Actor, ref: TaskKeyRef, expiry: Expiry, seen_updated_at: datetime | None = None
+) -> TaskStateStore:
+    """Set when one key expires: the default retention from now, never, or a given instant."""
+    permissions.require(actor, permissions.TASK, "change")
+    rows = ref.rows(scope_of(actor))
+    with audit.change(actor, Action.EXPIRY, permissions.TASK) as recorder:
+        row = rows.select_for_update().first()
+        if row is None:
+            raise ref.not_found()
+        check_unchanged(row, seen_updated_at)
+        expires_at = expiry.resolve(timezone.now())
+        recorder.record(
+            [audit.task_change(row, before=state_of(row), after=(row.value, expires_at), limit=recorder.limit)]
+        )
+        row.expires_at = expires_at
+        row.save(update_fields=["expires_at"])
+    return row
+
+
+def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
+    """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them. After
+    a confirmation, only the keys it ``listed``, as it listed them."""
+    permissions.require(actor, permissions.TASK, "change")
+    rows, others = selection.queryset(scope_of(actor)), []
+    now = timezone.now()
+    with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
+        chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
+        for chunk in chunks:
+            recorder.record(
+                [audit.task_change(r, before=state_of(r), after=(r.value, now), limit=recorder.limit) for r in chunk]
+            )
+            TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).update(expires_at=now)
+    return outcome_of(recorder, listed, others)
+
+
+def delete_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
+    """Delete the selected keys (their rows, then their worker-side objects: ``delete_objects_of``); after a
+    confirmation, only the keys it ``listed``, as it listed them."""
+    return _delete_task_rows(actor, selection, listed, Action.DELETE)
+
+
+def clear_task_instance(
+    *, actor: Actor, scope: TaskScope, all_map_indices: bool = False, listed: Listing | None = None
+) -> Outcome:
+    """Delete every key of the task instance, or of every map index of the task (404 if there is none);
+    after a confirmation, only the keys it ``listed``, as it listed them."""
+    selection = TaskSelection.of_instance(scope, all_map_indices)
+    return _delete_task_rows(actor, selection, listed, Action.CLEAR)
+
+
+def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, action) -> Outcome:
+    permissions.require(actor, permissions.TASK, "delete")
+    # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
+    # looked up, to answer Airflow's 404 for a missing task instance.
+    allowed = scope_of(actor)
+    if selection.scope is not None:
+        allowed.require_dag(selection.scope.dag_id)
+    few = _named_keys_condition(selection) if listed is None else None
+    rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
+    details = {"all_map_indices": True} if selection.all_map_indices else {}
+    holds_refs = False
+    with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
+        # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
+        if listed is None:
+            deleted = deleted_chunks(TaskStateStore, rows, ("id",), few)
+        else:
+            deleted = (
+                part
+                for chunk in listed_chunks(rows, "id", listed, others)
+                for part in deleted_chunks(
+                    TaskStateStore, TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]), ("id",)
+                )
+            )
+        for chunk in deleted:
+            recorder.record([audit.task_change(r, before=state_of(r), after=None, limit=recorder.limit) for r in chunk])
+            holds_refs = holds_refs or holds_ref(chunk)
+    if not recorder.count and not others:
+        selection.require_instance()
+    return outcome_of(recorder, listed, others, delete_objects_of(recorder) if holds_refs else None)
