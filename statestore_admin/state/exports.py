@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 
-from . import audit, permissions
+from . import audit, formatting, permissions
 from .errors import Invalid
 from .models import AuditEvent
 from .values import (
@@ -72,8 +72,7 @@ NEWEST_FIRST = ("-id",)
 ASSET_ORDER = ("asset_id", "key")
 
 
-def _iso(value):
-    return value.astimezone(UTC).isoformat() if value else None
+_iso = formatting.iso
 
 
 def _value_fields(text: str) -> dict:
