@@ -77,9 +77,7 @@ def when(value, style="relative", empty="", now=None):
         text = f"{absolute(value)} ({relative(value, now)})"
     else:
         text = absolute(value, seconds=style == "seconds")
-    return format_html(
-        '<time datetime="{}" title="{}">{}</time>', formatting.iso(value), utc_title(value), text
-    )
+    return format_html('<time datetime="{}" title="{}">{}</time>', formatting.iso(value), utc_title(value), text)
 
 
 @register.filter
