@@ -8,7 +8,6 @@ Our extensions (docs/api.md), invisible to Airflow's clients: ``?resolve=true`` 
 behind a worker-side reference), and ``X-Statestore-*`` headers on the 204 of a delete or clear.
 """
 
-import json
 import re
 
 from django.http import HttpResponse
@@ -95,15 +94,7 @@ class StorePermission(drf_permissions.BasePermission):
 iso = formatting.iso
 
 
-def decoded(text: str):
-    """The stored value as JSON; text that is not JSON, or nests deeper than ``MAX_DEPTH`` (written outside
-    the dashboard), is returned as it is rather than failing."""
-    if json_depth(text) > MAX_DEPTH:
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+decoded = values.decoded
 
 
 MAX_INT = 2**31 - 1  # an integer column (map_index)

@@ -49,6 +49,7 @@ from .values import (
     loads,
     parse_datetime_aware,
     refuse_surrogate,
+    stored_value,
 )
 
 FORMAT, VERSION = "statestore-admin/keys", 1
@@ -77,8 +78,8 @@ _iso = formatting.iso
 
 def _value_fields(text: str) -> dict:
     try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the exact text
+        decoded = stored_value(text)
+    except ValueError:  # not JSON, or nested deeper than MAX_DEPTH: the exact text
         return {"value": None, "value_json": text}
     fields = {"value": decoded}
     if json.dumps(decoded) != text:
