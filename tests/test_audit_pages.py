@@ -439,7 +439,9 @@ def test_task_instance_download_is_exactly_what_the_confirmation_deletes(op_clie
     entries = exported(download(op_client, link))
     assert sorted(e["key"] for e in entries) == ["job", "offset", "ref"]
     job = next(e for e in entries if e["key"] == "job")
-    assert job["value"] == {"id": 1, "state": "running"} and job["expires_at"] == key("job").expires_at.isoformat()
+    assert job["value"] == {"id": 1, "state": "running"} and job["expires_at"] == key(
+        "job"
+    ).expires_at.isoformat().replace("+00:00", "Z")
     # Confirming that dialog deletes exactly the downloaded keys; the key written since stays.
     op_client.post("/keys/task/delete/", {**params, "listed": listed_in(dialog)}, **HX)
     assert list(TaskStateStore.objects.values_list("key", flat=True)) == ["late"]

@@ -41,7 +41,7 @@ def test_a_time_is_shown_in_the_active_zone_with_utc_on_hover():
     with timezone.override(zoneinfo.ZoneInfo("Europe/Berlin")):
         html = render('{% when t "absolute" %}', t=NOW)
     assert html == (
-        '<time datetime="2026-11-30T12:00:00+00:00" '
+        '<time datetime="2026-11-30T12:00:00Z" '
         'title="2026-11-30 13:00:00 CET (Europe/Berlin) · 2026-11-30 12:00:00 UTC">30 Nov 2026, 13:00</time>'
     )
     with timezone.override(zoneinfo.ZoneInfo("UTC")):
@@ -62,11 +62,11 @@ def test_counts_and_sizes_have_thousands_separators():
     assert num(1234567) == "1,234,567"
     assert num(5) == "5"
     assert num(None) is None and num("text") == "text"
-    assert size(1) == "1 byte"
-    assert size(1023) == "1,023 bytes"
-    assert size(1536) == "1.5 KB"
-    assert size(5 * 1024**2) == "5.0 MB"
-    assert size(3 * 1024**5) == "3,072.0 TB"
+    assert size(1) == "1 B"
+    assert size(1023) == "1,023 B"
+    assert size(1536) == "1.5 KiB"
+    assert size(5 * 1024**2) == "5.0 MiB"
+    assert size(3 * 1024**5) == "3,072.0 TiB"
 
 
 @pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -136,7 +136,7 @@ class TestPages:
     def test_sizes_have_separators(self, client, operator, world):
         client.force_login(operator)
         html = client.get(f"/runs/{world['runs'][0].pk}/tasks/submit/").content.decode()
-        assert "1.5 KB" in html
+        assert "1.5 KiB" in html
         key = client.get(f"/keys/task/{world['runs'][0].state_keys.first().pk}/").content.decode()
         assert "1,502 bytes of JSON" in key
 

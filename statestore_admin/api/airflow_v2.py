@@ -8,9 +8,7 @@ Our extensions (docs/api.md), invisible to Airflow's clients: ``?resolve=true`` 
 behind a worker-side reference), and ``X-Statestore-*`` headers on the 204 of a delete or clear.
 """
 
-import json
 import re
-from datetime import UTC, datetime
 
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
@@ -24,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import objects, permissions, selectors, services, values
+from statestore_admin.state import formatting, objects, permissions, selectors, services, values
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
@@ -92,19 +90,11 @@ class StorePermission(drf_permissions.BasePermission):
         return any(permissions.can(request.user, view.store, action) for action in actions)
 
 
-def iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+# Airflow's /api/v2 writes its times in UTC ending in Z too: our one format is its wire format.
+iso = formatting.iso
 
 
-def decoded(text: str):
-    """The stored value as JSON; text that is not JSON, or nests deeper than ``MAX_DEPTH`` (written outside
-    the dashboard), is returned as it is rather than failing."""
-    if json_depth(text) > MAX_DEPTH:
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+decoded = values.decoded
 
 
 MAX_INT = 2**31 - 1  # an integer column (map_index)

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from statestore_admin.state import insights, permissions
+from statestore_admin.state import formatting, insights, permissions
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
@@ -26,37 +26,9 @@ BAR_ROW, BAR_LABEL = 24, 240  # horizontal bars: row height, label column
 SERIES = 6  # colour classes .s0 … .s5
 
 
-def compact(n: float | int | None) -> str:
-    """12, 3.4k, 1.2M, 5.6G."""
-    if n is None:
-        return "–"
-    n = float(n)
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= limit:
-            value = n / limit
-            return f"{value:.1f}".rstrip("0").rstrip(".") + suffix
-    return f"{n:.0f}" if n == int(n) else f"{n:.1f}"
-
-
-def size(n: float | int | None) -> str:
-    """Bytes in powers of 1024: 512 B, 1.5 KiB, 3 MiB."""
-    if n is None:
-        return "–"
-    n = float(n)
-    for limit, suffix in ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
-        if abs(n) >= limit:
-            return f"{n / limit:.1f}".rstrip("0").rstrip(".") + f" {suffix}"
-    return f"{n:.0f} B"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+compact = formatting.short_count
+size = formatting.size
+duration = formatting.duration
 
 
 def age(seconds: float) -> str:
@@ -272,7 +244,6 @@ def hbar_chart(
 
 
 # The page ------------------------------------------------------------------------------------------
-SIZE_LABELS = {None: "larger"}
 OUTCOME_CSS = {"completed": "ok", "partial": "warn", "locked": "warn", "running": "warn", "skipped": "muted"}
 
 

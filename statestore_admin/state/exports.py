@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 
-from . import audit, permissions
+from . import audit, formatting, permissions
 from .errors import Invalid
 from .models import AuditEvent
 from .pagination import keyset_chunks
@@ -48,6 +48,7 @@ from .values import (
     loads,
     parse_datetime_aware,
     refuse_surrogate,
+    stored_value,
 )
 
 FORMAT, VERSION = "statestore-admin/keys", 1
@@ -71,14 +72,13 @@ NEWEST_FIRST = ("-id",)
 ASSET_ORDER = ("asset_id", "key")
 
 
-def _iso(value):
-    return value.astimezone(UTC).isoformat() if value else None
+_iso = formatting.iso
 
 
 def _value_fields(text: str) -> dict:
     try:
-        decoded = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: the exact text
+        decoded = stored_value(text)
+    except ValueError:  # not JSON, or nested deeper than MAX_DEPTH: the exact text
         return {"value": None, "value_json": text}
     fields = {"value": decoded}
     if json.dumps(decoded) != text:

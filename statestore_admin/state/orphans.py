@@ -56,7 +56,7 @@ from django.utils import timezone
 from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 
-from . import audit, objects, permissions
+from . import audit, formatting, objects, permissions
 from .pagination import keyset_chunks
 from .scopes import scope_of
 
@@ -247,15 +247,11 @@ class Obj:
         return {
             "ref": self.ref,
             "size": self.size,
-            "modified": _iso(self.modified),
+            "modified": formatting.iso(self.modified),
             "store": parsed.store if parsed else None,
             "scope": dict(parsed.scope) if parsed else None,
             "key": parsed.keys[0] if parsed else None,
         }
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
 
 
 def _candidate_keys(name: str, suffix: str) -> tuple[str, ...]:
@@ -644,14 +640,6 @@ def _scan_objects(fs, storage, result: OrphanReport, risky, *, now, delete: bool
 
 
 # Text for the command -----------------------------------------------------------------------------------
-def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def lines(result: OrphanReport) -> list[str]:
     """The report as the command prints it."""
     out = []
@@ -664,8 +652,8 @@ def lines(result: OrphanReport) -> list[str]:
         )
     else:
         out.append(f"Storage {store.base} (compression {store.compression or 'none'}, threshold {store.threshold:,}).")
-        out.append(f"Objects: {result.objects:,} ({_size(result.object_bytes)}).")
-        line = f"Orphans: {result.orphans.count:,} ({_size(result.orphans.bytes)})"
+        out.append(f"Objects: {result.objects:,} ({formatting.size(result.object_bytes)}).")
+        line = f"Orphans: {result.orphans.count:,} ({formatting.size(result.orphans.bytes)})"
         if result.older_than is not None:
             line += f", {result.young:,} modified less than {_age(result.older_than)} ago"
         out.append(line + ".")

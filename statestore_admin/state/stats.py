@@ -53,6 +53,7 @@ from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
+from . import formatting
 from .errors import Invalid
 from .models import StatsSnapshot, StatsSnapshotDag
 from .scopes import Scope
@@ -528,28 +529,20 @@ def describe(snapshot: StatsSnapshot) -> str:
     if snapshot.status != StatsSnapshot.Status.DONE:
         return f"Statistics snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}"
     seconds = snapshot.duration_seconds or 0.0
+    size = formatting.size
     return (
-        f"Statistics snapshot {snapshot.pk} as of {snapshot.taken_at.isoformat()}: "
-        f"{snapshot.task_keys:,} task keys ({_bytes(snapshot.task_bytes)}) in {snapshot.dags:,} DAG(s), "
+        f"Statistics snapshot {snapshot.pk} as of {formatting.iso(snapshot.taken_at)}: "
+        f"{snapshot.task_keys:,} task keys ({size(snapshot.task_bytes)}) in {snapshot.dags:,} DAG(s), "
         f"{snapshot.expired:,} expired, {snapshot.expiring:,} expiring within 24 h, {snapshot.never:,} never expiring; "
-        f"{snapshot.asset_keys:,} asset keys ({_bytes(snapshot.asset_bytes)}) on {snapshot.assets:,} asset(s); "
+        f"{snapshot.asset_keys:,} asset keys ({size(snapshot.asset_bytes)}) on {snapshot.assets:,} asset(s); "
         f"took {seconds:.1f} s."
     )
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,} B" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} TiB"  # pragma: no cover
 
 
 def as_dict(snapshot: StatsSnapshot) -> dict:
     """A snapshot as ``state_store_stats --json`` prints it."""
 
-    def iso(value):
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+    iso = formatting.iso
 
     return {
         "id": snapshot.pk,

@@ -218,6 +218,24 @@ def decode_json_text(text: str, field: str = "value"):
         raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
 
 
+def stored_value(text: str):
+    """The one decoder of a row's stored text (``json.dumps`` written by Airflow or by us) into its value.
+    Raises ``ValueError`` when the text is not JSON or nests arrays and objects deeper than ``MAX_DEPTH``
+    (written outside the dashboard, where nothing limits it): the depth is checked before parsing, as the
+    parser recurses. Each face decides what to show instead (``decoded``: the text itself)."""
+    if not isinstance(text, str) or json_depth(text) > MAX_DEPTH:
+        raise ValueError("not a stored JSON value within the nesting limit")
+    return json.loads(text)
+
+
+def decoded(text: str):
+    """The stored value, or its text as it is when ``stored_value`` cannot decode it."""
+    try:
+        return stored_value(text)
+    except ValueError:
+        return text
+
+
 def same_value(stored: str, text: str) -> bool:
     """Whether writing ``text`` (``encode_value``'s) over the ``stored`` text changes nothing: the same
     text, or the same JSON value spelled otherwise by another writer (spacing, escapes). ``1`` and
@@ -237,11 +255,9 @@ def pretty(text: str) -> str:
     characters (``HIDDEN``) as JSON escapes, so that an editor shows them and saving them back writes the
     same value. Text that is not JSON, or nested deeper than ``MAX_DEPTH`` (written by Airflow, which has
     no limit), stays as it is."""
-    if json_depth(text) > MAX_DEPTH:
-        return text
     try:
-        indented = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (TypeError, ValueError):
+        indented = json.dumps(stored_value(text), indent=2, ensure_ascii=False)
+    except ValueError:
         return text
     # Outside strings there is only JSON's own whitespace: every hidden character but a new line is in one.
     return HIDDEN.sub(lambda m: m.group() if m.group() == "\n" else json.dumps(m.group())[1:-1], indented)

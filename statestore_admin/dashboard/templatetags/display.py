@@ -8,7 +8,8 @@ it, inside ``<time datetime="..." title="... UTC">`` so that the exact UTC time 
 - ``"seconds"``: "30 Nov 2026, 16:43:28";
 - ``"both"``: "30 Nov 2026, 16:43 (5 minutes ago)".
 
-``|num`` writes counts with thousands separators (12,345) and ``|bytes`` sizes (1,023 bytes, 1.5 MB).
+``|num`` writes counts with thousands separators (12,345) and ``|bytes`` sizes (1,023 B, 1.5 MiB): thin wrappers
+of ``state.formatting``, which the API, the downloads and the commands use too.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -19,11 +20,12 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from statestore_admin.state import formatting
+
 register = template.Library()
 
 JUST_NOW = timedelta(minutes=1)
 STYLES = ("relative", "absolute", "seconds", "both")
-UNITS = ("KB", "MB", "GB", "TB")
 
 
 def relative(value: datetime, now: datetime) -> str:
@@ -75,9 +77,7 @@ def when(value, style="relative", empty="", now=None):
         text = f"{absolute(value)} ({relative(value, now)})"
     else:
         text = absolute(value, seconds=style == "seconds")
-    return format_html(
-        '<time datetime="{}" title="{}">{}</time>', value.astimezone(UTC).isoformat(), utc_title(value), text
-    )
+    return format_html('<time datetime="{}" title="{}">{}</time>', formatting.iso(value), utc_title(value), text)
 
 
 @register.filter
@@ -85,18 +85,12 @@ def num(value):
     """A count with thousands separators: 12345 → "12,345". Anything but a number is shown as it is."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+    return formatting.count(value)
 
 
 @register.filter(name="bytes")
 def size(value):
-    """A size in bytes for people: "1,023 bytes", "1.5 KB", "12.3 MB" (binary units, as Django's
-    filesizeformat, with thousands separators)."""
+    """A size in bytes for people: "1,023 B", "1.5 KiB", "12.3 MiB". Anything but a number is shown as it is."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    if abs(value) < 1024:
-        return f"{int(value):,} byte{'' if value == 1 else 's'}"
-    exponent = 1
-    while exponent < len(UNITS) and abs(value) >= 1024 ** (exponent + 1):
-        exponent += 1
-    return f"{value / 1024**exponent:,.1f} {UNITS[exponent - 1]}"
+    return formatting.size(value)

@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from statestore_admin.state.selectors import STATUSES, status_of
-from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty, stored_surrogate
+from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
 
 from .user_text import user_text
 
@@ -84,8 +84,8 @@ def _json_tree(text):
             text,
         )
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
+        value = stored_value(text)
+    except ValueError:
         return format_html('<pre class="code">{}</pre>', text)
     return format_html('<div class="json-tree">{}</div>', _node(value, 0))
 

@@ -1,0 +1,77 @@
+"""How every face writes sizes, counts, times and durations: one function per kind, one convention each.
+
+- Sizes: binary units labelled ``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``; below 1 KiB the exact count of bytes
+  with thousands separators ("1,023 B"), above it one decimal ("1.5 KiB", "12.3 MiB", "1,536.0 TiB").
+- Counts: thousands separators ("12,345"); abbreviated where room is short (charts, tables of figures) with
+  one rule: up to one decimal, trailing zero dropped, ``k``/``M``/``G`` ("999", "1k", "123.5k", "1.2M").
+- Times: ISO 8601 in UTC ending in ``Z``, with microseconds when the time has them
+  ("2026-11-30T16:43:28.123456Z"); a naive time is taken as UTC, as the database stores UTC.
+- Durations: "4.2 s", "3.5 min", "1.2 h".
+- Plurals: the count with separators and the word, "1 key", "2 keys", "3 dry runs".
+
+A missing figure (None) is "–" in text; a missing time is None (null in JSON, empty in CSV).
+"""
+
+from datetime import UTC, datetime
+
+MISSING = "–"
+SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB")
+SHORT_UNITS = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def size(n: float | int | None) -> str:
+    """Bytes for people: "0 B", "1,023 B", "1.0 KiB", "1.5 MiB" (1,536,000 bytes is "1.5 MiB")."""
+    if n is None:
+        return MISSING
+    if abs(n) < 1024:
+        return f"{int(n):,} B"
+    exponent = 1
+    while exponent < len(SIZE_UNITS) and abs(n) >= 1024 ** (exponent + 1):
+        exponent += 1
+    return f"{n / 1024**exponent:,.1f} {SIZE_UNITS[exponent - 1]}"
+
+
+def count(n: float | int | None) -> str:
+    """A count with thousands separators: 12345 → "12,345" (a fraction keeps one decimal: "1,234.5")."""
+    if n is None:
+        return MISSING
+    return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
+
+
+def short_count(n: float | int | None) -> str:
+    """A count abbreviated: 999 → "999", 1000 → "1k", 123456 → "123.5k", 1234567 → "1.2M"."""
+    if n is None:
+        return MISSING
+    for limit, suffix in SHORT_UNITS:
+        if abs(n) >= limit:
+            return _one_decimal(n / limit) + suffix
+    return _one_decimal(n)
+
+
+def _one_decimal(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def iso(value: datetime | None) -> str | None:
+    """A time as ISO 8601 in UTC ending in ``Z``; None stays None."""
+    if value is None:
+        return None
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def duration(seconds: float | None) -> str:
+    """How long something took: "4.2 s", "3.5 min", "1.2 h"."""
+    if seconds is None:
+        return MISSING
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def plural(n: int, word: str, plural: str | None = None) -> str:
+    """The count and the word it counts: "1 key", "12,345 keys", plural(2, "entry", "entries")."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"

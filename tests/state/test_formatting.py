@@ -1,0 +1,61 @@
+"""The one formatting module: each convention once, at its boundaries."""
+
+from datetime import UTC, datetime, timedelta, timezone
+
+from statestore_admin.state import formatting
+
+
+def test_size_in_binary_units_labelled_b_kib_mib():
+    assert formatting.size(0) == "0 B"
+    assert formatting.size(1) == "1 B"
+    assert formatting.size(1023) == "1,023 B"
+    assert formatting.size(1024) == "1.0 KiB"
+    assert formatting.size(1_536_000) == "1.5 MiB"
+    assert formatting.size(12.3 * 1024**2) == "12.3 MiB"
+    assert formatting.size(1024**3) == "1.0 GiB"
+    assert formatting.size(3 * 1024**5) == "3,072.0 TiB"
+    assert formatting.size(None) == "–"
+
+
+def test_count_with_thousands_separators():
+    assert formatting.count(0) == "0"
+    assert formatting.count(1_234_567) == "1,234,567"
+    assert formatting.count(1234.56) == "1,234.6"
+    assert formatting.count(None) == "–"
+
+
+def test_short_count_one_rule():
+    assert formatting.short_count(0) == "0"
+    assert formatting.short_count(999) == "999"
+    assert formatting.short_count(1000) == "1k"
+    assert formatting.short_count(123_456) == "123.5k"
+    assert formatting.short_count(1_234_567) == "1.2M"
+    assert formatting.short_count(5_600_000_000) == "5.6G"
+    assert formatting.short_count(None) == "–"
+
+
+def test_iso_is_utc_ending_in_z():
+    assert formatting.iso(datetime(2026, 11, 30, 16, 43, 28, tzinfo=UTC)) == "2026-11-30T16:43:28Z"
+    assert formatting.iso(datetime(2026, 11, 30, 16, 43, 28, 123456, tzinfo=UTC)) == "2026-11-30T16:43:28.123456Z"
+    paris = timezone(timedelta(hours=1))
+    assert formatting.iso(datetime(2026, 11, 30, 17, 43, tzinfo=paris)) == "2026-11-30T16:43:00Z"
+    # a naive time is the database's UTC, not the server's local time
+    assert formatting.iso(datetime(2026, 11, 30, 16, 43)) == "2026-11-30T16:43:00Z"
+    assert formatting.iso(None) is None
+
+
+def test_duration():
+    assert formatting.duration(0) == "0.0 s"
+    assert formatting.duration(4.24) == "4.2 s"
+    assert formatting.duration(59.9) == "59.9 s"
+    assert formatting.duration(210) == "3.5 min"
+    assert formatting.duration(3600) == "1.0 h"
+    assert formatting.duration(None) == "–"
+
+
+def test_plural():
+    assert formatting.plural(0, "key") == "0 keys"
+    assert formatting.plural(1, "key") == "1 key"
+    assert formatting.plural(12_345, "key") == "12,345 keys"
+    assert formatting.plural(2, "entry", "entries") == "2 entries"
+    assert formatting.plural(1, "entry", "entries") == "1 entry"
