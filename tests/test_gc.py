@@ -15,7 +15,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.commands import gc_text
 from statestore_admin.demo.data import load_scale_data
-from statestore_admin.state import gc, services
+from statestore_admin.state import formatting, gc, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
@@ -267,7 +267,7 @@ def test_dry_run_is_bounded_and_deletes_nothing(reference, monkeypatch):
     out, _ = clean(dry_run=True)
     lines = out.splitlines()
     assert len(lines) <= 4 + 10 + 1 + 5 + 1
-    assert lines[0].startswith("Dry run: 100004 task state row(s) expired before")
+    assert lines[0].startswith("Dry run: 100,004 task state rows expired before")
     assert "scale_test" in out and "reference" in out
     assert TaskStateStore.objects.count() == 100_009
     assert not GcRun.objects.exists()
@@ -324,10 +324,10 @@ def test_dry_run_past_the_cap_shows_the_latest_snapshot_by_dag(reference, monkey
     assert answer["by_dag"] == [{"dag_id": "other", "rows": 70}, {"dag_id": "reference", "rows": 40},
                                 {"dag_id": "third", "rows": 5}]  # fmt: skip
     assert (answer["by_dag_source"], answer["dags"]) == ("snapshot", 3)
-    assert answer["snapshot_taken_at"] == gc.preview._iso(taken.taken_at)
+    assert answer["snapshot_taken_at"] == formatting.iso(taken.taken_at)
     assert 3 * 3600 <= answer["snapshot_age_seconds"] < 3 * 3600 + 60
     text = "\n".join(gc_text.dry_run_lines(summary))
-    assert "By DAG (top 3 of 3), expired at the statistics snapshot of" in text and "(3 h 0 min ago)" in text
+    assert "By DAG (top 3 of 3), expired at the statistics snapshot of" in text and "(3 h ago)" in text
     only = dry(
         dag_ids=("reference", "old"),
     ).as_dict()  # the DAG filter applies to the snapshot's rows too
@@ -390,7 +390,7 @@ def test_progress_lines_at_verbosity_2(reference):
     lines = out.splitlines()
     assert [line.split(":")[0] for line in lines[:-1]] == ["batch 1", "batch 2", "batch 3"]
     assert "rows/s" in lines[0]
-    assert lines[-1].startswith("Deleted 4 expired task state row(s) in 3 batch(es)")
+    assert lines[-1].startswith("Deleted 4 expired task state rows in 3 batches")
 
 
 def test_worker_side_backend_is_mentioned(reference, monkeypatch):
@@ -490,7 +490,7 @@ def test_a_run_is_one_audit_event_with_counts_not_rows(reference):
     details = event.details
     assert (details["outcome"], details["rows_deleted"], details["batches"]) == ("completed", 4, 2)
     assert (details["gc_run_id"], details["batch_size"], details["dag_ids"]) == (record.pk, 3, ["reference"])
-    assert details["cutoff"] == record.cutoff.isoformat() and details["duration_seconds"] >= 0
+    assert details["cutoff"] == formatting.iso(record.cutoff) and details["duration_seconds"] >= 0
     assert summary["audit_event_id"] == event.pk
     assert not AuditKey.objects.exists()  # counts, not the rows
 

@@ -292,7 +292,7 @@ def test_progress_bar_on_a_terminal(expired_and_live):
     assert attached.returncode == 0
     assert "\r[############" in screen and " 40% 100/250 rows, batch 1" in screen
     assert "100% 250/250 rows, batch 3" in screen
-    assert "Deleted 250 expired task state row(s) in 3 batch(es)" in screen
+    assert "Deleted 250 expired task state rows in 3 batches" in screen
 
 
 @pytest.mark.usefixtures("postgres_only")

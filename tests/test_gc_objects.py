@@ -122,7 +122,7 @@ def test_default_deletes_rows_only_and_says_objects_are_left_behind(world, batch
     assert code == 0 and world.rows() == SURVIVORS
     assert world.existing(world.expired_refs) == world.expired_refs  # orphaned, as Airflow's GC leaves them
     assert world.existing(world.kept) == world.kept
-    assert "Deleted 9 expired task state row(s)" in out
+    assert "Deleted 9 expired task state rows" in out
     assert gc.OBJECTS_LEFT_BEHIND in out and "--with-objects" in out and "state_store_orphans" in out
     assert out.count("left behind") == 1 and "Note:" not in err  # said once
     event = AuditEvent.objects.get(action="gc")
@@ -162,7 +162,7 @@ def test_with_objects_deletes_exactly_the_objects_of_the_deleted_rows(world, bat
     assert world.rows() == SURVIVORS
     assert world.existing(world.expired_refs) == []
     assert world.existing(world.kept) == world.kept  # NEVER_EXPIRE and live rows keep theirs
-    assert f"Deleted 9 expired task state row(s) in {batches} batch(es)" in out
+    assert f"Deleted 9 expired task state rows in {batches} batch{'' if batches == 1 else 'es'}" in out
     assert "Worker-side objects: 5 deleted, 0 already missing, 0 could not be deleted." in out
     assert "left behind" not in out
     event = AuditEvent.objects.get(action="gc")

@@ -3,20 +3,21 @@ data (``DryRunSummary``, the same object whose ``as_dict`` is ``--dry-run --json
 
 from __future__ import annotations
 
-from statestore_admin.state import gc
+from statestore_admin.state import formatting, gc
 
 
 def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:
     """The dry run as ``state_store_clean --dry-run`` prints it (text)."""
     if summary.message:
         return [summary.message]
-    before = summary.plan.cutoff.isoformat()
+    before = formatting.iso(summary.plan.cutoff)
     if summary.rows_more_than is None:
-        lines = [f"Dry run: {summary.rows} task state row(s) expired before {before} would be deleted."]
+        rows = formatting.plural(summary.rows, "task state row")
+        lines = [f"Dry run: {rows} expired before {before} would be deleted."]
     else:
         estimate = "no estimate here"
         if summary.rows_estimated:
-            estimate = f"≈ {_human(summary.rows)} by the planner's estimate"
+            estimate = f"≈ {formatting.short_count(summary.rows)} by the planner's estimate"
         lines = [
             f"Dry run: more than {summary.rows_more_than:,} task state rows expired before {before} would be "
             f"deleted ({estimate}; counted exactly up to {summary.rows_more_than:,})."
@@ -30,7 +31,7 @@ def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:
     elif summary.by_dag_source == "snapshot":
         lines.append(
             f"By DAG (top {len(summary.by_dag)}{of}), expired at the statistics snapshot of "
-            f"{_when(summary.snapshot_taken_at)} ({_age(summary.snapshot_age_seconds)} ago):"
+            f"{_when(summary.snapshot_taken_at)} ({formatting.age(summary.snapshot_age_seconds)} ago):"
         )
     else:
         lines.append("By DAG: not counted (too many rows and no statistics snapshot; run state_store_stats).")
@@ -64,22 +65,5 @@ def references_line(references: gc.ExpiredReferences) -> str:
     return text + "."
 
 
-def _human(n: int) -> str:
-    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def _age(seconds: float) -> str:
-    minutes = int(seconds // 60)
-    if minutes < 1:
-        return "less than a minute"
-    if minutes < 120:
-        return f"{minutes} min"
-    hours = minutes // 60
-    return f"{hours} h {minutes % 60} min" if hours < 48 else f"{hours // 24} days"
-
-
 def _when(value) -> str:
-    return value.isoformat() if value else "-"
+    return formatting.iso(value) or "-"

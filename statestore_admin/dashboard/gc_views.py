@@ -28,7 +28,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.state import gc
+from statestore_admin.state import formatting, gc
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
@@ -211,9 +211,8 @@ def _report(request, result: gc.GcResult) -> None:
         level, text = messages.WARNING, result.message
     else:
         text = (
-            f"GC run #{result.record.pk}: deleted {result.rows_deleted:,} expired task state "
-            f"row{'' if result.rows_deleted == 1 else 's'} in {result.batches:,} "
-            f"batch{'' if result.batches == 1 else 'es'}, {result.duration:.1f} s."
+            f"GC run #{result.record.pk}: deleted {formatting.plural(result.rows_deleted, 'expired task state row')} "
+            f"in {formatting.plural(result.batches, 'batch', 'batches')}, {formatting.duration(result.duration)}."
         )
         if result.message:
             text += " " + result.message

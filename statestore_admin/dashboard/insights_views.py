@@ -31,16 +31,6 @@ size = formatting.size
 duration = formatting.duration
 
 
-def age(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"
-
-
 def _nice_max(value: float) -> float:
     """The smallest 1, 2, 4, 6 or 8 × 10^n at or above ``value``: a round top whose quarters are round too."""
     if value <= 0:
@@ -440,7 +430,7 @@ def insights_page(request):
     if data is not None:
         context["charts"] = charts(data)
         if data.latest is not None:
-            context["age"] = age(data.latest.age_seconds(now))
+            context["age"] = formatting.age(data.latest.age_seconds(now))
             context["took"] = duration(data.latest.snapshot.duration_seconds)
             context["cards"] = cards(data.latest)
     return render(request, "insights/index.html", context)

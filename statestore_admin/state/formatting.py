@@ -72,6 +72,20 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def age(seconds: float | None) -> str:
+    """How long ago, or how old, in one rounded unit: "45 s", "12 min", "5 h", "1 day", "2.5 days"."""
+    if seconds is None:
+        return MISSING
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 24 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    days = _one_decimal(seconds / 86400)
+    return f"{days} day" if days == "1" else f"{days} days"
+
+
 def plural(n: int, word: str, plural: str | None = None) -> str:
     """The count and the word it counts: "1 key", "12,345 keys", plural(2, "entry", "entries")."""
     return f"{n:,} {word if n == 1 else plural or word + 's'}"

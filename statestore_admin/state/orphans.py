@@ -655,7 +655,7 @@ def lines(result: OrphanReport) -> list[str]:
         out.append(f"Objects: {result.objects:,} ({formatting.size(result.object_bytes)}).")
         line = f"Orphans: {result.orphans.count:,} ({formatting.size(result.orphans.bytes)})"
         if result.older_than is not None:
-            line += f", {result.young:,} modified less than {_age(result.older_than)} ago"
+            line += f", {result.young:,} modified less than {formatting.age(result.older_than.total_seconds())} ago"
         out.append(line + ".")
         out += [f"  {o['ref']}  {o['size']:,} bytes  {o['modified'] or '?'}" for o in result.orphans.sample]
     out.append(f"Rows holding references: {result.rows_with_refs:,} ({result.inline_refs:,} inline, no object).")
@@ -672,7 +672,8 @@ def lines(result: OrphanReport) -> list[str]:
     deletion = result.deletion
     if deletion is not None:
         out.append(
-            f"Deleted {deletion.deleted:,} orphan(s) modified more than {_age(deletion.older_than)} ago; "
+            f"Deleted {deletion.deleted:,} orphan(s) modified more than "
+            f"{formatting.age(deletion.older_than.total_seconds())} ago; "
             f"{deletion.young:,} younger kept, {deletion.kept:,} referenced again before deleting, "
             f"{deletion.missing:,} gone already, {deletion.failed_count:,} failed"
             + (f" (audit event #{deletion.event_id})." if deletion.event_id else ".")
@@ -693,8 +694,3 @@ def _where(item: dict) -> str:
     else:
         where = f"asset {scope['asset_id']} {scope['asset_name']}"
     return f"{where}: {item['key']}"
-
-
-def _age(delta: timedelta) -> str:
-    days = delta.total_seconds() / 86400
-    return f"{days:g} day{'s' if days != 1 else ''}"

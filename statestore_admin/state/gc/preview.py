@@ -7,9 +7,8 @@ estimate and the latest statistics snapshot's figures by DAG, labelled as such.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import connections
 from django.db.models import Count, Max, Min
@@ -19,7 +18,7 @@ from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
 
-from .. import objects, stats
+from .. import formatting, objects, stats, values
 from ..models import GcRun, StatsSnapshotDag
 from ..scopes import Scope
 from . import sql
@@ -35,17 +34,6 @@ def _expired_references(plan: GcPlan, store: objects.Storage, cap: int, rows: in
     inline = kinds.count(objects.INLINE)
     found = kinds.count(objects.OBJECT)
     return ExpiredReferences(rows, rows <= cap, found, inline, len(kinds) - inline - found)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
-
-
-def _decoded(text: str):
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text  # not JSON (written outside Airflow): shown as it is
 
 
 # The dry run counts expired rows exactly up to this many (a count of at most DRY_RUN_EXACT_CAP + 1 rows read
@@ -103,7 +91,7 @@ class DryRunSummary:
             "backend": self.backend.backend,
             "backend_is_metastore": self.backend.is_metastore,
             "reason": self.backend.reason,
-            "cutoff": _iso(self.plan.cutoff),
+            "cutoff": formatting.iso(self.plan.cutoff),
             "dag_ids": list(self.plan.dag_ids),
             "rows": self.rows,
             "rows_estimated": self.rows_estimated,
@@ -111,16 +99,16 @@ class DryRunSummary:
             "dags": self.dags,
             "by_dag": [{"dag_id": dag_id, "rows": rows} for dag_id, rows in self.by_dag],
             "by_dag_source": self.by_dag_source,
-            "snapshot_taken_at": _iso(self.snapshot_taken_at),
+            "snapshot_taken_at": formatting.iso(self.snapshot_taken_at),
             "snapshot_age_seconds": round(age, 1) if age is not None else None,
-            "oldest_expiry": _iso(self.oldest),
-            "newest_expiry": _iso(self.newest),
+            "oldest_expiry": formatting.iso(self.oldest),
+            "newest_expiry": formatting.iso(self.newest),
             "sample": [
                 {
                     "key": r.key,
-                    "value": _decoded(r.value),
-                    "updated_at": _iso(r.updated_at),
-                    "expires_at": _iso(r.expires_at),
+                    "value": values.decoded(r.value),
+                    "updated_at": formatting.iso(r.updated_at),
+                    "expires_at": formatting.iso(r.expires_at),
                     "dag_id": r.dag_id,
                     "run_id": r.run_id,
                     "task_id": r.task_id,

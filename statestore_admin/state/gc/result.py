@@ -8,11 +8,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.utils import timezone
 
-from .. import objects
+from .. import formatting, objects
 from ..models import AuditEvent, GcRun
 from .plan import BackendStatus, GcPlan
 from .storage import OBJECTS_LEFT_BEHIND
@@ -124,11 +124,11 @@ class GcResult:
             "outcome": self.outcome,
             "rows_deleted": self.rows_deleted,
             "batches": self.batches,
-            "cutoff": self.plan.cutoff.isoformat(),
+            "cutoff": formatting.iso(self.plan.cutoff),
             "dag_ids": list(self.plan.dag_ids),
             "batch_size": self.plan.batch_size,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "started_at": formatting.iso(self.started_at),
+            "finished_at": formatting.iso(self.finished_at),
             "duration_seconds": round(self.duration, 3),
             "delete_seconds": round(self.delete_seconds, 3),
             "backend": self.backend.backend,
@@ -145,19 +145,15 @@ class GcResult:
 def run_as_dict(run: GcRun) -> dict:
     """A recorded run as every face shows it (the API's GC history and the overview's latest runs)."""
     return {
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
+        "started_at": formatting.iso(run.started_at),
+        "finished_at": formatting.iso(run.finished_at),
         "duration_seconds": run.duration_seconds,
         "outcome": run.outcome,
         "rows_deleted": run.rows_deleted,
         "batches": run.batches,
         "batch_size": run.batch_size,
-        "cutoff": _iso(run.cutoff),
+        "cutoff": formatting.iso(run.cutoff),
         "dag_ids": run.dag_ids,
         "message": run.message,
         "host": run.host,
     }
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None

@@ -25,7 +25,7 @@ from django.utils import timezone
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.router import airflow_alias
 
-from .. import audit, objects, stats
+from .. import audit, formatting, objects, stats
 from ..actors import Actor
 from ..models import AuditEvent, GcRun, StatsSnapshot
 from ..scopes import scope_of
@@ -80,7 +80,7 @@ def _audit_details(result: GcResult) -> dict:
     plan = result.plan
     return {
         "gc_run_id": result.record.pk if result.record else None,
-        "cutoff": plan.cutoff.isoformat(),
+        "cutoff": formatting.iso(plan.cutoff),
         "dag_ids": list(plan.dag_ids),
         "batch_size": plan.batch_size,
         "max_batches": plan.max_batches,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import objects
+from .. import formatting, objects
 from ..models import AuditEvent
 
 Action = AuditEvent.Action
@@ -14,7 +14,7 @@ KEPT_NAMED = 5  # kept keys named in an outcome's description
 
 
 def key_count(n: int) -> str:
-    return f"{n:,} key{'s' if n != 1 else ''}"
+    return formatting.plural(n, "key")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 
-from .. import audit, objects, permissions, selectors
+from .. import audit, formatting, objects, permissions, selectors
 from ..actors import Actor
 from ..errors import Conflict, Forbidden, Invalid
 from ..exports import Target, parse_document
@@ -240,7 +240,7 @@ def _restore_store(
 def _state_dict(state: audit.KeyState | None) -> dict | None:
     if state is None:
         return None
-    return {"value": state[0], "expires_at": state[1].isoformat() if state[1] else None}
+    return {"value": state[0], "expires_at": formatting.iso(state[1])}
 
 
 def _locate(store: str, targets: list[Target], assets: set[int]) -> Iterator[tuple[object, str]]:

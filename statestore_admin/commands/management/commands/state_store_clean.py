@@ -28,7 +28,7 @@ from django.utils import timezone
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.commands.gc_text import dry_run_lines
-from statestore_admin.state import gc, objects, stats
+from statestore_admin.state import formatting, gc, objects, stats
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
@@ -216,8 +216,9 @@ class Command(BaseCommand):
             line = result.message
         else:
             line = (
-                f"Deleted {result.rows_deleted} expired task state row(s) in {result.batches} batch(es), "
-                f"cutoff {result.plan.cutoff.isoformat()}, {result.duration:.2f}s ({result.outcome})."
+                f"Deleted {formatting.plural(result.rows_deleted, 'expired task state row')} in "
+                f"{formatting.plural(result.batches, 'batch', 'batches')}, "
+                f"cutoff {formatting.iso(result.plan.cutoff)}, {result.duration:.2f}s ({result.outcome})."
             )
             if result.message:
                 line += " " + result.message
