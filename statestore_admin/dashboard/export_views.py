@@ -14,10 +14,9 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Forbidden, Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import params
 from .downloads import bad_request, download
 from .pages import requires_view
-
-ALL_MAP_INDEXES = "all"
 
 
 def _format(request) -> str:
@@ -47,14 +46,9 @@ def task_instance_keys_export(request, run_pk, task_id):
     """A task instance's keys: ``map_index`` a number (-1 when absent), or ``all`` for every map index."""
     try:
         chosen = _format(request)
-        raw = request.GET.get("map_index") or "-1"
-        map_index = None if raw == ALL_MAP_INDEXES else int(raw)
-        if map_index is not None and not -1 <= map_index <= exports.MAX_INT:
-            raise ValueError
+        map_index = params.map_index(request.GET)
     except Invalid as exc:
         return bad_request(exc)
-    except ValueError:
-        return bad_request(Invalid({"map_index": "map_index is a whole number from -1, or all."}))
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
     return _download(exports.task_instance_keys(run, task_id, map_index), chosen)
 

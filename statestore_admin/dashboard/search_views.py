@@ -9,6 +9,7 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import params as query_params
 from .pages import render_page
 
 
@@ -29,7 +30,7 @@ def search(request):
         for name in exc.message_dict:
             valid.pop(name, None)
         query = searching.SearchQuery.from_params(valid)
-    store = params.get("store") if params.get("store") in (permissions.TASK, permissions.ASSET) else "all"
+    store = query_params.choice(params, "store", (permissions.TASK, permissions.ASSET), "all")
     searched = not invalid and any(
         [query.key, query.value, query.dag_id, query.run_id, query.task_id, query.status, query.asset]
     )
