@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from statestore_admin.state import insights
+from statestore_admin.state import insights, permissions
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import EVERYTHING
 from statestore_admin.throttling import TokenFailureThrottle, client_address
@@ -88,7 +88,7 @@ class StateStoreCollector(Collector):
         return family
 
     def _snapshot(self):
-        figures = insights.latest(scope=EVERYTHING, stores=("task", "asset"))
+        figures = insights.latest(scope=EVERYTHING, stores=(permissions.TASK, permissions.ASSET))
         yield self._gauge(
             "snapshot_present",
             "1 when a statistics snapshot exists (run manage.py state_store_stats)",
@@ -98,12 +98,12 @@ class StateStoreCollector(Collector):
             return
         s = figures.snapshot
         keys = self._gauge("keys", "Keys in the state store, as of the latest snapshot", labels=["store"])
-        keys.add_metric(["task"], figures.task_keys)
-        keys.add_metric(["asset"], figures.asset_keys)
+        keys.add_metric([permissions.TASK], figures.task_keys)
+        keys.add_metric([permissions.ASSET], figures.asset_keys)
         yield keys
         size = self._gauge("bytes", "Bytes of values in the state store, as of the latest snapshot", labels=["store"])
-        size.add_metric(["task"], figures.task_bytes)
-        size.add_metric(["asset"], figures.asset_bytes)
+        size.add_metric([permissions.TASK], figures.task_bytes)
+        size.add_metric([permissions.ASSET], figures.asset_bytes)
         yield size
         yield self._gauge(
             "expired_keys", "Task keys expired and awaiting GC, as of the latest snapshot", figures.expired

@@ -27,6 +27,8 @@ from a2wsgi import WSGIMiddleware
 from gunicorn.asgi import protocol as gunicorn_protocol
 from gunicorn.workers import gasgi
 
+from statestore_admin.web import API_PREFIX
+
 SPOOL_MEMORY = 1024 * 1024
 READ_CHUNK = 64 * 1024
 # Room for a multipart envelope around the largest uploaded file (field names, boundaries, the other fields).
@@ -50,7 +52,7 @@ def is_api_path(target: bytes | None) -> bool:
         return True
     if b"://" in target:  # absolute form: http://host/path
         target = b"/" + target.split(b"://", 1)[1].partition(b"/")[2]
-    return target.startswith(b"/api/")
+    return target.startswith(API_PREFIX.encode())
 
 
 def error_body(status: int, message: str, as_json: bool) -> tuple[bytes, str]:

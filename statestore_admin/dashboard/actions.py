@@ -2,7 +2,7 @@
 a POST calls one service. Success answers htmx with 204 and events (toast, refresh, close); bad input
 answers 422 with the form and its messages; nothing is changed then.
 
-Values are shown only to users who may ``view`` their store (issue 12), whatever else they may do:
+Values are shown only to users who may ``view`` their store, whatever else they may do:
 
 - The value editors (task and asset) need ``view`` as well as ``change``, on GET and POST: one cannot
   edit a value one may not read, and the dialog would show it. Without ``view`` they answer 403.
@@ -18,13 +18,10 @@ Values are shown only to users who may ``view`` their store (issue 12), whatever
 
 import json
 
-from django.contrib import messages
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
-from django.http import HttpResponse, HttpResponseNotFound
-from django.shortcuts import redirect, render
+from django.http import HttpResponseNotFound
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.state import objects, permissions, selectors, services
@@ -35,42 +32,11 @@ from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import decode_json_text, pretty, stored_surrogate
 
 from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
+from .htmx import dialog as _dialog
+from .htmx import done as _done
+from .htmx import error_messages as _error_messages
 
 SAMPLE = 50  # keys listed by a confirmation; the count covers them all
-
-
-def _safe(request, url: str) -> str:
-    """``url`` when it stays on this site, else ""."""
-    return url if url and url_has_allowed_host_and_scheme(url, {request.get_host()}, request.is_secure()) else ""
-
-
-def _next_url(request, fallback: str) -> str:
-    named = request.POST.get("next") or request.GET.get("next") or request.headers.get("HX-Current-URL", "")
-    return _safe(request, named) or fallback
-
-
-def _error_messages(exc: Exception) -> list[str]:
-    if isinstance(exc, ValidationError):
-        return [message for messages_ in exc.message_dict.values() for message in messages_]
-    return [str(exc)]
-
-
-def _done(request, message: str, fallback: str, level: str = "success"):
-    """Done (``level`` "info": done by doing nothing): a toast and a refresh of the page's panel, or a
-    move to ``next`` when the form names one (an action that deletes what the page shows)."""
-    if request.htmx and request.POST.get("next"):
-        messages.add_message(request, getattr(messages, level.upper()), message)
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = _next_url(request, fallback)
-        return response
-    if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Trigger"] = json.dumps(
-            {"toast": {"level": level, "message": message}, "stateChanged": True, "closeModal": True}
-        )
-        return response
-    messages.add_message(request, getattr(messages, level.upper()), message)
-    return redirect(_next_url(request, fallback))
 
 
 def _level(outcome: services.Outcome) -> str:
@@ -83,12 +49,6 @@ def _object_storage(refs: int) -> bool | None:
     """For a confirmation listing worker-side references: whether the dashboard has the object storage
     configured (it then deletes each object after its row), None when nothing is a reference."""
     return objects.storage() is not None if refs else None
-
-
-def _dialog(request, template: str, context: dict, status: int = 200):
-    next_url = _safe(request, request.POST.get("next") or request.GET.get("next") or "")
-    context = {**context, "next": next_url, "dialog": template}
-    return render(request, template if request.htmx else "actions/page.html", context, status=status)
 
 
 def _form_action(request, form, template: str, context: dict, act):

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,7 +28,9 @@ from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
 
-from .actions import _dialog, _error_messages, _task_selection
+from .actions import _task_selection
+from .downloads import bad_request, download
+from .htmx import dialog, error_messages
 from .pages import render_page, requires_view
 
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
@@ -317,13 +318,13 @@ def audit_restore(request, event_id):
             )
         except Conflict as exc:
             context = {"event": event, "message": str(exc), "conflicts": _conflict_rows(exc.details, chosen)}
-            return _dialog(request, "audit/_restore_conflict.html", context, status=422)
+            return dialog(request, "audit/_restore_conflict.html", context, status=422)
         except ValidationError as exc:
-            errors = _error_messages(exc)
+            errors = error_messages(exc)
         else:
             return _restored(request, outcome, reverse("audit-event", args=[event.pk]))
     context = {"event": event, "errors": errors, "restorable": event.restorable}
-    return _dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
+    return dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
 
 
 def _read_document(upload):
@@ -347,23 +348,17 @@ def audit_restore_file(request):
     except Conflict as exc:
         message, conflicts = str(exc), _conflict_rows(exc.details)
     except ValidationError as exc:
-        errors = _error_messages(exc)
+        errors = error_messages(exc)
     else:
         return _restored(request, outcome, reverse("audit"))
     context = {"errors": errors, "conflicts": conflicts, "message": message, "overwrite": overwrite}
-    return _dialog(request, "audit/_upload_result.html", context, status=422)
+    return dialog(request, "audit/_upload_result.html", context, status=422)
 
 
 # Downloads of what a confirmation is about to delete ----------------------------------------------
-def _bad_request(exc: ValidationError):
-    return HttpResponseBadRequest("; ".join(_error_messages(exc)), content_type="text/plain; charset=utf-8")
-
-
-def _download(pieces, name: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(pieces, content_type="application/json")
+def _download(pieces, name: str):
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-    response["Content-Disposition"] = f'attachment; filename="statestore-{name}-{stamp}.json"'
-    return response
+    return download(pieces, f"statestore-{name}-{stamp}.json", "application/json")
 
 
 @requires_view(permissions.TASK)
@@ -375,7 +370,7 @@ def task_keys_export(request):
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
         rows = selectors.confirmed_keys(selection.queryset(scope_of(request.user)), confirmed_at=confirmed_at)
     except ValidationError as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     return _download(exports.iter_document(task_rows=rows), "task-keys")
 
 
@@ -389,6 +384,6 @@ def asset_keys_export(request, asset_id):
             raise Invalid({"keys": "Select at least one key."})
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
     except ValidationError as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     rows = selectors.confirmed_keys(asset_id=asset.pk, keys=keys, confirmed_at=confirmed_at)
     return _download(exports.iter_document(asset_rows=rows), f"asset-{asset.pk}-keys")

@@ -7,8 +7,6 @@ filtered by it). Bad parameters are a 400 naming them, before anything is read.
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
-from django.http import HttpResponseBadRequest, StreamingHttpResponse
 from django.utils import timezone
 
 from statestore_admin.state import exports, permissions, selectors
@@ -16,9 +14,9 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Forbidden, Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import params
+from .downloads import bad_request, download
 from .pages import requires_view
-
-ALL_MAP_INDEXES = "all"
 
 
 def _format(request) -> str:
@@ -28,16 +26,8 @@ def _format(request) -> str:
     return chosen
 
 
-def _bad_request(exc: ValidationError):
-    text = "; ".join(m for ms in exc.message_dict.values() for m in ms) if hasattr(exc, "error_dict") else str(exc)
-    return HttpResponseBadRequest(text, content_type="text/plain; charset=utf-8")
-
-
-def _download(export: exports.Export, chosen: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(export.stream(chosen), content_type=exports.CONTENT_TYPES[chosen])
-    response["Content-Disposition"] = f'attachment; filename="{export.filename(chosen)}"'
-    response["Cache-Control"] = "no-store"
-    return response
+def _download(export: exports.Export, chosen: str):
+    return download(export.stream(chosen), export.filename(chosen), exports.CONTENT_TYPES[chosen])
 
 
 @requires_view(permissions.TASK)
@@ -46,7 +36,7 @@ def run_keys_export(request, run_pk):
     try:
         chosen = _format(request)
     except Invalid as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
     return _download(exports.run_keys(run), chosen)
 
@@ -56,14 +46,9 @@ def task_instance_keys_export(request, run_pk, task_id):
     """A task instance's keys: ``map_index`` a number (-1 when absent), or ``all`` for every map index."""
     try:
         chosen = _format(request)
-        raw = request.GET.get("map_index") or "-1"
-        map_index = None if raw == ALL_MAP_INDEXES else int(raw)
-        if map_index is not None and not -1 <= map_index <= exports.MAX_INT:
-            raise ValueError
+        map_index = params.map_index(request.GET)
     except Invalid as exc:
-        return _bad_request(exc)
-    except ValueError:
-        return _bad_request(Invalid({"map_index": "map_index is a whole number from -1, or all."}))
+        return bad_request(exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
     return _download(exports.task_instance_keys(run, task_id, map_index), chosen)
 
@@ -74,7 +59,7 @@ def asset_keys_list_export(request, asset_id):
     try:
         chosen = _format(request)
     except Invalid as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     return _download(exports.asset_keys(asset), chosen)
 
@@ -88,7 +73,7 @@ def search_export(request):
         chosen = _format(request)
         query = searching.SearchQuery.from_params(request.GET)  # no filter: every key the user may view
     except Invalid as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     store = request.GET.get("store") if request.GET.get("store") in permissions.STORES else "all"
     scope, now = scope_of(request.user), timezone.now()
     task_rows = asset_rows = None
@@ -108,7 +93,7 @@ def audit_export(request):
         chosen = _format(request)
         query = selectors.AuditQuery.from_params(request.GET)
     except Invalid as exc:
-        return _bad_request(exc)
+        return bad_request(exc)
     return _download(
         exports.audit_events(selectors.audit_event_rows(query, stores, scope=scope_of(request.user))), chosen
     )

@@ -34,7 +34,7 @@ from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import scope_of
 
-from .actions import _dialog
+from .htmx import dialog
 
 # A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
 DEFAULT_BATCH_SIZE = 1_000
@@ -181,11 +181,11 @@ def gc_run(request):
         plan = _plan(params, now, bounded=True)
     except Invalid as exc:
         errors = [message for messages_ in exc.message_dict.values() for message in messages_]
-        return _dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
+        return dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
     if request.method == "GET":
         preview = gc.dry_run(replace(plan, with_objects=False), scope=scope_of(request.user))  # rows only
         context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects()}
-        return _dialog(request, "gc/_run_confirm.html", context)
+        return dialog(request, "gc/_run_confirm.html", context)
     try:
         result = gc.run_gc(plan, actor=Actor.from_request(request))
     except (gc.GcNotMigrated, gc.GcMisconfigured) as exc:

@@ -16,20 +16,14 @@ from django.shortcuts import render
 
 from statestore_admin.state import objects, orphans
 
+from . import params
+
 SAMPLES = (20, 100, 500)
-
-
-def _sample(params) -> int:
-    try:
-        value = int(params.get("sample", orphans.DEFAULT_SAMPLE))
-    except ValueError:
-        return orphans.DEFAULT_SAMPLE
-    return min(max(value, 0), orphans.SAMPLE_MAX)
 
 
 def orphans_page(request):
     orphans.require_view(request.user)
-    sample = _sample(request.GET)
+    sample = params.integer(request.GET, "sample", orphans.DEFAULT_SAMPLE, 0, orphans.SAMPLE_MAX)
     error = ""
     try:
         report = orphans.report(sample=sample, actor=request.user).as_dict()

@@ -9,6 +9,7 @@ from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import params as query_params
 from .pages import render_page
 
 
@@ -29,13 +30,13 @@ def search(request):
         for name in exc.message_dict:
             valid.pop(name, None)
         query = searching.SearchQuery.from_params(valid)
-    store = params.get("store") if params.get("store") in ("task", "asset") else "all"
+    store = query_params.choice(params, "store", (permissions.TASK, permissions.ASSET), "all")
     searched = not invalid and any(
         [query.key, query.value, query.dag_id, query.run_id, query.task_id, query.status, query.asset]
     )
     task_page = asset_page = None
     deadline = searching.search_deadline()  # one time budget for both stores
-    if searched and store in ("all", "task") and permissions.can(request.user, permissions.TASK, "view"):
+    if searched and store in ("all", permissions.TASK) and permissions.can(request.user, permissions.TASK, "view"):
         task_page = searching.search_task_keys(
             query,
             now,
@@ -44,7 +45,7 @@ def search(request):
             deadline=deadline,
             before=params.get("task_before"),
         )
-    if searched and store in ("all", "asset") and permissions.can(request.user, permissions.ASSET, "view"):
+    if searched and store in ("all", permissions.ASSET) and permissions.can(request.user, permissions.ASSET, "view"):
         asset_page = searching.search_asset_keys(
             query,
             params.get("asset_cursor"),
@@ -61,8 +62,8 @@ def search(request):
             "searched": searched,
             "task_page": task_page,
             "asset_page": asset_page,
-            "task_links": _links(params, "task", task_page),
-            "asset_links": _links(params, "asset", asset_page),
+            "task_links": _links(params, permissions.TASK, task_page),
+            "asset_links": _links(params, permissions.ASSET, asset_page),
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
             "dag_matches": [("prefix", "starts with (as on the DAG list)"), ("exact", "exact")],

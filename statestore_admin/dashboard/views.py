@@ -11,14 +11,8 @@ from statestore_admin.state import objects, permissions, selectors
 from statestore_admin.state.errors import NotFound
 from statestore_admin.state.scopes import scope_of
 
+from . import params
 from .pages import render_page, requires_view, requires_view_of_any
-
-
-def _int(value, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def home(request):
@@ -98,7 +92,7 @@ def task_instance_lookup(request):
     if not task_id or "/" in task_id:  # Airflow's task ids are never empty and never hold "/"
         raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
     url = reverse("task-instance", args=[run.pk, task_id])
-    return redirect(f"{url}?map_index={_int(request.GET.get('map_index'), -1)}")
+    return redirect(f"{url}?map_index={params.integer(request.GET, 'map_index', -1)}")
 
 
 @requires_view(permissions.ASSET)

@@ -8,7 +8,6 @@ import socket
 from dataclasses import dataclass
 
 UI, API, ADMIN, COMMAND, GC = "ui", "api", "admin", "command", "gc"
-VIAS = (UI, API, ADMIN, COMMAND, GC)
 
 
 @dataclass(frozen=True)

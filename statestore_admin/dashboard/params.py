@@ -1,0 +1,44 @@
+"""The query parameters of the pages, parsed in one place. A page forgives what a hand-edited or stale
+link gets wrong (a number out of range, a store it does not know) and shows its default; a download
+answers a plain 400 instead, since its file would not be what was asked for (``map_index``).
+"""
+
+from statestore_admin.state import exports
+from statestore_admin.state.errors import Invalid
+
+ALL_MAP_INDEXES = "all"
+
+
+def integer(params, name: str, default: int, low: int | None = None, high: int | None = None) -> int:
+    """``params[name]`` as a whole number within ``low``..``high`` (clamped), or ``default`` when it is
+    absent, empty or not a whole number."""
+    try:
+        value = int(params.get(name))
+    except (TypeError, ValueError):
+        return default
+    if low is not None:
+        value = max(value, low)
+    if high is not None:
+        value = min(value, high)
+    return value
+
+
+def choice(params, name: str, choices, default: str) -> str:
+    """``params[name]`` when it is one of ``choices``, else ``default``."""
+    value = params.get(name)
+    return value if value in choices else default
+
+
+def map_index(params, name: str = "map_index") -> int | None:
+    """A task instance's map index: -1 when absent, None for ``all`` (every map index), else a whole number
+    from -1 up to what Airflow's column holds. Anything else is ``Invalid``."""
+    raw = params.get(name) or "-1"
+    if raw == ALL_MAP_INDEXES:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not -1 <= value <= exports.MAX_INT:
+        raise Invalid({name: f"{name} is a whole number from -1, or all."})
+    return value
