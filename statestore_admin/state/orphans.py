@@ -42,8 +42,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from urllib.parse import unquote
@@ -57,6 +57,7 @@ from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 
 from . import audit, formatting, objects, permissions
+from .orphan_report import Deletion, OrphanReport
 from .pagination import keyset_chunks
 from .scopes import scope_of
 
@@ -64,7 +65,6 @@ CHUNK = 500  # objects checked, rows read, at a time
 SAMPLE_MAX = 1_000  # the largest sample a caller may ask for
 DEFAULT_SAMPLE = 20
 DELETED_NAMED = 100  # deleted references named in the audit event (all are counted)
-ERRORS_NAMED = 20  # storage errors named in the report
 CHECK_ERRORS_MAX = 20  # storage errors after which the dangling check stops (unreachable storage: no long wait per row)
 RISKY_IN_MEMORY = 100_000  # references of non-deterministic rows kept for the object pass
 KNOWN_SUFFIXES = tuple(f".{suffix}" for suffix in fsspec.utils.compressions)
@@ -98,128 +98,6 @@ def require_delete(who) -> None:
     require_view(who)
     for store in permissions.STORES:
         permissions.require(who, store, "delete")
-
-
-# What the report holds --------------------------------------------------------------------------------
-@dataclass
-class Tally:
-    """A count (and bytes, for objects) with the first ``limit`` items as a sample."""
-
-    limit: int
-    count: int = 0
-    bytes: int = 0
-    sample: list[dict] = field(default_factory=list)
-
-    def add(self, item: Callable[[], dict] | dict, size: int = 0) -> None:
-        self.count += 1
-        self.bytes += size
-        if len(self.sample) < self.limit:
-            self.sample.append(item() if callable(item) else item)
-
-
-@dataclass
-class Deletion:
-    """What ``delete=True`` did: ``young`` orphans were too recent (or of unknown age) to delete, ``kept``
-    were referenced again, or written again, when checked right before deleting, ``missing`` were gone
-    already."""
-
-    older_than: timedelta
-    deleted: int = 0
-    young: int = 0
-    kept: int = 0
-    missing: int = 0
-    failed_count: int = 0
-    deleted_refs: list[str] = field(default_factory=list)
-    failures: list[dict] = field(default_factory=list)
-    event_id: int | None = None
-
-    def fail(self, ref: str, error: str) -> None:
-        self.failed_count += 1
-        if len(self.failures) < objects.FAILED_NAMED:
-            self.failures.append({"ref": ref, "error": error})
-
-    def as_dict(self) -> dict:
-        return {
-            "older_than_seconds": self.older_than.total_seconds(),
-            "deleted": self.deleted,
-            "young": self.young,
-            "kept": self.kept,
-            "missing": self.missing,
-            "failed": self.failed_count,
-            "failures": self.failures,
-            "audit_event_id": self.event_id,
-        }
-
-
-@dataclass
-class OrphanReport:
-    """The report (``as_dict`` is the API's and the command's JSON). ``storage`` is None when the Airflow
-    configuration names no base path (``config_error`` when its options are invalid): then nothing is
-    listed and only the rows are read. ``errors`` name storage errors met on the way (the figures are then
-    incomplete: ``complete`` is False)."""
-
-    sample: int
-    storage: objects.Storage | None = None
-    config_error: str = ""
-    objects: int = 0
-    object_bytes: int = 0
-    orphans: Tally = None
-    dangling: Tally = None
-    risks: Tally = None
-    outside: Tally = None
-    rows_with_refs: int = 0
-    inline_refs: int = 0
-    unchecked: int = 0  # object references whose existence was not checked (storage errors)
-    young: int = 0  # orphans last modified less than older_than ago (or of unknown age)
-    older_than: timedelta | None = None
-    deletion: Deletion | None = None
-    errors: list[str] = field(default_factory=list)
-    error_count: int = 0
-    seconds: float = 0.0
-
-    def __post_init__(self):
-        for name in ("orphans", "dangling", "risks", "outside"):
-            if getattr(self, name) is None:
-                setattr(self, name, Tally(self.sample))
-
-    def error(self, text: str) -> None:
-        self.error_count += 1
-        if len(self.errors) < ERRORS_NAMED:
-            self.errors.append(text)
-
-    @property
-    def complete(self) -> bool:
-        return not self.error_count
-
-    @property
-    def failed_deletes(self) -> int:
-        return self.deletion.failed_count if self.deletion else 0
-
-    def as_dict(self) -> dict:
-        store = self.storage
-        return {
-            "storage": None
-            if store is None
-            else {"base": store.base, "compression": store.compression or None, "threshold": store.threshold},
-            "config_error": self.config_error or None,
-            "objects": {"count": self.objects, "bytes": self.object_bytes},
-            "orphans": {
-                "count": self.orphans.count,
-                "bytes": self.orphans.bytes,
-                "young": self.young if self.older_than is not None else None,
-                "sample": self.orphans.sample,
-            },
-            "dangling": {"count": self.dangling.count, "unchecked": self.unchecked, "sample": self.dangling.sample},
-            "risks": {"count": self.risks.count, "sample": self.risks.sample},
-            "outside": {"count": self.outside.count, "sample": self.outside.sample},
-            "rows_with_refs": self.rows_with_refs,
-            "inline_refs": self.inline_refs,
-            "older_than_seconds": self.older_than.total_seconds() if self.older_than is not None else None,
-            "deletion": self.deletion.as_dict() if self.deletion else None,
-            "complete": self.complete,
-            "errors": {"count": self.error_count, "sample": self.errors},
-            "seconds": round(self.seconds, 3),
-        }
 
 
 # Objects ----------------------------------------------------------------------------------------------
@@ -637,60 +515,3 @@ def _scan_objects(fs, storage, result: OrphanReport, risky, *, now, delete: bool
             deletion.young = result.young
             details = {name: value for name, value in deletion.as_dict().items() if name != "audit_event_id"}
             audit.orphans_finished(event, deletion=details, deleted_refs=deletion.deleted_refs, error=error)
-
-
-# Text for the command -----------------------------------------------------------------------------------
-def lines(result: OrphanReport) -> list[str]:
-    """The report as the command prints it."""
-    out = []
-    store = result.storage
-    if store is None:
-        out.append(
-            f"Airflow configuration error: {result.config_error}"
-            if result.config_error
-            else "No [common.io] state_store_objectstorage_path is configured: no object is listed."
-        )
-    else:
-        out.append(f"Storage {store.base} (compression {store.compression or 'none'}, threshold {store.threshold:,}).")
-        out.append(f"Objects: {result.objects:,} ({formatting.size(result.object_bytes)}).")
-        line = f"Orphans: {result.orphans.count:,} ({formatting.size(result.orphans.bytes)})"
-        if result.older_than is not None:
-            line += f", {result.young:,} modified less than {formatting.age(result.older_than.total_seconds())} ago"
-        out.append(line + ".")
-        out += [f"  {o['ref']}  {o['size']:,} bytes  {o['modified'] or '?'}" for o in result.orphans.sample]
-    out.append(f"Rows holding references: {result.rows_with_refs:,} ({result.inline_refs:,} inline, no object).")
-    if store is not None:
-        unchecked = f", {result.unchecked:,} not checked (storage errors)" if result.unchecked else ""
-        out.append(f"Dangling references (object missing): {result.dangling.count:,}{unchecked}.")
-        out += [f"  {d['ref']}  ({_where(d)})" for d in result.dangling.sample]
-    out.append(f"References outside the base path{'' if store else ' (no base configured)'}: {result.outside.count:,}.")
-    out += [f"  {d['ref']}  ({_where(d)})" for d in result.outside.sample]
-    out.append(f"Orphan risks (references outside the deterministic layout): {result.risks.count:,}.")
-    out += [f"  {d['ref']}  ({_where(d)}; expected {' or '.join(d['expected'])})" for d in result.risks.sample]
-    if result.risks.count:
-        out.append("  " + objects.RISK_REASON.split(". ", 1)[1])
-    deletion = result.deletion
-    if deletion is not None:
-        out.append(
-            f"Deleted {deletion.deleted:,} orphan(s) modified more than "
-            f"{formatting.age(deletion.older_than.total_seconds())} ago; "
-            f"{deletion.young:,} younger kept, {deletion.kept:,} referenced again before deleting, "
-            f"{deletion.missing:,} gone already, {deletion.failed_count:,} failed"
-            + (f" (audit event #{deletion.event_id})." if deletion.event_id else ".")
-        )
-        out += [f"  failed: {f['ref']}: {f['error']}" for f in deletion.failures]
-    for error in result.errors:
-        out.append(f"Error: {error}")
-    if result.error_count > len(result.errors):
-        out.append(f"… and {result.error_count - len(result.errors):,} more errors.")
-    out.append(f"Took {result.seconds:.2f} s.")
-    return out
-
-
-def _where(item: dict) -> str:
-    scope = item["scope"]
-    if item["store"] == permissions.TASK:
-        where = f"{scope['dag_id']} / {scope['run_id']} / {scope['task_id']} [{scope['map_index']}]"
-    else:
-        where = f"asset {scope['asset_id']} {scope['asset_name']}"
-    return f"{where}: {item['key']}"

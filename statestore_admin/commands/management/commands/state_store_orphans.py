@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from statestore_admin.commands.orphans_text import report_lines
 from statestore_admin.state import objects, orphans
 from statestore_admin.state.actors import Actor
 
@@ -66,7 +67,7 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(result.as_dict()))
         else:
-            for line in orphans.lines(result):
+            for line in report_lines(result):
                 self.stdout.write(line)
         if result.config_error:
             if options["json"]:
