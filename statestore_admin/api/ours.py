@@ -2,7 +2,6 @@
 ``api.search``, the GC dry run in ``api.gc``, the audit trail in ``api.audit``."""
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
@@ -12,6 +11,7 @@ from statestore_admin.state import permissions, selectors
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import shapes
 from .airflow_v2 import ERRORS, StorePermission, iso
 from .errors import RequestInvalid, error
 
@@ -83,7 +83,7 @@ class Stats(OwnView):
         operation_id="state_store_stats",
         tags=["statestore-admin"],
         description=STATS_DESCRIPTION,
-        responses={200: OpenApiTypes.OBJECT, 401: ERRORS[401], 403: ERRORS[403]},
+        responses={200: shapes.Stats, 401: ERRORS[401], 403: ERRORS[403]},
     )
     def get(self, request):
         """The overview's figures: totals, expiry, configuration; each store's only with view on it."""
