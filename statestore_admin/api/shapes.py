@@ -171,3 +171,257 @@ class GcDryRun(serializers.Serializer):
     newest_expiry = when(allow_null=True)
     sample = ExpiredRow(many=True)
     objects = ExpiredReferences(required=False, help_text="With worker-side object deletion configured.")
+
+
+def whole(**kwargs):
+    return serializers.IntegerField(**kwargs)
+
+
+def maybe():
+    return serializers.IntegerField(allow_null=True)
+
+
+class InsightsSnapshot(serializers.Serializer):
+    id = whole()
+    taken_at = when()
+    finished_at = when(allow_null=True)
+    duration_seconds = serializers.FloatField(allow_null=True)
+    age_seconds = serializers.FloatField()
+    trigger = text()
+
+
+class InsightsLatest(serializers.Serializer):
+    task_keys = maybe()
+    task_bytes = maybe()
+    expired = maybe()
+    expiring = maybe()
+    never = maybe()
+    live = maybe()
+    dags = maybe()
+    asset_keys = maybe()
+    asset_bytes = maybe()
+    assets = maybe()
+
+
+class SeriesPoint(serializers.Serializer):
+    taken_at = when()
+    task_keys = maybe()
+    task_bytes = maybe()
+    asset_keys = maybe()
+    asset_bytes = maybe()
+
+
+class SeriesDag(serializers.Serializer):
+    dag_id = text()
+    keys = serializers.ListField(child=whole())
+    bytes = serializers.ListField(child=whole())
+
+
+class InsightsSeries(serializers.Serializer):
+    days = whole()
+    since = when()
+    snapshot = InsightsSnapshot(allow_null=True)
+    latest = InsightsLatest(allow_null=True)
+    points = SeriesPoint(many=True)
+    dags = SeriesDag(many=True)
+
+
+class ExpiryDay(serializers.Serializer):
+    day = serializers.DateField()
+    keys = whole()
+    bytes = whole()
+
+
+class ByStatus(serializers.Serializer):
+    expired = whole()
+    expiring = whole()
+    later = whole()
+    never = whole()
+
+
+class InsightsExpiry(serializers.Serializer):
+    snapshot = InsightsSnapshot(allow_null=True)
+    days = ExpiryDay(many=True, allow_null=True)
+    by_status = ByStatus(allow_null=True)
+
+
+class SizeBucket(serializers.Serializer):
+    store = serializers.ChoiceField(["task", "asset"])
+    up_to = maybe()
+    keys = whole()
+
+
+class InsightsSizes(serializers.Serializer):
+    snapshot = InsightsSnapshot(allow_null=True)
+    buckets = SizeBucket(many=True)
+
+
+class TopDag(serializers.Serializer):
+    dag_id = text()
+    keys = whole()
+    bytes = whole()
+
+
+class TopTask(TopDag):
+    task_id = text()
+
+
+class TopAsset(serializers.Serializer):
+    asset_id = whole()
+    name = text(allow_null=True)
+    uri = text(allow_null=True)
+    keys = whole()
+    bytes = whole()
+
+
+class LargestValue(serializers.Serializer):
+    """A large value's key and size, never the value; the fields of the other store are null."""
+
+    store = serializers.ChoiceField(["task", "asset"])
+    key = text()
+    size = whole()
+    key_id = maybe()
+    dag_id = text(allow_null=True)
+    run_id = text(allow_null=True)
+    task_id = text(allow_null=True)
+    map_index = maybe()
+    asset_id = maybe()
+    asset_name = text(allow_null=True)
+    asset_uri = text(allow_null=True)
+
+
+class InsightsTop(serializers.Serializer):
+    snapshot = InsightsSnapshot(allow_null=True)
+    dags_by_keys = TopDag(many=True)
+    dags_by_bytes = TopDag(many=True)
+    tasks_by_keys = TopTask(many=True)
+    tasks_by_bytes = TopTask(many=True)
+    assets_by_keys = TopAsset(many=True)
+    assets_by_bytes = TopAsset(many=True)
+    largest = LargestValue(many=True)
+
+
+class GcHistoryRun(serializers.Serializer):
+    started_at = when()
+    finished_at = when(allow_null=True)
+    duration_seconds = serializers.FloatField(allow_null=True)
+    outcome = text()
+    rows_deleted = whole()
+    batches = whole()
+    batch_size = whole()
+    cutoff = when()
+    dag_ids = serializers.ListField(child=text())
+    message = text(allow_blank=True)
+    host = text()
+
+
+class InsightsGc(serializers.Serializer):
+    days = whole()
+    runs = GcHistoryRun(many=True)
+
+
+def scope_of_key():
+    return serializers.DictField(
+        child=serializers.JSONField(),
+        allow_null=True,
+        help_text="task: dag_id, run_id, task_id, map_index; asset: how the worker named it.",
+    )
+
+
+class StorageShape(serializers.Serializer):
+    base = text()
+    compression = text(allow_null=True)
+    threshold = whole()
+
+
+class ObjectsFound(serializers.Serializer):
+    count = whole()
+    bytes = whole()
+
+
+class OrphanObject(serializers.Serializer):
+    ref = text()
+    size = whole()
+    modified = when(allow_null=True)
+    store = serializers.ChoiceField(["task", "asset"], allow_null=True)
+    scope = scope_of_key()
+    key = text(allow_null=True)
+
+
+class OrphanObjects(serializers.Serializer):
+    count = whole()
+    bytes = whole()
+    young = maybe()
+    sample = OrphanObject(many=True)
+
+
+class ReferencingRow(serializers.Serializer):
+    ref = text()
+    store = serializers.ChoiceField(["task", "asset"])
+    key = text()
+    scope = scope_of_key()
+
+
+class OutsideRow(ReferencingRow):
+    reason = text()
+
+
+class RiskRow(ReferencingRow):
+    expected = serializers.ListField(child=text())
+    reason = text()
+
+
+class Dangling(serializers.Serializer):
+    count = whole()
+    unchecked = whole()
+    sample = ReferencingRow(many=True)
+
+
+class Risks(serializers.Serializer):
+    count = whole()
+    sample = RiskRow(many=True)
+
+
+class Outside(serializers.Serializer):
+    count = whole()
+    sample = OutsideRow(many=True)
+
+
+class DeleteFailure(serializers.Serializer):
+    ref = text()
+    error = text()
+
+
+class OrphanDeletion(serializers.Serializer):
+    older_than_seconds = serializers.FloatField()
+    deleted = whole()
+    young = whole()
+    kept = whole()
+    missing = whole()
+    failed = whole()
+    failures = DeleteFailure(many=True)
+    audit_event_id = maybe()
+
+
+class StorageErrors(serializers.Serializer):
+    count = whole()
+    sample = serializers.ListField(child=text())
+
+
+class OrphansReport(serializers.Serializer):
+    """``state.orphans.OrphanReport.as_dict()``, which ``state_store_orphans --json`` prints too."""
+
+    storage = StorageShape(allow_null=True)
+    config_error = text(allow_null=True)
+    objects = ObjectsFound()
+    orphans = OrphanObjects()
+    dangling = Dangling()
+    risks = Risks()
+    outside = Outside()
+    rows_with_refs = whole()
+    inline_refs = whole()
+    older_than_seconds = serializers.FloatField(allow_null=True)
+    deletion = OrphanDeletion(allow_null=True)
+    complete = serializers.BooleanField()
+    errors = StorageErrors()
+    seconds = serializers.FloatField()

@@ -6,16 +6,6 @@ from drf_spectacular.generators import SchemaGenerator
 
 OURS = "/api/statestore/v1/"
 
-# Bodies not described yet: this list only shrinks; an endpoint added to our API is never added to it.
-NOT_YET_DESCRIBED = {
-    ("/api/statestore/v1/orphans", "get", "200"),
-    ("/api/statestore/v1/insights/series", "get", "200"),
-    ("/api/statestore/v1/insights/expiry", "get", "200"),
-    ("/api/statestore/v1/insights/sizes", "get", "200"),
-    ("/api/statestore/v1/insights/top", "get", "200"),
-    ("/api/statestore/v1/insights/gc", "get", "200"),
-}
-
 
 def resolved(document, schema):
     while "$ref" in schema:
@@ -49,14 +39,8 @@ def free_form_responses(document):
 
 def test_no_free_form_response_bodies_for_our_endpoints():
     document = SchemaGenerator().get_schema(request=None, public=True)
-    found = set(free_form_responses(document))
-    assert found - NOT_YET_DESCRIBED == set()
-
-
-def test_the_list_of_bodies_not_yet_described_only_shrinks():
-    document = SchemaGenerator().get_schema(request=None, public=True)
-    found = set(free_form_responses(document))
-    assert NOT_YET_DESCRIBED - found == set(), "described now: remove them from NOT_YET_DESCRIBED"
+    assert any(path.startswith(OURS) for path in document["paths"])
+    assert sorted(free_form_responses(document)) == []
 
 
 def test_a_free_form_body_is_found():
