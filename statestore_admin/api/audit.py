@@ -12,7 +12,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import exports, permissions, selectors, services
+from statestore_admin.state import audit, exports, permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
@@ -87,28 +87,7 @@ def key_entry(key: AuditKey) -> dict:
 
 def event_entry(event: AuditEvent, keys: list[AuditKey], keys_next_cursor: str | None) -> dict:
     return {
-        "id": event.pk,
-        "at": iso(event.at),
-        "finished_at": iso(event.finished_at),
-        "outcome": event.outcome,
-        "actor": event.actor,
-        "token": {"id": event.token_id, "name": event.token_name} if event.token_id is not None else None,
-        "os_user": event.os_user,
-        "host": event.host,
-        "via": event.via,
-        "action": event.action,
-        "store": event.store,
-        "dag_id": event.dag_id,
-        "run_id": event.run_id,
-        "task_id": event.task_id,
-        "map_index": event.map_index,
-        "asset_id": event.asset_id,
-        "asset_name": event.asset_name,
-        "asset_uri": event.asset_uri,
-        "key_count": event.key_count,
-        "details": event.details,
-        "error": event.error,
-        "restored_from": event.restored_from_id,
+        **audit.event_entry(event),
         "keys": [key_entry(k) for k in keys],
         "keys_truncated": keys_next_cursor is not None,
         "keys_next_cursor": keys_next_cursor,
