@@ -29,7 +29,7 @@ from .airflow_v2 import (
     query_bool,
     query_int,
 )
-from .errors import RequestInvalid, error
+from .errors import ConflictBody, ErrorBody, RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
 OPTIONAL_DATETIME = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]}
@@ -219,11 +219,8 @@ RestoreResult = inline_serializer(
         "events": serializers.ListField(child=serializers.IntegerField()),
     },
 )
-ConflictDetail = inline_serializer(
-    "RestoreConflictResponse",
-    {"detail": serializers.CharField(), "conflicts": serializers.ListField(child=serializers.DictField())},
-)
-Detail = inline_serializer("AuditHTTPExceptionResponse", {"detail": serializers.JSONField()})
+ConflictDetail = ConflictBody
+Detail = ErrorBody
 RestoreBody = inline_serializer(
     "RestoreEventBody",
     {
@@ -247,7 +244,7 @@ ExportDocument = inline_serializer(
     },
 )
 Upload = inline_serializer("KeyExportUpload", {"file": serializers.FileField(help_text="An export document (JSON).")})
-ERRORS = {401: Detail, 403: Detail, 422: Detail}
+ERRORS = {401: Detail, 403: Detail, 422: Detail, 429: Detail}
 OVERWRITE = OpenApiParameter(
     "overwrite", bool, default=False, description="Overwrite keys written again since (otherwise 409)."
 )

@@ -13,6 +13,7 @@ from statestore_admin.state.scopes import scope_of
 
 from . import shapes
 from .airflow_v2 import ERRORS, iso
+from .errors import ErrorBody
 from .ours import READ_ERRORS, OwnView, ViewsAnyStore, query_errors
 
 RULES = """Figures as of the latest statistics snapshot (`manage.py state_store_stats`); `snapshot` is null
@@ -24,7 +25,7 @@ totals for an asset scope) are null for them."""
 DAYS = OpenApiParameter(
     "days", {"type": "integer", "enum": list(insights.DAYS), "default": insights.DEFAULT_DAYS}, description="Range"
 )
-ERRORS_ANY_STORE = {401: ERRORS[401], 403: ERRORS[403]}
+ERRORS_ANY_STORE = {401: ERRORS[401], 403: ERRORS[403], 429: ErrorBody}
 
 
 def snapshot_meta(figures: insights.Latest | None, now) -> dict | None:

@@ -90,3 +90,21 @@ def test_a_body_off_its_schema_fails():
     declared = document["paths"][f"{OURS}/insights/gc"]["get"]["responses"]["200"]["content"]["application/json"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"days": 7, "runs": [{"started_at": None}]}, json_schema(document, declared["schema"]))
+
+
+def test_error_answers_match_the_error_schema(operator):
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    responses = document["paths"][f"{OURS}/gc/dry-run"]["get"]["responses"]
+    anonymous = Client().get(f"{OURS}/gc/dry-run")
+    invalid = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(operator, 'shapes')[1]}").get(
+        f"{OURS}/gc/dry-run", {"top": "many"}
+    )
+    assert (anonymous.status_code, invalid.status_code) == (401, 422)
+    assert isinstance(anonymous.json()["detail"], str) and isinstance(invalid.json()["detail"], list)
+    for response in (anonymous, invalid):
+        declared = responses[str(response.status_code)]["content"]["application/json"]["schema"]
+        jsonschema.validate(response.json(), json_schema(document, declared))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(
+            {"detail": [{"msg": 1}]}, json_schema(document, responses["422"]["content"]["application/json"]["schema"])
+        )
