@@ -55,8 +55,7 @@ class AssetKeySearchPage(SearchPage):
     items = AssetKeyFound(many=True)
 
 
-FIGURES = ("task_keys", "asset_keys", "expired", "expiring_24h", "never_expire")
-HOW = ("exact", "estimated", "capped", "snapshot")
+HOW = ("exact", "estimated", "capped", "snapshot")  # one enum for every figure (settings' ENUM_NAME_OVERRIDES)
 
 
 class SnapshotFigures(serializers.Serializer):
