@@ -213,6 +213,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for a choice set several fields share (how each statistics figure was obtained).
+    "ENUM_NAME_OVERRIDES": {"FigureHowEnum": "statestore_admin.api.shapes.HOW"},
     "APPEND_COMPONENTS": {"securitySchemes": {"Bearer": {"type": "http", "scheme": "bearer"}}},
     "SECURITY": [{"Bearer": []}],
 }

@@ -135,6 +135,8 @@ def test_all_checks_pass_on_every_operation(live_server, operator, deployment, s
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {token}"
     checks = CHECKS.get_all()
+    # Every answer's body is checked against the response schema its operation declares.
+    assert schemathesis.specs.openapi.checks.response_schema_conformance in checks
     failures, calls = [], []
     for operation in operations():
         for mode, surrogates in (

@@ -28,7 +28,7 @@ from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskScope
 from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
 
-from .errors import RequestInvalid, error
+from .errors import ErrorBody, RequestInvalid, error
 
 PAGE_LIMIT, MAX_PAGE_LIMIT = 50, 100  # Airflow's [api] fallback_page_limit and maximum_page_limit
 TRUE = {"1", "true", "t", "yes", "y", "on"}
@@ -398,7 +398,7 @@ TaskBody = {
 }
 PatchBody = {"application/json": body_schema("TaskStateStorePatchBody", {"value": JSON_VALUE}, ["value"])}
 AssetBody = {"application/json": body_schema("AssetStateStoreBody", {"value": JSON_VALUE}, ["value"])}
-Detail = inline_serializer("HTTPExceptionResponse", {"detail": serializers.JSONField()})
+Detail = ErrorBody
 ERRORS = {401: Detail, 403: Detail, 404: Detail, 422: Detail}
 
 

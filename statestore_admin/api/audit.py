@@ -12,7 +12,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import exports, permissions, selectors, services
+from statestore_admin.state import audit, exports, permissions, selectors, services
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
@@ -29,7 +29,7 @@ from .airflow_v2 import (
     query_bool,
     query_int,
 )
-from .errors import RequestInvalid, error
+from .errors import ConflictBody, ErrorBody, RequestInvalid, error
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
 OPTIONAL_DATETIME = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]}
@@ -87,28 +87,7 @@ def key_entry(key: AuditKey) -> dict:
 
 def event_entry(event: AuditEvent, keys: list[AuditKey], keys_next_cursor: str | None) -> dict:
     return {
-        "id": event.pk,
-        "at": iso(event.at),
-        "finished_at": iso(event.finished_at),
-        "outcome": event.outcome,
-        "actor": event.actor,
-        "token": {"id": event.token_id, "name": event.token_name} if event.token_id is not None else None,
-        "os_user": event.os_user,
-        "host": event.host,
-        "via": event.via,
-        "action": event.action,
-        "store": event.store,
-        "dag_id": event.dag_id,
-        "run_id": event.run_id,
-        "task_id": event.task_id,
-        "map_index": event.map_index,
-        "asset_id": event.asset_id,
-        "asset_name": event.asset_name,
-        "asset_uri": event.asset_uri,
-        "key_count": event.key_count,
-        "details": event.details,
-        "error": event.error,
-        "restored_from": event.restored_from_id,
+        **audit.event_entry(event),
         "keys": [key_entry(k) for k in keys],
         "keys_truncated": keys_next_cursor is not None,
         "keys_next_cursor": keys_next_cursor,
@@ -234,11 +213,8 @@ RestoreResult = inline_serializer(
         "events": serializers.ListField(child=serializers.IntegerField()),
     },
 )
-ConflictDetail = inline_serializer(
-    "RestoreConflictResponse",
-    {"detail": serializers.CharField(), "conflicts": serializers.ListField(child=serializers.DictField())},
-)
-Detail = inline_serializer("AuditHTTPExceptionResponse", {"detail": serializers.JSONField()})
+ConflictDetail = ConflictBody
+Detail = ErrorBody
 RestoreBody = inline_serializer(
     "RestoreEventBody",
     {
@@ -262,7 +238,7 @@ ExportDocument = inline_serializer(
     },
 )
 Upload = inline_serializer("KeyExportUpload", {"file": serializers.FileField(help_text="An export document (JSON).")})
-ERRORS = {401: Detail, 403: Detail, 422: Detail}
+ERRORS = {401: Detail, 403: Detail, 422: Detail, 429: Detail}
 OVERWRITE = OpenApiParameter(
     "overwrite", bool, default=False, description="Overwrite keys written again since (otherwise 409)."
 )

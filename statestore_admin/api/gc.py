@@ -1,7 +1,6 @@
 """What garbage collection would delete (``/api/statestore/v1/gc/dry-run``)."""
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
@@ -9,6 +8,7 @@ from statestore_admin.state import gc
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import shapes
 from .airflow_v2 import MAX_INT, integer, query_int
 from .ours import READ_ERRORS, OwnView, query_errors
 
@@ -17,7 +17,7 @@ class GcDryRun(OwnView):
     @extend_schema(
         operation_id="gc_dry_run",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        responses={200: shapes.GcDryRun, **READ_ERRORS},
         parameters=[
             OpenApiParameter(
                 "before",

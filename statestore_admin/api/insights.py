@@ -3,7 +3,6 @@ time, the latest one's expiry and size histograms and top lists, and the GC runs
 the rules (who sees what), the same as the page's."""
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
@@ -12,7 +11,9 @@ from statestore_admin.state import gc, insights, permissions
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import shapes
 from .airflow_v2 import ERRORS, iso
+from .errors import ErrorBody
 from .ours import READ_ERRORS, OwnView, ViewsAnyStore, query_errors
 
 RULES = """Figures as of the latest statistics snapshot (`manage.py state_store_stats`); `snapshot` is null
@@ -24,7 +25,7 @@ totals for an asset scope) are null for them."""
 DAYS = OpenApiParameter(
     "days", {"type": "integer", "enum": list(insights.DAYS), "default": insights.DEFAULT_DAYS}, description="Range"
 )
-RESPONSES = {200: OpenApiTypes.OBJECT, 401: ERRORS[401], 403: ERRORS[403]}
+ERRORS_ANY_STORE = {401: ERRORS[401], 403: ERRORS[403], 429: ErrorBody}
 
 
 def snapshot_meta(figures: insights.Latest | None, now) -> dict | None:
@@ -73,7 +74,7 @@ with `task_keys`, `task_bytes`, `asset_keys`, `asset_bytes` (null: hidden). `dag
 latest snapshot in the range (in the user's scope) by keys, with `keys` and `bytes` lists aligned with
 `points` (0: no state then). `latest`: the latest snapshot's totals.""",
         parameters=[DAYS],
-        responses={**RESPONSES, 422: READ_ERRORS[422]},
+        responses={200: shapes.InsightsSeries, **ERRORS_ANY_STORE, 422: READ_ERRORS[422]},
     )
     def get(self, request):
         """Keys and bytes over time, per store and for the top DAGs."""
@@ -112,7 +113,7 @@ class InsightsExpiry(InsightsView):
 `days`: task keys and bytes expiring on each of the next 30 days (UTC), what GC will delete then (null for
 a DAG scope or without view on task state). `by_status`: the user's task keys `expired` (awaiting GC),
 `expiring` (within 24 h), `later` and `never` (null without view on task state).""",
-        responses=RESPONSES,
+        responses={200: shapes.InsightsExpiry, **ERRORS_ANY_STORE},
     )
     def get(self, request):
         """What GC will delete in the next days: the latest snapshot's expiry histogram."""
@@ -141,7 +142,7 @@ class InsightsSizes(InsightsView):
 
 `buckets`: `{"store": "task"|"asset", "up_to": bytes (null: larger than the previous bucket), "keys": n}`,
 of the stores whose whole figures the user may see.""",
-        responses=RESPONSES,
+        responses={200: shapes.InsightsSizes, **ERRORS_ANY_STORE},
     )
     def get(self, request):
         """The latest snapshot's value size distribution."""
@@ -169,7 +170,7 @@ The latest snapshot's largest consumers, each list 10 long at most: `dags_by_key
 with view on task state; `assets_by_keys`, `assets_by_bytes` (`asset_id`, `name`, `uri`, `keys`, `bytes`)
 with view on asset state; `largest`: the largest values' keys and sizes (never a value) of the stores the
 user may view. Tasks and assets are those of the user's scope among the snapshot's 50 largest.""",
-        responses=RESPONSES,
+        responses={200: shapes.InsightsTop, **ERRORS_ANY_STORE},
     )
     def get(self, request):
         """Top DAGs, tasks and assets by keys and by bytes, and the largest values."""
@@ -189,7 +190,7 @@ class InsightsGc(OwnView):
         description="""The real runs of `state_store_clean` started in the range, oldest first (at most 200, the
 latest). Needs view on task state; GC runs span every DAG, so a user with a scope is refused (403).""",
         parameters=[DAYS],
-        responses={**RESPONSES, 422: READ_ERRORS[422]},
+        responses={200: shapes.InsightsGc, **ERRORS_ANY_STORE, 422: READ_ERRORS[422]},
     )
     def get(self, request):
         """GC history: rows deleted per run, duration, outcome."""

@@ -1,14 +1,15 @@
 """The orphans report (``/api/statestore/v1/orphans``): worker-side objects no row references, and rows whose
 object is missing; the same report as ``state_store_orphans --json`` and the Orphans page."""
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 
 from statestore_admin.state import orphans
 
+from . import shapes
 from .airflow_v2 import ERRORS, MAX_INT, integer, query_int
+from .errors import ErrorBody
 from .ours import OwnView
 
 DESCRIPTION = """What `state_store_orphans --json` prints: the objects under `[common.io]
@@ -39,7 +40,7 @@ class Orphans(OwnView):
         operation_id="orphans_report",
         tags=["statestore-admin"],
         description=DESCRIPTION,
-        responses={200: OpenApiTypes.OBJECT, **{code: ERRORS[code] for code in (401, 403, 422)}},
+        responses={200: shapes.OrphansReport, **{code: ERRORS[code] for code in (401, 403, 422)}, 429: ErrorBody},
         parameters=[
             OpenApiParameter(
                 "sample",

@@ -2,7 +2,6 @@
 ``api.search``, the GC dry run in ``api.gc``, the audit trail in ``api.audit``."""
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
@@ -12,10 +11,12 @@ from statestore_admin.state import gc, permissions, selectors
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
+from . import shapes
 from .airflow_v2 import ERRORS, StorePermission, iso
-from .errors import RequestInvalid, error
+from .errors import ErrorBody, RequestInvalid, error
 
-READ_ERRORS = {code: ERRORS[code] for code in (401, 403, 422)}
+# 429: too many failed tokens from the caller's address (throttling.py).
+READ_ERRORS = {code: ERRORS[code] for code in (401, 403, 422)} | {429: ErrorBody}
 
 
 def query_errors(exc: Invalid, params, names: dict[str, str] | None = None) -> RequestInvalid:
@@ -83,7 +84,7 @@ class Stats(OwnView):
         operation_id="state_store_stats",
         tags=["statestore-admin"],
         description=STATS_DESCRIPTION,
-        responses={200: OpenApiTypes.OBJECT, 401: ERRORS[401], 403: ERRORS[403]},
+        responses={200: shapes.Stats, 401: ERRORS[401], 403: ERRORS[403], 429: ErrorBody},
     )
     def get(self, request):
         """The overview's figures: totals, expiry, configuration; each store's only with view on it."""

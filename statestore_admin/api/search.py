@@ -1,7 +1,6 @@
 """Search across task and asset keys (``/api/statestore/v1/search/...``)."""
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
@@ -12,6 +11,7 @@ from statestore_admin.state.scopes import scope_of
 
 from .airflow_v2 import MAX_INT, asset_entry, integer, iso, query_int
 from .ours import READ_ERRORS, OwnView, query_errors
+from .shapes import AssetKeySearchPage, TaskKeySearchPage
 
 SEARCH_PARAMS = [
     OpenApiParameter("key", str, description="Text to find in keys"),
@@ -56,7 +56,7 @@ class SearchTaskKeys(OwnView):
     @extend_schema(
         operation_id="search_task_keys",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        responses={200: TaskKeySearchPage, **READ_ERRORS},
         parameters=[
             *SEARCH_PARAMS,
             OpenApiParameter("dag_id", str, description="A prefix of the DAG id, as on the DAG list (see dag_match)"),
@@ -111,7 +111,7 @@ class SearchAssetKeys(OwnView):
     @extend_schema(
         operation_id="search_asset_keys",
         tags=["statestore-admin"],
-        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+        responses={200: AssetKeySearchPage, **READ_ERRORS},
         parameters=[*SEARCH_PARAMS, OpenApiParameter("asset", str, description="Text in name or URI")],
     )
     def get(self, request):

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -40,6 +40,40 @@ from .models import AuditEvent, AuditKey
 CHUNK = 200  # rows read, recorded and changed at a time
 SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "asset_id")
 KeyState = tuple[str, datetime | None]  # (value text, expires_at) of a row that exists
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
+
+
+def event_entry(event: AuditEvent) -> dict:
+    """An event as the API answers it and the audit download writes it (docs/api.md): the API adds its keys;
+    ``token`` is the API token used (``{id, name}``), or None."""
+    return {
+        "id": event.pk,
+        "at": _iso(event.at),
+        "finished_at": _iso(event.finished_at),
+        "outcome": event.outcome,
+        "actor": event.actor,
+        "token": {"id": event.token_id, "name": event.token_name} if event.token_id is not None else None,
+        "os_user": event.os_user,
+        "host": event.host,
+        "via": event.via,
+        "action": event.action,
+        "store": event.store,
+        "dag_id": event.dag_id,
+        "run_id": event.run_id,
+        "task_id": event.task_id,
+        "map_index": event.map_index,
+        "asset_id": event.asset_id,
+        "asset_name": event.asset_name,
+        "asset_uri": event.asset_uri,
+        "key_count": event.key_count,
+        "details": event.details,
+        "error": event.error,
+        "restored_from": event.restored_from_id,
+    }
+
 
 # Fault injection for the crash tests: STATESTORE_FAULT_PAUSE="<step>:<marker file>" makes the process
 # create the marker file and wait at that step (after_pending or after_change), so that a test can kill it.
