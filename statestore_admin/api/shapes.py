@@ -66,6 +66,10 @@ class SnapshotFigures(serializers.Serializer):
     never_expire = serializers.IntegerField(allow_null=True)
 
 
+def whole(**kwargs):
+    return serializers.IntegerField(**kwargs)
+
+
 class StatsSnapshot(serializers.Serializer):
     taken_at = when()
     age_seconds = serializers.FloatField()
@@ -95,12 +99,19 @@ class BackendModeShape(serializers.Serializer):
     details = serializers.DictField(child=serializers.JSONField(), help_text="The facts behind the explanation.")
 
 
-class GcRunShape(serializers.Serializer):
-    started_at = when(allow_null=True)
+class GcRun(serializers.Serializer):
+    """A recorded GC run (``gc.run_as_dict``): in ``/stats`` and ``/insights/gc``."""
+
+    started_at = when()
     finished_at = when(allow_null=True)
+    duration_seconds = serializers.FloatField(allow_null=True)
     outcome = text()
-    rows_deleted = serializers.IntegerField()
-    batches = serializers.IntegerField()
+    rows_deleted = whole()
+    batches = whole()
+    batch_size = whole()
+    cutoff = when()
+    dag_ids = serializers.ListField(child=text())
+    message = text(allow_blank=True)
     host = text()
 
 
@@ -120,7 +131,7 @@ class Stats(serializers.Serializer):
     config = ConfigOption(many=True)
     config_error = text(allow_null=True)
     backend_modes = BackendModeShape(many=True)
-    gc_runs = GcRunShape(many=True, allow_null=True)
+    gc_runs = GcRun(many=True, allow_null=True)
 
 
 class ExpiredRow(serializers.Serializer):
@@ -170,10 +181,6 @@ class GcDryRun(serializers.Serializer):
     newest_expiry = when(allow_null=True)
     sample = ExpiredRow(many=True)
     objects = ExpiredReferences(required=False, help_text="With worker-side object deletion configured.")
-
-
-def whole(**kwargs):
-    return serializers.IntegerField(**kwargs)
 
 
 def maybe():
@@ -300,23 +307,9 @@ class InsightsTop(serializers.Serializer):
     largest = LargestValue(many=True)
 
 
-class GcHistoryRun(serializers.Serializer):
-    started_at = when()
-    finished_at = when(allow_null=True)
-    duration_seconds = serializers.FloatField(allow_null=True)
-    outcome = text()
-    rows_deleted = whole()
-    batches = whole()
-    batch_size = whole()
-    cutoff = when()
-    dag_ids = serializers.ListField(child=text())
-    message = text(allow_blank=True)
-    host = text()
-
-
 class InsightsGc(serializers.Serializer):
     days = whole()
-    runs = GcHistoryRun(many=True)
+    runs = GcRun(many=True)
 
 
 def scope_of_key():

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -34,6 +34,7 @@ from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import Log
 from statestore_admin.airflow.router import airflow_alias
 
+from . import formatting
 from .actors import Actor
 from .models import AuditEvent, AuditKey
 
@@ -42,17 +43,13 @@ SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "asset_id")
 KeyState = tuple[str, datetime | None]  # (value text, expires_at) of a row that exists
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else None
-
-
 def event_entry(event: AuditEvent) -> dict:
     """An event as the API answers it and the audit download writes it (docs/api.md): the API adds its keys;
     ``token`` is the API token used (``{id, name}``), or None."""
     return {
         "id": event.pk,
-        "at": _iso(event.at),
-        "finished_at": _iso(event.finished_at),
+        "at": formatting.iso(event.at),
+        "finished_at": formatting.iso(event.finished_at),
         "outcome": event.outcome,
         "actor": event.actor,
         "token": {"id": event.token_id, "name": event.token_name} if event.token_id is not None else None,
