@@ -18,8 +18,6 @@ from statestore_admin.state.scopes import scope_of
 
 from .pages import requires_view
 
-ALL_MAP_INDEXES = "all"
-
 
 def _format(request) -> str:
     chosen = request.GET.get("format") or "json"
@@ -57,7 +55,7 @@ def task_instance_keys_export(request, run_pk, task_id):
     try:
         chosen = _format(request)
         raw = request.GET.get("map_index") or "-1"
-        map_index = None if raw == ALL_MAP_INDEXES else int(raw)
+        map_index = None if raw == selectors.ALL_MAP_INDEXES else int(raw)
         if map_index is not None and not -1 <= map_index <= exports.MAX_INT:
             raise ValueError
     except Invalid as exc:

@@ -1039,12 +1039,6 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
         raise NotFound(f"Asset with id {asset_id} not found") from None
 
 
-def asset_keys_for(asset: Asset, keys: list[str] | None = None) -> QuerySet:
-    """The asset's keys (all, or those named), with previews, by key."""
-    rows = with_previews(AssetStateStore.objects.filter(asset=asset)).order_by("key")
-    return rows if keys is None else rows.filter(key__in=keys)
-
-
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
     return paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
 
