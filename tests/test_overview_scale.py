@@ -1,5 +1,5 @@
 """The overview, the stats API, the DAG list and the largest values on large tables (issue 13): exact counts on
-small tables; above ``selectors.ESTIMATE_ABOVE`` rows (lowered here) PostgreSQL's estimates or counts stopped at
+small tables; above ``counting.ESTIMATE_ABOVE`` rows (lowered here) PostgreSQL's estimates or counts stopped at
 ``COUNT_CAP``, the latest statistics snapshot's exact figures with their age, a scoped user's sums of their DAGs
 in the snapshot, and an honest message (with the command to run) where there is no snapshot. No page scans a
 large table: the number of queries does not grow with the rows."""
@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import selectors
+from statestore_admin.state import counting, selectors
 from statestore_admin.state.models import AccessScope, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.state.scopes import Scope
 
@@ -57,7 +57,8 @@ def world(dag_run_factory, task_key_factory, asset_factory, asset_key_factory):
 def large(monkeypatch):
     """The state tables count as large: PostgreSQL then answers with its estimates (after an ANALYZE, as
     autovacuum would run), SQLite with counts stopped at the cap."""
-    monkeypatch.setattr(selectors, "ESTIMATE_ABOVE", 2)
+    monkeypatch.setattr(counting, "ESTIMATE_ABOVE", 2)
+    monkeypatch.setattr(counting, "COUNT_CAP", 1)
     monkeypatch.setattr(selectors, "COUNT_CAP", 1)
 
     def analyze():
@@ -157,6 +158,7 @@ def test_small_tables_show_the_snapshot_beside_the_live_figures(client, operator
 
 # Large tables ----------------------------------------------------------------------------------------------
 def test_large_tables_are_estimated_and_flagged(client, operator, world, large, monkeypatch):
+    monkeypatch.setattr(counting, "COUNT_CAP", 0)
     monkeypatch.setattr(selectors, "COUNT_CAP", 0)  # no capped count to make an estimate exact
     large()
     client.force_login(operator)
@@ -321,6 +323,7 @@ def test_queries_on_large_tables_do_not_grow_with_rows(
     user,
 ):
     """With a snapshot, the same number of queries with 3 and with 60 of everything."""
+    monkeypatch.setattr(counting, "COUNT_CAP", 0)
     monkeypatch.setattr(selectors, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
     who = user_factory(user, perms=ALL_PERMS)
     if user == "scoped":

@@ -29,14 +29,14 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
-from statestore_admin.state import permissions, selectors, services
+from statestore_admin.state import counting, permissions, selectors, services
 from statestore_admin.state.actors import ADMIN, Actor
+from statestore_admin.state.counting import COUNT_CAP
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import decode_json_text, encode_value, expiry_choices, expiry_from_form, pretty
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
-COUNT_CAP = 10_000
 DAG_CHOICES = 200  # DAGs offered by the DAG filter; others are found by search (or ?dag_id=… in the URL)
 
 
@@ -47,7 +47,7 @@ class CappedCountPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         # Only the ids: the list's computed columns (a value's size, an asset's key count) are not counted.
-        return self.object_list.values("pk").order_by()[:COUNT_CAP].count()
+        return counting.capped_count(self.object_list.order_by(), COUNT_CAP).value
 
 
 def _can(request, store: str, action: str) -> bool:

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from statestore_admin.state import formatting, insights, permissions
+from statestore_admin.state import formatting, insights, permissions, status
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
 
@@ -286,8 +286,8 @@ def charts(data: insights.Insights) -> dict:
                 rows=[[d.day, compact(d.keys), size(d.bytes)] for d in data.expiry.days],
             )
         labels = {
-            "expired": "expired, awaiting GC",
-            "expiring": "expiring within 24 h",
+            status.EXPIRED: status.STATUSES[status.EXPIRED],
+            status.EXPIRING: status.STATUSES[status.EXPIRING],
             "later": "expiring later",
             "never": "never expire",
         }

@@ -5,8 +5,7 @@ answers a plain 400 instead, since its file would not be what was asked for (``m
 
 from statestore_admin.state import exports
 from statestore_admin.state.errors import Invalid
-
-ALL_MAP_INDEXES = "all"
+from statestore_admin.state.selectors import ALL_MAP_INDEXES
 
 
 def integer(params, name: str, default: int, low: int | None = None, high: int | None = None) -> int:

@@ -7,10 +7,9 @@ the number of rows; none runs an exact ``COUNT(*)`` over a whole state table.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -39,88 +38,27 @@ from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore,
 from statestore_admin.airflow.router import airflow_alias
 
 from . import gc, objects
+from .counting import (
+    COUNT_CAP,
+    EXACT,
+    SNAPSHOT,
+    Figure,
+    capped_count,
+    estimate,
+    row_count,
+)
 from .errors import Invalid, NotFound
 from .models import AuditEvent, AuditKey, GcRun, StatsSnapshotDag
 from .pagination import Page, decode_cursor, encode_cursor, paginate
 from .scopes import Scope
 
-EXPIRING_WINDOW = timedelta(hours=24)
-ESTIMATE_ABOVE = 100_000  # rows; above this the overview shows PostgreSQL's estimate
-
-# Key status --------------------------------------------------------------------------------------
-EXPIRED, EXPIRING, NEVER, LIVE = "expired", "expiring", "never", "live"
-STATUSES = {
-    EXPIRED: "expired, awaiting GC",
-    EXPIRING: "expiring within 24 h",
-    NEVER: "never expires",
-    LIVE: "not expired",
-}
-
-
-def status_of(expires_at: datetime | None, now: datetime) -> str:
-    if expires_at is None:
-        return NEVER
-    if expires_at < now:
-        return EXPIRED
-    if expires_at < now + EXPIRING_WINDOW:
-        return EXPIRING
-    return LIVE
-
-
-def status_filter(status: str, now: datetime) -> Q:
-    return {
-        EXPIRED: Q(expires_at__lt=now),
-        EXPIRING: Q(expires_at__gte=now, expires_at__lt=now + EXPIRING_WINDOW),
-        NEVER: Q(expires_at__isnull=True),
-        LIVE: Q(expires_at__gte=now) | Q(expires_at__isnull=True),
-    }[status]
-
+# Faces read the key-status names through selectors; their one home is status.py.
+from .status import EXPIRED, EXPIRING, NEVER, status_filter
+from .status import LIVE as LIVE
+from .status import STATUSES as STATUSES
+from .status import status_of as status_of
 
 # Overview -----------------------------------------------------------------------------------------
-# How a figure was obtained. Exact counts are cheap on small tables only: above ESTIMATE_ABOVE rows a
-# table's figures are PostgreSQL's planner estimates (pg_class.reltuples, EXPLAIN's row estimate of each
-# status: planning only, no row read), a count stopped at a cap (a LIMIT-ed subquery) or the latest
-# statistics snapshot's exact figures (``state_store_stats``), shown with its age.
-EXACT, ESTIMATED, CAPPED, SNAPSHOT = "exact", "estimated", "capped", "snapshot"
-COUNT_CAP = 10_000  # a count on a large table stops here ("more than 10,000"): ~2 ms of index entries
-
-
-def _short(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 10_000:
-        return f"{n / 1_000:.0f}k"
-    return f"{n:,}"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One count: ``how`` it was obtained (``EXACT``; ``ESTIMATED``: the planner's; ``CAPPED``: the count
-    stopped at ``value``, there are more; ``SNAPSHOT``: exact as of the latest snapshot). ``value`` None:
-    hidden from this user (a store they may not view), not counted."""
-
-    value: int | None
-    how: str = EXACT
-
-    @property
-    def estimated(self) -> bool | None:
-        return None if self.value is None else self.how in (ESTIMATED, CAPPED)
-
-    @property
-    def capped(self) -> bool | None:
-        return None if self.value is None else self.how == CAPPED
-
-    @property
-    def text(self) -> str:
-        if self.value is None:
-            return ""
-        if self.how == ESTIMATED:
-            return f"≈ {_short(self.value)}"
-        if self.how == CAPPED:
-            return f"more than {self.value:,}"
-        return f"{self.value:,}"
-
-
 HIDDEN = Figure(None)
 
 
@@ -148,47 +86,13 @@ class StoreTotals:
         return self.asset.estimated
 
 
-def _capped_count(rows: QuerySet, cap: int) -> Figure:
-    """``SELECT count(*) FROM (SELECT … LIMIT cap + 1)``: exact up to ``cap``, else "more than ``cap``"."""
-    n = rows.values("pk")[: cap + 1].count()
-    return Figure(n) if n <= cap else Figure(cap, CAPPED)
-
-
-def _row_count(model) -> Figure:
-    """A state table's size: exact below ``ESTIMATE_ABOVE`` rows (a count of at most that many index
-    entries); above, PostgreSQL's estimate (``pg_class.reltuples``, as of the table's last ANALYZE), or on
-    another database (or a never-analyzed table) "more than ``ESTIMATE_ABOVE``"."""
-    connection = connections[airflow_alias()]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [model._meta.db_table])
-            row = cursor.fetchone()
-        if row and row[0] >= ESTIMATE_ABOVE:
-            return Figure(int(row[0]), ESTIMATED)
-    return _capped_count(model.objects.all(), ESTIMATE_ABOVE)
-
-
-def _estimate(rows: QuerySet) -> Figure:
-    """The count of ``rows`` on a large table: PostgreSQL's row estimate of their query (``EXPLAIN``, planning
-    only), checked by a capped count when the planner expects few (then exact if there are at most
-    ``COUNT_CAP``); on another database the capped count alone."""
-    if connections[rows.db].vendor == "postgresql":
-        plan = json.loads(rows.values("pk").explain(format="json"))
-        estimate = int(plan[0]["Plan"]["Plan Rows"])
-        if estimate > COUNT_CAP:
-            return Figure(estimate, ESTIMATED)
-        counted = _capped_count(rows, COUNT_CAP)
-        return counted if counted.how == EXACT else Figure(max(estimate, COUNT_CAP), ESTIMATED)
-    return _capped_count(rows, COUNT_CAP)
-
-
 def store_totals(scope: Scope, stores: tuple[str, ...] = ("task", "asset")) -> StoreTotals:
     """The sizes of ``stores`` (the others None, not counted), live: estimated above ``ESTIMATE_ABOVE``
     rows; for a scoped user, counts of their DAGs' and assets' keys, capped at ``COUNT_CAP`` on a large
     table (the overview shows the snapshot's exact sums there)."""
     return StoreTotals(
         **{
-            store: _live_total(store, scope, _row_count(model)) if store in stores else HIDDEN
+            store: _live_total(store, scope, row_count(model)) if store in stores else HIDDEN
             for store, model in (("task", TaskStateStore), ("asset", AssetStateStore))
         }
     )
@@ -200,7 +104,7 @@ def _live_total(store: str, scope: Scope, size: Figure) -> Figure:
         return size
     if store == "task":
         rows = scoped_task_keys(scope)  # dag_id IN (…): a range of the lookup index, bounded by the cap
-        return Figure(rows.count()) if size.how == EXACT else _capped_count(rows, COUNT_CAP)
+        return Figure(rows.count()) if size.how == EXACT else capped_count(rows, COUNT_CAP)
     if size.how == EXACT:
         return Figure(scoped_asset_keys(scope).count())
     return _scoped_asset_keys_capped(scope)
@@ -214,7 +118,7 @@ def _scoped_asset_keys_capped(scope: Scope) -> Figure:
     key = _ASSET_COUNT_CACHE_KEY + hashlib.sha256(repr(sorted(scope.assets or ())).encode()).hexdigest()
     cached = cache.get(key)
     if cached is None:
-        counted = _capped_count(scoped_asset_keys(scope), COUNT_CAP)
+        counted = capped_count(scoped_asset_keys(scope), COUNT_CAP)
         cached = (counted.value, counted.how)
         cache.set(key, cached, DAG_IDS_CACHE_SECONDS)
     return Figure(*cached)
@@ -487,14 +391,14 @@ def _task_figures(now: datetime, scope: Scope, seen: SnapshotFigures | None) -> 
     """The task keys and their count per status, within a bounded time whatever the table's size: exact on a
     small table; on a large one PostgreSQL's estimates (every DAG), the snapshot's sums of the user's DAGs,
     or without a snapshot their counts capped at ``COUNT_CAP``."""
-    size = _row_count(TaskStateStore)
+    size = row_count(TaskStateStore)
     if size.how == EXACT:
         rows = scoped_task_keys(scope)
         total = size if scope.all_dags else Figure(rows.count())
         return total, {s: Figure(rows.filter(status_filter(s, now)).count()) for s in _OVERVIEW_STATUSES}
     if scope.all_dags:
         rows = TaskStateStore.objects.all()
-        return size, {s: _estimate(rows.filter(status_filter(s, now))) for s in _OVERVIEW_STATUSES}
+        return size, {s: estimate(rows.filter(status_filter(s, now))) for s in _OVERVIEW_STATUSES}
     if seen is not None:
         return Figure(seen.task_keys, SNAPSHOT), {
             EXPIRED: Figure(seen.expired, SNAPSHOT),
@@ -502,8 +406,8 @@ def _task_figures(now: datetime, scope: Scope, seen: SnapshotFigures | None) -> 
             NEVER: Figure(seen.never, SNAPSHOT),
         }
     rows = scoped_task_keys(scope)
-    return _capped_count(rows, COUNT_CAP), {
-        s: _capped_count(rows.filter(status_filter(s, now)), COUNT_CAP) for s in _OVERVIEW_STATUSES
+    return capped_count(rows, COUNT_CAP), {
+        s: capped_count(rows.filter(status_filter(s, now)), COUNT_CAP) for s in _OVERVIEW_STATUSES
     }
 
 
@@ -516,7 +420,7 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
     task, statuses = HIDDEN, dict.fromkeys(_OVERVIEW_STATUSES, HIDDEN)
     if "task" in stores:
         task, statuses = _task_figures(now, scope, seen)
-    asset = _live_total("asset", scope, _row_count(AssetStateStore)) if "asset" in stores else HIDDEN
+    asset = _live_total("asset", scope, row_count(AssetStateStore)) if "asset" in stores else HIDDEN
     config = airflow_config()
     try:
         values = config.state_store_values()
@@ -573,7 +477,7 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"),
     small tables only; above ``ESTIMATE_ABOVE`` rows they come from the latest snapshot's top 50 (filtered
     by the user's scope and stores), and without a snapshot there is none (no scan)."""
     large = any(
-        _row_count(model).how != EXACT
+        row_count(model).how != EXACT
         for store, model in (("task", TaskStateStore), ("asset", AssetStateStore))
         if store in stores
     )
@@ -770,7 +674,7 @@ def dags_with_state(
     more = len(dag_ids) > size
     dag_ids = dag_ids[:size]
     page = Page([], encode_cursor([dag_ids[-1]]) if more else None, cursor)
-    if _row_count(TaskStateStore).how == EXACT:
+    if row_count(TaskStateStore).how == EXACT:
         stats = {
             row["dag_id"]: row
             for row in TaskStateStore.objects.filter(dag_id__in=dag_ids)
@@ -1060,12 +964,6 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
         return scoped_assets(scope).annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:
         raise NotFound(f"Asset with id {asset_id} not found") from None
-
-
-def asset_keys_for(asset: Asset, keys: list[str] | None = None) -> QuerySet:
-    """The asset's keys (all, or those named), with previews, by key."""
-    rows = with_previews(AssetStateStore.objects.filter(asset=asset)).order_by("key")
-    return rows if keys is None else rows.filter(key__in=keys)
 
 
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:

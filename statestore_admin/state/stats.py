@@ -57,8 +57,8 @@ from . import formatting
 from .errors import Invalid
 from .models import StatsSnapshot, StatsSnapshotDag
 from .scopes import Scope
+from .status import EXPIRING_WINDOW
 
-EXPIRING_WINDOW = timedelta(hours=24)  # as selectors.EXPIRING_WINDOW
 HISTOGRAM_DAYS = 30
 SIZE_BUCKETS = (64, 256, 1024, 4096, 16384, 65536)  # bytes, "up to"; then larger
 TOP = 50

@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from statestore_admin.state.selectors import STATUSES, status_of
+from statestore_admin.state.status import STATUSES, status_of
 from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
 
 from .user_text import user_text
