@@ -59,7 +59,7 @@ def large(monkeypatch):
     autovacuum would run), SQLite with counts stopped at the cap."""
     monkeypatch.setattr(counting, "ESTIMATE_ABOVE", 2)
     monkeypatch.setattr(counting, "COUNT_CAP", 1)
-    monkeypatch.setattr(selectors, "COUNT_CAP", 1)
+    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 1)
 
     def analyze():
         if postgres():
@@ -159,7 +159,7 @@ def test_small_tables_show_the_snapshot_beside_the_live_figures(client, operator
 # Large tables ----------------------------------------------------------------------------------------------
 def test_large_tables_are_estimated_and_flagged(client, operator, world, large, monkeypatch):
     monkeypatch.setattr(counting, "COUNT_CAP", 0)
-    monkeypatch.setattr(selectors, "COUNT_CAP", 0)  # no capped count to make an estimate exact
+    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 0)  # no capped count to make an estimate exact
     large()
     client.force_login(operator)
     body = client.get(STATS).json()
@@ -284,7 +284,7 @@ def test_dag_list_of_a_large_table_shows_the_snapshots_figures(
 def test_a_scoped_dag_list_scans_under_the_patterns_prefixes(monkeypatch, dag_run_factory, task_key_factory):
     for dag_id in ("a_x", "etl_1", "etl_2", "etl_3", "etl_4", "etl_5", "etlx", "ml_1", "z_etl_9"):
         task_key_factory(dag_run_factory(dag_id=dag_id), key="k")
-    monkeypatch.setattr(selectors, "_SCAN_CHUNK", 2)
+    monkeypatch.setattr(selectors.dags, "_SCAN_CHUNK", 2)
     now = timezone.now()
     scope = Scope(dags=("etl_*", "ml_1"))
     first = selectors.dags_with_state(now, size=3, scope=scope).page
@@ -324,7 +324,7 @@ def test_queries_on_large_tables_do_not_grow_with_rows(
 ):
     """With a snapshot, the same number of queries with 3 and with 60 of everything."""
     monkeypatch.setattr(counting, "COUNT_CAP", 0)
-    monkeypatch.setattr(selectors, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
+    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
     who = user_factory(user, perms=ALL_PERMS)
     if user == "scoped":
         AccessScope.objects.create(user=who, kind="dag", pattern="etl_*")

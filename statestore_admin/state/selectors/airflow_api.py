@@ -1,0 +1,49 @@
+"""The reads behind Airflow's ``/api/v2`` state routes: offset pages with ``total_entries`` over one
+task instance or asset, and one key, as Airflow answers them."""
+
+from __future__ import annotations
+
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+
+from ..errors import NotFound
+from ..scopes import Scope
+from ..status import LIVE as LIVE
+from ..status import STATUSES as STATUSES
+from ..status import status_of as status_of
+from .scoped import scoped_assets
+
+
+def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int, *, scope: Scope):
+    """One page of a task instance's keys by key, and their number (an unknown task instance has none)."""
+    scope.require_dag(dag_id)
+    rows = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    return list(rows.order_by("key")[offset : offset + limit]), rows.count()
+
+
+def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, *, scope: Scope) -> TaskStateStore:
+    scope.require_dag(dag_id)
+    row = TaskStateStore.objects.filter(
+        dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key=key
+    ).first()
+    if row is None:
+        raise NotFound(f"Task state store key {key!r} not found")
+    return row
+
+
+def require_asset(asset_id: int, *, scope: Scope) -> None:
+    if not scoped_assets(scope).filter(pk=asset_id).exists():
+        raise NotFound(f"Asset with id {asset_id} not found")
+
+
+def asset_keys_page(asset_id: int, offset: int, limit: int, *, scope: Scope):
+    require_asset(asset_id, scope=scope)
+    rows = AssetStateStore.objects.filter(asset_id=asset_id)
+    return list(rows.order_by("key")[offset : offset + limit]), rows.count()
+
+
+def asset_key_in(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
+    require_asset(asset_id, scope=scope)
+    row = AssetStateStore.objects.filter(asset_id=asset_id, key=key).first()
+    if row is None:
+        raise NotFound(f"Asset state store key {key!r} not found")
+    return row
