@@ -1,6 +1,7 @@
 """Every mutation from the pages and the API produces exactly one audit event with the right actor, face,
 action and before/after, through real HTTP (Django's test client). Django admin, GC and the commands have
-their own tests (tests/test_admin_state.py, tests/test_gc.py, tests/test_audit_commands.py)."""
+their own tests (tests/admin_site/test_admin_state.py, tests/state/test_gc.py,
+tests/commands/test_audit_commands.py)."""
 
 import json
 from datetime import timedelta

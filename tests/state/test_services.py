@@ -381,7 +381,7 @@ def test_add_permission_alone_adds_new_keys_and_overwrites_none(run, asset, user
 @pytest.mark.parametrize("store", ["task", "asset"])
 def test_a_restore_whose_key_was_created_after_it_looked_is_a_conflict_naming_the_value(run, asset, store):
     """The branch a restore takes when another writer creates the key between the restore's locked read (no
-    row then) and its insert. tests/test_write_races.py reaches it only when the timing falls that way; here
+    row then) and its insert. tests/state/test_write_races.py reaches it only when the timing falls that way; here
     the key simply exists when the restore inserts."""
     if store == "task":
         target = Target(
