@@ -82,7 +82,8 @@ def test_add_records_no_before_and_refuses_an_existing_key(run, ui):
     services.set_task_key(actor=ui, scope=T, key="new", value=[1], expiry=Expiry(DEFAULT), mode=services.CREATE)
     key = keys_of(only_event())["new"]
     assert key.before_value is None and key.after_value == "[1]"
-    assert key.after_expires_at is not None  # now + default_retention_days (30)
+    # The default expiry is now + default_retention_days (30).
+    assert abs(key.after_expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
     with pytest.raises(Conflict, match="already exists"):
         services.set_task_key(actor=ui, scope=T, key="new", value=[2], expiry=Expiry(DEFAULT), mode=services.CREATE)
     assert AuditEvent.objects.count() == 1
