@@ -32,7 +32,7 @@ django.setup()  # the test helpers below import Django's test tools
 
 import requests  # noqa: E402
 
-from tests.test_serving import _run, gunicorn, server_environment  # noqa: E402
+from tests.operations.test_serving import _run, gunicorn, server_environment  # noqa: E402
 
 
 def rss_mb(pid: int) -> int:

@@ -20,9 +20,9 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state import services
 from statestore_admin.state.models import AuditEvent
+from tests.state.test_gc_concurrency import ROOT, manage_env
 
 from ..conftest import BOTH_DATABASES
-from ..test_gc_concurrency import ROOT, manage_env
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),

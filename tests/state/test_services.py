@@ -82,7 +82,8 @@ def test_add_records_no_before_and_refuses_an_existing_key(run, ui):
     services.set_task_key(actor=ui, scope=T, key="new", value=[1], expiry=Expiry(DEFAULT), mode=services.CREATE)
     key = keys_of(only_event())["new"]
     assert key.before_value is None and key.after_value == "[1]"
-    assert key.after_expires_at is not None  # now + default_retention_days (30)
+    # The default expiry is now + default_retention_days (30).
+    assert abs(key.after_expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
     with pytest.raises(Conflict, match="already exists"):
         services.set_task_key(actor=ui, scope=T, key="new", value=[2], expiry=Expiry(DEFAULT), mode=services.CREATE)
     assert AuditEvent.objects.count() == 1
@@ -381,7 +382,7 @@ def test_add_permission_alone_adds_new_keys_and_overwrites_none(run, asset, user
 @pytest.mark.parametrize("store", ["task", "asset"])
 def test_a_restore_whose_key_was_created_after_it_looked_is_a_conflict_naming_the_value(run, asset, store):
     """The branch a restore takes when another writer creates the key between the restore's locked read (no
-    row then) and its insert. tests/test_write_races.py reaches it only when the timing falls that way; here
+    row then) and its insert. tests/state/test_write_races.py reaches it only when the timing falls that way; here
     the key simply exists when the restore inserts."""
     if store == "task":
         target = Target(

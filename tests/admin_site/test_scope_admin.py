@@ -1,0 +1,180 @@
+"""Who manages access scopes in Django's admin: superusers only. A scoped Admin (the Admin role and a group
+scoped to ``nope_*``) must not drop, edit or even list scopes, nor widen their own through users and
+groups: leaving the scope's group, a new account, superuser status. Everything through real HTTP."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management import call_command
+
+from statestore_admin.state import roles, scopes
+from statestore_admin.state.models import AccessScope
+from tests.conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
+SCOPES = "/admin/state/accessscope/"
+USERS, GROUPS = "/admin/auth/user/", "/admin/auth/group/"
+SCOPE_PERMS = [f"{action}_accessscope" for action in ("view", "add", "change", "delete")]
+
+
+@pytest.fixture
+def world(dag_run_factory, task_instance_factory, task_key_factory):
+    for dag_id in ("nope_a", "wide_secret_dag"):
+        run = dag_run_factory(dag_id=dag_id)
+        task_instance_factory(run, task_id="t")
+        task_key_factory(run, task_id="t", key=f"{dag_id}-key", value=f"{dag_id}-value")
+    nope = Group.objects.create(name="nope team")
+    scopes.grant(nope, dags=["nope_*"])
+    other = Group.objects.create(name="other team")
+    scopes.grant(other, dags=["other_private_*"])
+    return {"nope": nope, "other": other}
+
+
+def _perm(app_label, codename):
+    return Permission.objects.get(content_type__app_label=app_label, codename=codename)
+
+
+@pytest.fixture
+def scoped_admin(user_factory, world):
+    """Staff, the Admin role, and a scope of nope_* DAGs (through the group "nope team")."""
+    user = user_factory("scoped-admin", is_staff=True)
+    user.groups.add(Group.objects.get(name=roles.ADMIN), world["nope"])
+    return get_user_model().objects.get(pk=user.pk)
+
+
+def user_form(username, **fields):
+    """What the admin's user change form posts (its required fields, and ``fields``)."""
+    form = {"username": username, "is_active": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    form.update({f"statestore_scopes-{k}": v for k, v in {"TOTAL_FORMS": "0", "INITIAL_FORMS": "0"}.items()})
+    return {**form, **fields}
+
+
+def scope_rows():
+    return sorted(AccessScope.objects.values_list("group__name", "user__username", "kind", "pattern"))
+
+
+def test_the_admin_role_holds_no_scope_user_or_group_permission():
+    admin_perms = set(
+        Group.objects.get(name=roles.ADMIN).permissions.values_list("content_type__app_label", "codename")
+    )
+    assert not {p for p in admin_perms if p[1].endswith(("_accessscope", "_user", "_group"))}
+    assert ("airflow", "delete_taskstatestore") in admin_perms  # the role is there, with its other permissions
+
+
+def test_migrate_takes_scope_permissions_from_an_existing_admin_group():
+    """A deployment whose Admin group holds them (the role as it was): the sync after migrate removes them."""
+    admin = Group.objects.get(name=roles.ADMIN)
+    extra = [_perm("state", c) for c in SCOPE_PERMS] + [_perm("auth", "view_user"), _perm("auth", "view_group")]
+    admin.permissions.add(*extra)
+    call_command("migrate", verbosity=0)
+    held = set(admin.permissions.values_list("codename", flat=True))
+    assert not held & {p.codename for p in extra}
+    assert "delete_taskstatestore" in held
+
+
+def test_a_scoped_admin_cannot_list_see_or_drop_their_scope(client, scoped_admin, world):
+    row = AccessScope.objects.get(group=world["nope"])
+    before = scope_rows()
+    client.force_login(scoped_admin)
+    assert client.get(SCOPES).status_code == 403
+    assert client.get(f"{SCOPES}add/").status_code == 403
+    assert client.get(f"{SCOPES}{row.pk}/change/").status_code == 403
+    assert client.get(f"{SCOPES}{row.pk}/delete/").status_code == 403
+    assert client.post(f"{SCOPES}{row.pk}/delete/", {"post": "yes"}).status_code == 403
+    changed = client.post(f"{SCOPES}{row.pk}/change/", {"group": world["nope"].pk, "kind": "dag", "pattern": "*"})
+    assert changed.status_code == 403
+    bulk = client.post(SCOPES, {"action": "delete_selected", "_selected_action": [str(row.pk)], "post": "yes"})
+    assert bulk.status_code == 403
+    added = client.post(f"{SCOPES}add/", {"user": scoped_admin.pk, "kind": "dag", "pattern": "*"})
+    assert added.status_code == 403
+    assert scope_rows() == before
+    index = client.get("/admin/").content.decode()
+    assert SCOPES not in index and USERS not in index and GROUPS not in index
+    # Nobody else's patterns through the pickers either.
+    for field in ("group", "user"):
+        picker = client.get(
+            "/admin/autocomplete/", {"app_label": "state", "model_name": "accessscope", "field_name": field}
+        )
+        assert picker.status_code == 403
+    # And the scope still holds: the out-of-scope DAG is not theirs.
+    page = client.get("/dags/").content.decode()
+    assert "nope_a" in page and "wide_secret_dag" not in page
+    assert client.get("/dags/wide_secret_dag/").status_code == 403
+
+
+def test_a_scoped_user_changes_no_account_even_with_the_permissions(client, user_factory, world):
+    """Given change/add/delete on users and groups (a group of one's own making), a scoped user still cannot
+    leave the scope's group, create an account, or drop the group."""
+    user = user_factory("scoped-account-admin", is_staff=True, perms=["task.view"])
+    managers = Group.objects.create(name="account managers")
+    managers.permissions.add(
+        *[_perm("auth", f"{a}_{m}") for a in ("view", "add", "change", "delete") for m in ("user", "group")]
+    )
+    user.groups.add(managers, world["nope"])
+    client.force_login(user)
+    groups_before = set(user.groups.values_list("name", flat=True))
+    users_before = get_user_model().objects.count()
+    own = f"{USERS}{user.pk}/change/"
+    assert client.get(own).status_code == 200  # view only: the page shows, without a save button
+    assert 'name="_save"' not in client.get(own).content.decode()
+    response = client.post(own, user_form(user.username, groups=[managers.pk], is_staff="on"))
+    assert response.status_code == 403
+    assert (
+        client.post(
+            f"{USERS}add/",
+            {
+                "username": "my-twin",
+                "password1": "x-Twin-9a-pass",
+                "password2": "x-Twin-9a-pass",
+                "usable_password": "true",
+            },
+        ).status_code
+        == 403
+    )
+    assert client.post(f"{GROUPS}{world['nope'].pk}/delete/", {"post": "yes"}).status_code == 403
+    assert client.post(f"{USERS}{user.pk}/password/", {"password1": "x", "password2": "x"}).status_code == 403
+    user.refresh_from_db()
+    assert set(user.groups.values_list("name", flat=True)) == groups_before
+    assert get_user_model().objects.count() == users_before and Group.objects.filter(name="nope team").exists()
+    assert not user.is_superuser
+    assert "other_private_*" not in client.get(f"{GROUPS}{world['other'].pk}/change/").content.decode()
+
+
+def test_an_unscoped_account_manager_cannot_make_a_superuser_or_edit_their_own_groups(client, user_factory, world):
+    user = user_factory("account-admin", is_staff=True)
+    managers = Group.objects.create(name="account managers")
+    managers.permissions.add(*[_perm("auth", f"{a}_user") for a in ("view", "add", "change")])
+    user.groups.add(managers)
+    target = user_factory("colleague")
+    client.force_login(user)
+    # Another user's page: editable, but not superuser status; and no scope of anyone's is shown.
+    page = client.get(f"{USERS}{target.pk}/change/").content.decode()
+    assert 'name="is_superuser"' not in page and 'name="groups"' in page
+    assert "State store scope" not in page
+    form = user_form("colleague", is_superuser="on", groups=[world["nope"].pk])
+    assert client.post(f"{USERS}{target.pk}/change/", form).status_code == 302
+    target.refresh_from_db()
+    assert not target.is_superuser and list(target.groups.values_list("name", flat=True)) == ["nope team"]
+    # Their own page: neither superuser status nor their groups nor their permissions.
+    own = client.get(f"{USERS}{user.pk}/change/").content.decode()
+    assert 'name="groups"' not in own and 'name="user_permissions"' not in own and 'name="is_superuser"' not in own
+    form = user_form("account-admin", is_staff="on", is_superuser="on", groups=[])
+    assert client.post(f"{USERS}{user.pk}/change/", form).status_code == 302
+    user.refresh_from_db()
+    assert not user.is_superuser and list(user.groups.values_list("name", flat=True)) == ["account managers"]
+
+
+def test_a_superuser_still_manages_scopes(client, user_factory, world):
+    root = user_factory("root", is_staff=True, is_superuser=True)
+    client.force_login(root)
+    assert "nope_*" in client.get(SCOPES).content.decode()
+    row = AccessScope.objects.get(group=world["nope"])
+    assert client.post(f"{SCOPES}{row.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not AccessScope.objects.filter(pk=row.pk).exists()
+    group_page = client.get(f"{GROUPS}{world['other'].pk}/change/").content.decode()
+    assert "State store scope" in group_page and "other_private_*" in group_page
+    target = user_factory("made-root")
+    response = client.post(f"{USERS}{target.pk}/change/", user_form("made-root", is_superuser="on"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    target.refresh_from_db()
+    assert target.is_superuser

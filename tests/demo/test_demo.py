@@ -1,0 +1,119 @@
+"""Demo data: a believable, idempotent deployment; fast set-based scale data."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import Count
+from django.utils import timezone
+
+from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.demo.data import LONG_KEY, SCALE_DAG
+from tests.conftest import BOTH_DATABASES
+
+pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
+
+
+def table_counts():
+    return {
+        m.__name__: m.objects.count()
+        for m in (DagRun, TaskInstance, TaskStateStore, Asset, AssetActive, AssetStateStore)
+    }
+
+
+def load():
+    call_command("demo_data", allow_any_database=True, verbosity=0)
+
+
+def test_refuses_a_database_that_is_not_the_embedded_demo():
+    with pytest.raises(CommandError, match="not the embedded demo database"):
+        call_command("demo_data")
+    assert TaskStateStore.objects.count() == 0
+
+
+def test_demo_is_believable():
+    load()
+    now = timezone.now()
+    keys = TaskStateStore.objects.all()
+    assert DagRun.objects.values("dag_id").distinct().count() >= 4
+    assert set(DagRun.objects.values_list("state", flat=True)) >= {"success", "failed", "running"}
+    assert keys.filter(expires_at__lt=now).exists(), "expired keys"
+    assert keys.filter(expires_at__gte=now, expires_at__lt=now + timedelta(hours=1)).exists(), "expiring in the hour"
+    assert keys.filter(expires_at__gt=now + timedelta(days=29)).exists(), "default retention (30 days)"
+    assert keys.filter(expires_at__isnull=True).exists(), "NEVER_EXPIRE"
+    mapped = set(keys.filter(task_id="train_fold").values_list("map_index", flat=True))
+    assert mapped == {0, 1, 2, 3, 4}
+    assert set(TaskInstance.objects.filter(task_id="train_fold").values_list("map_index", flat=True)) == mapped
+    assert keys.filter(key=LONG_KEY).exists() and len(LONG_KEY) == 512
+    assert keys.filter(key__contains="🚀").exists() and keys.filter(key__contains="/").exists()
+    sizes = sorted(len(k.value) for k in keys)
+    assert sizes[0] <= 4 and sizes[-1] >= 10_000
+    assert any(k.worker_ref and k.worker_ref.startswith("s3://") for k in keys)
+    # every key belongs to an existing task instance of its run
+    for key in keys:
+        assert TaskInstance.objects.filter(
+            dag_id=key.dag_id, run_id=key.run_id, task_id=key.task_id, map_index=key.map_index
+        ).exists()
+        assert (key.dag_run.dag_id, key.dag_run.run_id) == (key.dag_id, key.run_id)
+    kinds = set(AssetStateStore.objects.values_list("last_updated_by_kind", flat=True))
+    assert kinds == {"task", "watcher", "api", None}
+    active = {(a.name, a.uri) for a in AssetActive.objects.all()}
+    inactive = [a for a in Asset.objects.all() if (a.name, a.uri) not in active]
+    assert inactive and AssetStateStore.objects.filter(asset__in=inactive).exists()
+    task_written = AssetStateStore.objects.filter(last_updated_by_kind="task").first()
+    assert DagRun.objects.filter(
+        dag_id=task_written.last_updated_by_dag_id, run_id=task_written.last_updated_by_run_id
+    ).exists()
+
+
+def test_demo_is_idempotent():
+    load()
+    first = table_counts()
+    load()
+    assert table_counts() == first
+
+
+def test_demo_respects_a_zero_default_retention(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "0")
+    load()
+    assert not TaskStateStore.objects.filter(expires_at__gt=timezone.now() + timedelta(days=1)).exists()
+
+
+def test_scale_data_is_bulk_and_idempotent():
+    call_command("demo_data", allow_any_database=True, scale=25_000, expired_fraction=0.4, verbosity=0)
+    scale = TaskStateStore.objects.filter(dag_id=SCALE_DAG)
+    assert scale.count() == 25_000
+    expired = scale.filter(expires_at__lt=timezone.now()).count()
+    assert expired == 10_000
+    assert scale.values("run_id").distinct().count() == 3
+    assert scale.values("expires_at").distinct().count() == 25_000  # spread, one second apart
+    assert scale.order_by("expires_at").first().expires_at < timezone.now() - timedelta(hours=1)
+    per_task = scale.values("task_id").annotate(n=Count("id"))
+    assert {row["n"] for row in per_task} == {2_500}
+    call_command("demo_data", allow_any_database=True, scale=25_000, verbosity=0)
+    assert scale.count() == 25_000
+
+
+def test_bad_scale_arguments():
+    with pytest.raises(CommandError):
+        call_command("demo_data", allow_any_database=True, scale=-1)
+
+
+def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch, settings, tmp_path):
+    """`make run` gives the demo a file:// object storage in var/state/: its offloaded values are written
+    there like common.io's backend writes them, and the key page's resolver reads them back."""
+    from statestore_admin.state import objects
+
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+    settings.WORKER_BACKEND_READ = True
+    load()
+    rows = TaskStateStore.objects.filter(dag_id="s3_ingest", key="manifest")
+    assert rows.count() == 2  # one per run, each its own object
+    for row in rows:
+        resolved = objects.resolve_task_row(row)
+        assert resolved.reference.kind == objects.OBJECT and resolved.reference.risk is None
+        assert resolved.reference.ref.endswith("/download/-1/manifest.gz")
+        assert (tmp_path / "state" / "s3_ingest").is_dir()
+        assert json.loads(resolved.text)[0]["path"].startswith("s3://landing/events/")
