@@ -4,7 +4,7 @@ read-only, and not for a user with a scope."""
 from django.contrib import admin
 
 from statestore_admin.state.models import GcRun, StatsSnapshot
-from statestore_admin.state.scopes import scope_of
+from statestore_admin.state.scopes import scope_of, store_wide
 
 
 class StoreWideRecordAdmin(admin.ModelAdmin):
@@ -12,7 +12,7 @@ class StoreWideRecordAdmin(admin.ModelAdmin):
     user with a scope (as on the overview)."""
 
     def has_view_permission(self, request, obj=None):
-        return super().has_view_permission(request, obj) and not scope_of(request.user).restricted
+        return super().has_view_permission(request, obj) and store_wide(scope_of(request.user), (), needs=())
 
     def has_add_permission(self, request):
         return False

@@ -25,7 +25,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import formatting, objects, permissions, selectors, services, values
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
 
 from .errors import ErrorBody, RequestInvalid, error
@@ -479,8 +479,8 @@ class TaskView(AirflowView):
         super().initial(request, *args, **kwargs)
         scope_of(request.user).require_dag(self.kwargs["dag_id"])
 
-    def scope(self, request, dag_id, dag_run_id, task_id) -> TaskScope:
-        return TaskScope(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
+    def scope(self, request, dag_id, dag_run_id, task_id) -> TaskAddress:
+        return TaskAddress(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
 
 
 class TaskStateStoreCollection(TaskView):

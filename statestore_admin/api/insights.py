@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from statestore_admin.state import gc, insights, permissions
 from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
+from statestore_admin.state.scopes import scope_of, sees_store_wide
 
 from . import shapes
 from .airflow_v2 import ERRORS, iso
@@ -195,7 +195,7 @@ latest). Needs view on task state; GC runs span every DAG, so a user with a scop
     def get(self, request):
         """GC history: rows deleted per run, duration, outcome."""
         scope = scope_of(request.user)
-        if scope.restricted:
+        if not sees_store_wide(request.user):
             raise PermissionDenied("GC runs span every DAG and asset: a user with a scope may not see them.")
         try:
             days = insights.parse_days(request.query_params.get("days"))

@@ -28,9 +28,10 @@ from statestore_admin.state import objects, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import decode_json_text, pretty, stored_surrogate
 
+from . import params as params_
 from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
 from .htmx import dialog as _dialog
 from .htmx import done as _done
@@ -196,7 +197,7 @@ def task_key_expiry(request, key_id):
 def task_key_add(request, run_pk, task_id):
     permissions.require(request.user, permissions.TASK, "add")
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    map_indexes = selectors.task_map_indexes(TaskScope(run.dag_id, run.run_id, task_id))
+    map_indexes = selectors.task_map_indexes(TaskAddress(run.dag_id, run.run_id, task_id))
     form = AddTaskKeyForm(
         request.POST or None,
         initial={"map_index": request.GET.get("map_index", -1)},
@@ -205,7 +206,7 @@ def task_key_add(request, run_pk, task_id):
     )
 
     def add():
-        scope = TaskScope(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"])
+        scope = TaskAddress(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"])
         try:
             row = services.set_task_key(
                 actor=Actor.from_request(request),
@@ -246,45 +247,30 @@ def _task_target(params) -> dict:
     if params.get("run"):
         map_index = params.get("map_index", "-1")
         return {
-            "run_pk": _int_or(params.get("run"), 0),
+            "run_pk": params_.integer(params, "run", 0),
             "task_id": params.get("task_id", ""),
-            "map_index": None if map_index == "all" else _int_or_400(map_index, "map_index"),
+            "map_index": None if map_index == "all" else params_.whole_number(map_index, "map_index"),
         }
-    return {"ids": tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))}
+    return {"ids": tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))}
 
 
-def _task_selection(params, user) -> tuple[services.TaskSelection, object]:
+def task_selection(params, user) -> tuple[services.TaskSelection, object]:
     """The selection a confirmation's download reads (``audit_views.task_keys_export``): a task instance
     (``run``, ``task_id``, ``map_index`` or ``all``) or key ids; and the DAG run for a task instance (in the
     user's scope)."""
     if params.get("run"):
-        run = selectors.get_run(_int_or_400(params.get("run"), "run"), scope=scope_of(user))
+        run = selectors.get_run(params_.whole_number(params.get("run"), "run"), scope=scope_of(user))
         map_index = params.get("map_index", "-1")
         every = map_index == "all"
-        scope = TaskScope(
-            run.dag_id, run.run_id, params.get("task_id", ""), -1 if every else _int_or_400(map_index, "map_index")
+        scope = TaskAddress(
+            run.dag_id,
+            run.run_id,
+            params.get("task_id", ""),
+            -1 if every else params_.whole_number(map_index, "map_index"),
         )
         return services.TaskSelection.of_instance(scope, all_map_indices=every), run
-    ids = tuple(_int_or_400(v, "ids") for v in params.getlist("ids"))
+    ids = tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))
     return services.TaskSelection(ids=ids), None
-
-
-def _int_or(value, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _int_or_400(value, field):
-    """An integer the database can compare (64 bits), else Invalid."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise Invalid({field: f"{value!r} is not a number."}) from None
-    if not -(2**63) <= number < 2**63:
-        raise Invalid({field: f"{value!r} is out of range."})
-    return number
 
 
 @require_http_methods(["GET", "POST"])

@@ -28,7 +28,7 @@ from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
 
-from .actions import _task_selection
+from .actions import task_selection
 from .downloads import bad_request, download
 from .htmx import dialog, error_messages
 from .pages import render_page, requires_view
@@ -366,7 +366,7 @@ def task_keys_export(request):
     """The task keys of a confirmation (``run``, ``task_id``, ``map_index`` or ``ids``) not written after
     its ``confirmed_at``: every key it lists (``selectors.confirmed_keys``), as an export document."""
     try:
-        selection, _run = _task_selection(request.GET, request.user)
+        selection, _run = task_selection(request.GET, request.user)
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
         rows = selectors.confirmed_keys(selection.queryset(scope_of(request.user)), confirmed_at=confirmed_at)
     except ValidationError as exc:

@@ -3,7 +3,7 @@ link gets wrong (a number out of range, a store it does not know) and shows its 
 answers a plain 400 instead, since its file would not be what was asked for (``map_index``).
 """
 
-from statestore_admin.state import exports
+from statestore_admin.state import exports, pagination
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.selectors import ALL_MAP_INDEXES
 
@@ -41,3 +41,15 @@ def map_index(params, name: str = "map_index") -> int | None:
     if value is None or not -1 <= value <= exports.MAX_INT:
         raise Invalid({name: f"{name} is a whole number from -1, or all."})
     return value
+
+
+def whole_number(value, field: str) -> int:
+    """A whole number the database can compare (64 bits), else ``Invalid`` naming ``field``: for the
+    parameters of an action or a download, which must not silently mean something else."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise Invalid({field: f"{value!r} is not a number."}) from None
+    if not pagination.MIN_INT <= number <= pagination.MAX_INT:
+        raise Invalid({field: f"{value!r} is out of range."})
+    return number

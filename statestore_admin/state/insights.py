@@ -4,7 +4,7 @@
 Nothing here reads Airflow's database: every figure is as of a snapshot, shown with its time (a scoped
 user's per-DAG rows are matched against their patterns, as ``stats.scoped_totals`` does).
 
-Who sees what (the rules of the overview, issue 12):
+Who sees what (the same rules as the overview):
 
 - a store's figures need ``view`` on it (``stores``: ``permissions.viewable_stores(user)``);
 - a scoped user's task figures are sums of their DAGs' ``StatsSnapshotDag`` rows; figures of the whole store
@@ -23,7 +23,7 @@ from django.db.models import Q, Sum
 from . import selectors, stats
 from .errors import Invalid
 from .models import GcRun, StatsSnapshot, StatsSnapshotDag
-from .scopes import Scope
+from .scopes import Scope, store_wide
 
 DAYS = (7, 30, 90)
 DEFAULT_DAYS = 30
@@ -79,7 +79,7 @@ def access(*, scope: Scope, stores: tuple[str, ...]) -> Access:
         asset=asset,
         task_wide=task and scope.all_dags,
         asset_wide=asset and scope.all_assets,
-        gc=task and not scope.restricted,
+        gc=store_wide(scope, stores),
     )
 
 

@@ -59,7 +59,7 @@ from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, Tas
 from . import audit, formatting, objects, permissions
 from .orphan_report import Deletion, OrphanReport
 from .pagination import keyset_chunks
-from .scopes import scope_of
+from .scopes import require_store_wide, sees_store_wide
 
 CHUNK = 500  # objects checked, rows read, at a time
 SAMPLE_MAX = 1_000  # the largest sample a caller may ask for
@@ -82,16 +82,14 @@ def access(user) -> OrphansAccess:
     """What ``user`` may do with the report: see it (view on both stores, no scope), delete orphans (delete
     on both stores too)."""
     stores = tuple(permissions.STORES)
-    if not all(permissions.can(user, s, "view") for s in stores) or scope_of(user).restricted:
+    if not sees_store_wide(user, stores):
         return OrphansAccess(False, False)
     return OrphansAccess(True, all(permissions.can(user, s, "delete") for s in stores))
 
 
 def require_view(who) -> None:
     """``who``: a user or an ``Actor`` (a command acting as the system may do everything)."""
-    for store in permissions.STORES:
-        permissions.require(who, store, "view")
-    scope_of(who).require_unrestricted("The orphans report")
+    require_store_wide(who, "The orphans report", tuple(permissions.STORES))
 
 
 def require_delete(who) -> None:

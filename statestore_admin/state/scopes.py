@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
+from . import permissions
 from .errors import Forbidden, Invalid
 from .patterns import glob_q, glob_regex, validate_pattern
 
@@ -122,6 +123,24 @@ def scope_of(who) -> Scope:
 
 
 # Who manages scopes (Django's admin asks these) --------------------------------------------------------
+# Store-wide data (GC runs, the GC page and its history, the orphans report) spans every DAG and asset: it is
+# for those who may view the stores it describes and have no access scope. The one rule, three forms.
+def store_wide(scope: Scope, viewable, needs: tuple[str, ...] = (permissions.TASK,)) -> bool:
+    """Whether store-wide data about ``needs`` is shown to a holder of ``scope`` who may view ``viewable``."""
+    return set(needs) <= set(viewable) and not scope.restricted
+
+
+def sees_store_wide(who, needs: tuple[str, ...] = (permissions.TASK,)) -> bool:
+    return store_wide(scope_of(who), [s for s in needs if permissions.can(who, s, "view")], needs)
+
+
+def require_store_wide(who, what: str, needs: tuple[str, ...] = (permissions.TASK,)) -> None:
+    """Forbidden (naming ``what``) unless ``who`` sees store-wide data about ``needs``."""
+    for store in needs:
+        permissions.require(who, store, "view")
+    scope_of(who).require_unrestricted(what)
+
+
 def may_manage_scopes(user) -> bool:
     """Whether ``user`` may list, grant, edit or revoke scopes, anyone's: superusers only. A scope limits its
     holder, so nobody it could limit may touch one (superusers are never scoped); and the list of every

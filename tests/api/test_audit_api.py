@@ -12,7 +12,7 @@ from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateSt
 from statestore_admin.state import exports, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.models import AuditEvent
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 
@@ -143,7 +143,7 @@ def mixed(api, scene, dag_run_factory, task_instance_factory, task_key_factory, 
     services.expire_task_keys(actor=Actor(via="ui", user=alice), selection=services.TaskSelection(ids=(row.pk,)))
     put(api, f"/api/v2/assets/{scene['asset'].pk}/state-store/watermark", {"value": 2})
     services.delete_task_keys(
-        actor=Actor.command(), selection=services.TaskSelection(scope=TaskScope("etl", RUN_ID, "t"), keys=("b",))
+        actor=Actor.command(), selection=services.TaskSelection(scope=TaskAddress("etl", RUN_ID, "t"), keys=("b",))
     )
     return list(AuditEvent.objects.order_by("id"))
 
@@ -460,7 +460,7 @@ def test_listing_runs_the_same_queries_for_3_or_30_events(api, operator, dag_run
     run = dag_run_factory(dag_id="many", run_id="r")
     task_instance_factory(run, task_id="t")
     actor = Actor(via="ui", user=operator)
-    scope = TaskScope("many", "r", "t")
+    scope = TaskAddress("many", "r", "t")
     api.get(EVENTS)  # the token's last_used_at is written on the first use of the minute
 
     def queries_for(events: int) -> int:

@@ -17,7 +17,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.models import AuditEvent, AuditKey
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import Expiry
 from tests.conftest import BOTH_DATABASES
 
@@ -91,7 +91,7 @@ def test_the_list_shows_who_did_what_where_and_the_outcome(op_client, run):
 
 def test_the_list_shows_commands_tokens_and_assets(op_client, run, asset, operator):
     services.set_task_key(
-        actor=command(), scope=TaskScope("etl", "manual__audit", "t"), key="k", value=1, expiry=Expiry("never")
+        actor=command(), scope=TaskAddress("etl", "manual__audit", "t"), key="k", value=1, expiry=Expiry("never")
     )
     token_actor = Actor(via="api", user=operator, token_id=12, token_name="nightly", host="10.0.0.7")
     services.delete_asset_keys(actor=token_actor, asset_id=asset.pk, keys=["cursor"])

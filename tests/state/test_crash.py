@@ -31,8 +31,8 @@ pytestmark = [
 
 CLEAR = (
     "from statestore_admin.state import services; from statestore_admin.state.actors import Actor; "
-    "from statestore_admin.state.selectors import TaskScope; "
-    "services.clear_task_instance(actor=Actor.command(), scope=TaskScope('etl', 'r1', 't'))"
+    "from statestore_admin.state.selectors import TaskAddress; "
+    "services.clear_task_instance(actor=Actor.command(), scope=TaskAddress('etl', 'r1', 't'))"
 )
 
 

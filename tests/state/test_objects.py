@@ -551,12 +551,12 @@ def test_read_only_helper_blocks_creating_and_deleting(store, tmp_path):
 PROVIDER_SCRIPT = """
 import json, sys
 from airflow.providers.common.io.state_store import backend
-from airflow.sdk._shared.state import AssetScope, TaskScope
+from airflow.sdk._shared.state import AssetScope, TaskAddress
 out = []
 for kind, args in json.loads(sys.argv[1]):
     if kind == "task":
         *scope, key = args
-        out.append(str(backend._build_task_path(TaskScope(*scope), key)))
+        out.append(str(backend._build_task_path(TaskAddress(*scope), key)))
     else:
         name, uri, key = args
         out.append(str(backend._build_asset_path(AssetScope(name=name, uri=uri), key)))

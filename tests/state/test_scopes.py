@@ -17,7 +17,7 @@ from statestore_admin.state import roles, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.models import AccessScope, AuditEvent
 from statestore_admin.state.scopes import EVERYTHING, Scope, glob_q, glob_regex, scope_of
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import NEVER, Expiry
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
@@ -463,7 +463,7 @@ def test_an_operator_edits_and_expires_but_does_not_delete_and_an_admin_deletes(
     assert response.status_code == 204, response.content
     assert TaskStateStore.objects.get(pk=one.pk).value == '"edited"'
     assert confirm(client, "expire", [one.pk]).status_code == 204
-    assert TaskStateStore.objects.get(pk=one.pk).expires_at is not None
+    assert TaskStateStore.objects.get(pk=one.pk).expires_at <= timezone.now()  # expired now
     assert confirm(client, "delete", [two.pk]).status_code == 403
     response = client.post("/keys/task/delete/", {"ids": [two.pk], "listed": ""}, **HX)
     assert response.status_code == 403 and TaskStateStore.objects.filter(pk=two.pk).exists()
@@ -513,14 +513,14 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
     system = Actor.command()
     services.set_task_key(
         actor=system,
-        scope=TaskScope("etl_a", RUN_ID, "t"),
+        scope=TaskAddress("etl_a", RUN_ID, "t"),
         key="k_etl_audited",
         value="etl-audited",
         expiry=Expiry(NEVER),
     )
     services.set_task_key(
         actor=system,
-        scope=TaskScope("ml_x", RUN_ID, "t"),
+        scope=TaskAddress("ml_x", RUN_ID, "t"),
         key="k_ml_audited",
         value="ML-SECRET-A",
         expiry=Expiry(NEVER),
@@ -736,7 +736,7 @@ def test_bulk_actions_by_ids_change_only_the_scopes_keys(client, world):
     assert_no_ml(text(dialog))
     response = client.post("/keys/task/expire/", {"ids": ids, "listed": listed_in(dialog)}, **HX)
     assert response.status_code == 204, response.content
-    assert TaskStateStore.objects.get(pk=etl.pk).expires_at is not None
+    assert TaskStateStore.objects.get(pk=etl.pk).expires_at <= timezone.now()  # expired now
     assert TaskStateStore.objects.get(pk=ml.pk).expires_at is None
     export = client.get("/keys/task/export/", {"ids": ids, "confirmed_at": timezone.now().isoformat()})
     assert_no_ml(b"".join(export.streaming_content).decode())

@@ -14,7 +14,7 @@ from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.exports import Target
 from statestore_admin.state.models import AuditEvent, AuditKey
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
 
 from ..conftest import BOTH_DATABASES
@@ -43,7 +43,7 @@ def asset(asset_factory, asset_key_factory):
     return asset
 
 
-T = TaskScope("etl", "r1", "t")
+T = TaskAddress("etl", "r1", "t")
 
 
 def state():
@@ -102,7 +102,10 @@ def test_patch_keeps_expiry_and_skips_a_no_op(run, ui):
 def test_patch_needs_the_task_instance_by_id_and_by_scope_alike(run, ui, task_key_factory, dag_run_factory):
     """Airflow's PATCH answers 404 when the task instance is gone; the dashboard's edit (by id) does the same."""
     orphan = task_key_factory(run, task_id="gone", key="k", value=1)
-    for ref in (services.TaskKeyRef(id=orphan.pk), services.TaskKeyRef(scope=TaskScope("etl", "r1", "gone"), key="k")):
+    for ref in (
+        services.TaskKeyRef(id=orphan.pk),
+        services.TaskKeyRef(scope=TaskAddress("etl", "r1", "gone"), key="k"),
+    ):
         with pytest.raises(NotFound, match="Task instance not found"):
             services.patch_task_key(actor=ui, ref=ref, value=2)
     assert TaskStateStore.objects.get(pk=orphan.pk).value == "1" and AuditEvent.objects.count() == 0
@@ -113,7 +116,7 @@ def test_expiry_expire_delete_and_clear_each_record_one_event(run, ui):
     services.set_task_expiry(actor=ui, ref=services.TaskKeyRef(id=job.pk), expiry=Expiry(AT, LATER + timedelta(days=1)))
     outcome = services.expire_task_keys(actor=ui, selection=services.TaskSelection(ids=(job.pk,)))
     assert outcome.changed == 1 and outcome.event.action == "expire"
-    outcome = services.clear_task_instance(actor=ui, scope=TaskScope("etl", "r1", "mapped"), all_map_indices=True)
+    outcome = services.clear_task_instance(actor=ui, scope=TaskAddress("etl", "r1", "mapped"), all_map_indices=True)
     assert outcome.changed == 2 and outcome.event.details == {"all_map_indices": True}
     assert (outcome.event.task_id, outcome.event.map_index) == ("mapped", None)
     outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(ids=(job.pk,)))
@@ -161,7 +164,7 @@ def test_bad_input_and_missing_permissions_change_nothing_and_record_nothing(run
         (
             NotFound,
             lambda: services.set_task_key(
-                actor=ui, scope=TaskScope("etl", "nope", "t"), key="k", value=1, expiry=Expiry(DEFAULT)
+                actor=ui, scope=TaskAddress("etl", "nope", "t"), key="k", value=1, expiry=Expiry(DEFAULT)
             ),
         ),
         (NotFound, lambda: services.clear_asset(actor=ui, asset_id=999999)),
@@ -228,7 +231,7 @@ UNDOABLE = {
     ),
     "clear": lambda a, run: services.clear_task_instance(actor=a, scope=T),
     "clear all map indexes": lambda a, run: services.clear_task_instance(
-        actor=a, scope=TaskScope("etl", "r1", "mapped"), all_map_indices=True
+        actor=a, scope=TaskAddress("etl", "r1", "mapped"), all_map_indices=True
     ),
     "asset set": lambda a, run: services.set_asset_key(actor=a, asset_id=run.asset.pk, key="watermark", value="x"),
     "asset add": lambda a, run: services.set_asset_key(actor=a, asset_id=run.asset.pk, key="n", value=1, mode="create"),
@@ -325,7 +328,7 @@ def test_a_large_clear_is_recorded_in_chunks_with_every_key(dag_run_factory, tas
         )
         for i in range(audit.CHUNK * 3 + 7)
     )
-    outcome = services.clear_task_instance(actor=ui, scope=TaskScope("big", "r", "t"))
+    outcome = services.clear_task_instance(actor=ui, scope=TaskAddress("big", "r", "t"))
     assert outcome.changed == audit.CHUNK * 3 + 7 == outcome.event.key_count
     assert AuditKey.objects.filter(event=outcome.event).count() == outcome.changed
     assert not TaskStateStore.objects.filter(dag_id="big").exists()

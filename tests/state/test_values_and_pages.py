@@ -10,7 +10,7 @@ from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state import pagination, selectors
 from statestore_admin.state.errors import Invalid, NotFound
 from statestore_admin.state.scopes import EVERYTHING
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import (
     AT,
     DEFAULT,
@@ -160,11 +160,11 @@ def test_previews_never_load_whole_values(many_keys):
 
 @pytest.mark.django_db(databases=BOTH_DATABASES)
 def test_task_instance_lookup_is_airflows_404(many_keys):
-    assert selectors.require_task_instance(TaskScope("p", "r", "t")).pk == many_keys.pk
+    assert selectors.require_task_instance(TaskAddress("p", "r", "t")).pk == many_keys.pk
     with pytest.raises(NotFound, match="map_index=3"):
-        selectors.require_task_instance(TaskScope("p", "r", "t", 3))
+        selectors.require_task_instance(TaskAddress("p", "r", "t", 3))
     with pytest.raises(NotFound, match="all_map_indices=True"):
-        selectors.require_task_instance(TaskScope("p", "r", "other"), any_map_index=True)
+        selectors.require_task_instance(TaskAddress("p", "r", "other"), any_map_index=True)
     with pytest.raises(NotFound, match="Asset with id 424242 not found"):
         selectors.get_asset(424242, scope=EVERYTHING)
 

@@ -13,7 +13,7 @@ from statestore_admin.state import services, values
 from statestore_admin.state.errors import Conflict, Invalid
 from statestore_admin.state.models import AuditEvent
 from statestore_admin.state.scopes import EVERYTHING
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import NEVER, Expiry
 
 from ..conftest import BOTH_DATABASES
@@ -96,7 +96,7 @@ def test_an_unchanged_value_is_not_written_by_any_write(run, ui, asset_factory, 
     row = services.patch_task_key(actor=ui, ref=services.TaskKeyRef(id=job.pk), value={"id": 1})
     assert row.written is False
     again = services.set_task_key(
-        actor=ui, scope=TaskScope("etl", "r1", "t"), key="job", value={"id": 1}, expiry=Expiry(NEVER)
+        actor=ui, scope=TaskAddress("etl", "r1", "t"), key="job", value={"id": 1}, expiry=Expiry(NEVER)
     )
     assert again.written is False  # the same value and the same expiry (none)
     assert TaskStateStore.objects.get(pk=job.pk).updated_at == job.updated_at
@@ -168,7 +168,7 @@ def test_task_clears_and_expiry_keep_what_the_listing_does_not_hold(run, ui, tas
     for map_index in (0, 1):
         task_instance_factory(run, task_id="m", map_index=map_index)
         task_key_factory(run, task_id="m", map_index=map_index, key="k", value=map_index)
-    scope = TaskScope("etl", "r1", "m", -1)
+    scope = TaskAddress("etl", "r1", "m", -1)
     listed = services.list_keys(services.TaskSelection.of_instance(scope, True).queryset(EVERYTHING))
     task_key_factory(run, task_id="m", map_index=1, key="old-clock", updated_at=timezone.now() - timedelta(days=1))
     TaskStateStore.objects.filter(task_id="m", map_index=0).update(value="5")  # same time, another value

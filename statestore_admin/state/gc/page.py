@@ -14,7 +14,7 @@ from .. import permissions
 from ..errors import Forbidden, Invalid
 from ..models import GcRun
 from ..pagination import Page, paginate
-from ..scopes import Scope, scope_of
+from ..scopes import Scope, require_store_wide, sees_store_wide
 from .plan import GcPlan, parse_cutoff
 from .preview import DryRunSummary, dry_run
 from .result import SUCCESSFUL
@@ -40,15 +40,14 @@ class GcAccess:
 
 
 def access(user) -> GcAccess:
-    if not permissions.can(user, permissions.TASK, "view") or scope_of(user).restricted:
+    if not sees_store_wide(user):
         return GcAccess(False, False)
     run = permissions.can(user, permissions.TASK, "delete") and user.has_perm(RUN_PERMISSION)
     return GcAccess(True, run)
 
 
 def require_view(user) -> None:
-    permissions.require(user, permissions.TASK, "view")
-    scope_of(user).require_unrestricted("Garbage collection")
+    require_store_wide(user, "Garbage collection")
 
 
 def require_run(user) -> None:

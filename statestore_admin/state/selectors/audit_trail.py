@@ -89,7 +89,7 @@ class AuditQuery:
         return any(getattr(self, name) not in ("", None) for name in AUDIT_FILTERS)
 
 
-def audit_scope_q(scope: Scope) -> Q:
+def visible_events_q(scope: Scope) -> Q:
     """The events a scoped user may see: task events of one of their DAGs, asset events of one of their
     assets. Events spanning several DAGs or assets (no single dag_id or asset) and GC runs are not theirs."""
     if not scope.restricted:
@@ -101,7 +101,7 @@ def audit_scope_q(scope: Scope) -> Q:
 
 def get_audit_event(event_id: int, *, scope: Scope) -> AuditEvent:
     try:
-        return AuditEvent.objects.select_related("restored_from").filter(audit_scope_q(scope)).get(pk=event_id)
+        return AuditEvent.objects.select_related("restored_from").filter(visible_events_q(scope)).get(pk=event_id)
     except (AuditEvent.DoesNotExist, ValueError, TypeError):
         raise NotFound(f"Audit event {event_id} not found") from None
 
@@ -129,7 +129,7 @@ def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> Q
     # Events without a store: GC runs are task state's; orphans runs (objects of both stores) need both.
     no_store = Q(store="") if "asset" in stores else Q(store="") & ~Q(action=AuditEvent.Action.ORPHANS)
     rows = AuditEvent.objects.filter(Q(store__in=stores) | (no_store if "task" in stores else Q(pk__in=[])))
-    rows = rows.filter(audit_scope_q(scope))
+    rows = rows.filter(visible_events_q(scope))
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
         value = getattr(query, name)
         if value not in ("", None):

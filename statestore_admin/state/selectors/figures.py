@@ -23,7 +23,7 @@ from ..counting import (
     row_count,
 )
 from ..models import GcRun
-from ..scopes import Scope
+from ..scopes import Scope, store_wide
 from ..status import EXPIRED, EXPIRING, NEVER, status_filter
 from ..status import LIVE as LIVE
 from ..status import STATUSES as STATUSES
@@ -226,7 +226,7 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
     return Overview(
         totals=StoreTotals(task, asset),
         statuses=statuses,
-        gc_runs=list(GcRun.objects.all()[:5]) if "task" in stores and not scope.restricted else None,
+        gc_runs=list(GcRun.objects.all()[:5]) if store_wide(scope, stores) else None,
         config=values,
         config_error=error,
         backend_modes=modes,

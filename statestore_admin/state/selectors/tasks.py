@@ -1,4 +1,4 @@
-"""A run's and a task instance's keys: the task address (``TaskScope``), the run page's blocks, the task
+"""A run's and a task instance's keys: the task address (``TaskAddress``), the run page's blocks, the task
 page, live refresh and one key."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def auto_refreshes(run: DagRun) -> bool:
 
 
 @dataclass(frozen=True)
-class TaskScope:
+class TaskAddress:
     """A task instance as Airflow's API addresses it."""
 
     dag_id: str
@@ -86,26 +86,26 @@ class TaskScope:
     map_index: int = -1
 
     @classmethod
-    def of(cls, row) -> TaskScope:
+    def of(cls, row) -> TaskAddress:
         return cls(row.dag_id, row.run_id, row.task_id, row.map_index)
 
-    def as_audit_scope(self) -> dict:
+    def event_location(self) -> dict:
         return {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
 
 
-def scope_keys(scope: TaskScope) -> QuerySet:
+def address_keys(scope: TaskAddress) -> QuerySet:
     return TaskStateStore.objects.filter(
         dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
     )
 
 
-def task_instances(scope: TaskScope, any_map_index: bool = False) -> QuerySet:
+def task_instances(scope: TaskAddress, any_map_index: bool = False) -> QuerySet:
     """The task instance of ``scope`` (or every map index of its task)."""
     instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
     return instances if any_map_index else instances.filter(map_index=scope.map_index)
 
 
-def task_map_indexes(scope: TaskScope) -> list[int]:
+def task_map_indexes(scope: TaskAddress) -> list[int]:
     """The map indexes of the task instances of ``scope``'s task in its run, in order: ``[-1]`` for a task
     that is not mapped (or not expanded yet), ``[]`` for a task without a task instance."""
     return list(task_instances(scope, any_map_index=True).order_by("map_index").values_list("map_index", flat=True))
@@ -117,7 +117,7 @@ _RUN_AND_INSTANCE = (
 )
 
 
-def require_task_instance(scope: TaskScope, any_map_index: bool = False) -> DagRun:
+def require_task_instance(scope: TaskAddress, any_map_index: bool = False) -> DagRun:
     """The DAG run of an existing task instance; NotFound in Airflow's words otherwise. One plain query: every
     write through the API starts with it."""
     found = None

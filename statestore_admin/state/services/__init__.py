@@ -22,7 +22,7 @@ a lock, a key that does not exist yet included (``rows.locked_or_created``): par
 each record the value they replaced.
 """
 
-from ..selectors import TaskScope
+from ..selectors import TaskAddress
 from ..values import Expiry
 from .assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
 from .confirmations import LISTED_MAX, Listing, list_keys
@@ -57,7 +57,7 @@ __all__ = [
     "Preview",
     "RestoreOutcome",
     "TaskKeyRef",
-    "TaskScope",
+    "TaskAddress",
     "TaskSelection",
     "apply_task_keys",
     "asset_selection",

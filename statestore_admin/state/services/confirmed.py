@@ -15,7 +15,7 @@ from .. import permissions, selectors
 from ..actors import Actor
 from ..errors import Invalid, NotFound
 from ..scopes import scope_of
-from ..selectors import TaskScope
+from ..selectors import TaskAddress
 from .confirmations import Listing, list_keys
 from .outcomes import Outcome
 from .tasks import TaskSelection, clear_task_instance, delete_task_keys, expire_task_keys
@@ -46,7 +46,7 @@ def _task_selection(
         return TaskSelection(ids=ids), None
     run = selectors.get_run(run_pk, scope=scope_of(actor))
     every = map_index is None
-    scope = TaskScope(run.dag_id, run.run_id, task_id, -1 if every else map_index)
+    scope = TaskAddress(run.dag_id, run.run_id, task_id, -1 if every else map_index)
     return TaskSelection.of_instance(scope, all_map_indices=every), run
 
 

@@ -17,7 +17,7 @@ from .. import audit, permissions, selectors
 from ..actors import Actor
 from ..errors import Conflict, Invalid, NotFound
 from ..scopes import Scope, scope_of
-from ..selectors import TaskScope
+from ..selectors import TaskAddress
 from ..values import Expiry, clean_key, encode_value, same_value
 from .confirmations import Listing, listed_chunks, outcome_of
 from .outcomes import CREATE, UPSERT, Action, Outcome
@@ -39,7 +39,7 @@ class TaskKeyRef:
     """One task key: by its row id (the dashboard's links), or by task instance and key (Airflow's API)."""
 
     id: int | None = None
-    scope: TaskScope | None = None
+    scope: TaskAddress | None = None
     key: str | None = None
 
     def rows(self, allowed: Scope) -> QuerySet:
@@ -48,7 +48,7 @@ class TaskKeyRef:
         if self.id is not None:
             return TaskStateStore.objects.filter(pk=self.id).filter(allowed.dag_q())
         allowed.require_dag(self.scope.dag_id)
-        return selectors.scope_keys(self.scope).filter(key=self.key)
+        return selectors.address_keys(self.scope).filter(key=self.key)
 
     def not_found(self) -> NotFound:
         if self.id is not None:
@@ -63,12 +63,12 @@ class TaskSelection:
     instance to exist, as in Airflow."""
 
     ids: tuple[int, ...] = ()
-    scope: TaskScope | None = None
+    scope: TaskAddress | None = None
     all_map_indices: bool = False
     keys: tuple[str, ...] | None = None
 
     @classmethod
-    def of_instance(cls, scope: TaskScope, all_map_indices: bool = False) -> TaskSelection:
+    def of_instance(cls, scope: TaskAddress, all_map_indices: bool = False) -> TaskSelection:
         return cls(scope=scope, all_map_indices=all_map_indices)
 
     def queryset(self, allowed: Scope, check_instance: bool = True) -> QuerySet:
@@ -124,7 +124,7 @@ def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
 
 
 def set_task_key(
-    *, actor: Actor, scope: TaskScope, key: str, value, expiry: Expiry, mode: str = UPSERT
+    *, actor: Actor, scope: TaskAddress, key: str, value, expiry: Expiry, mode: str = UPSERT
 ) -> TaskStateStore:
     """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
     (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one.
@@ -139,7 +139,7 @@ def set_task_key(
     run = selectors.require_task_instance(scope)
     now = timezone.now()
     expires_at = expiry.resolve(now)
-    rows = selectors.scope_keys(scope).filter(key=key)
+    rows = selectors.address_keys(scope).filter(key=key)
     action = Action.ADD if mode == CREATE else Action.SET
     new = TaskStateStore(
         dag_run=run,
@@ -153,7 +153,7 @@ def set_task_key(
         expires_at=expires_at,
     )
     may_add = may(actor, permissions.TASK, "add")
-    with audit.change(actor, action, permissions.TASK, scope=scope.as_audit_scope()) as recorder:
+    with audit.change(actor, action, permissions.TASK, scope=scope.event_location()) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, _run_gone(scope))
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
@@ -173,7 +173,7 @@ def set_task_key(
     return row
 
 
-def _run_gone(scope: TaskScope) -> NotFound:
+def _run_gone(scope: TaskAddress) -> NotFound:
     """What a write answers when the key's DAG run was deleted between its checks and its insert."""
     return NotFound(
         f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
@@ -195,7 +195,7 @@ def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: dat
         if row is None:
             raise ref.not_found()
         if ref.scope is None:
-            selectors.require_task_instance(TaskScope.of(row))
+            selectors.require_task_instance(TaskAddress.of(row))
         check_unchanged(row, seen_updated_at)
         if same_value(row.value, text):
             return unwritten(row)
@@ -251,7 +251,7 @@ def delete_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
 
 
 def clear_task_instance(
-    *, actor: Actor, scope: TaskScope, all_map_indices: bool = False, listed: Listing | None = None
+    *, actor: Actor, scope: TaskAddress, all_map_indices: bool = False, listed: Listing | None = None
 ) -> Outcome:
     """Delete every key of the task instance, or of every map index of the task (404 if there is none);
     after a confirmation, only the keys it ``listed``, as it listed them."""
