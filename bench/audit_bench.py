@@ -88,7 +88,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore, DagRun
 from statestore_admin.state import services
 from statestore_admin.state.actors import Actor
-from statestore_admin.state.selectors import TaskScope
+from statestore_admin.state.selectors import TaskAddress
 n, size = int(sys.argv[1]), int(sys.argv[2])
 run = DagRun.objects.get(dag_id="bench_dag", run_id="bench_run")
 now = timezone.now()
@@ -99,7 +99,7 @@ TaskStateStore.objects.bulk_create(
                     key=f"k{i:06}", value=value, updated_at=now) for i in range(n)), batch_size=2000)
 tracemalloc.start()
 start = time.perf_counter()
-outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskScope("bench_dag", "bench_run", "bench_task"))
+outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskAddress("bench_dag", "bench_run", "bench_task"))
 elapsed = time.perf_counter() - start
 peak = tracemalloc.get_traced_memory()[1]
 assert outcome.changed == n == outcome.event.keys.count(), (outcome.changed, n)
