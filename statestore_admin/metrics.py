@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from statestore_admin.state import insights, permissions
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.state.status import EXPIRING, STATUSES
 from statestore_admin.throttling import TokenFailureThrottle, client_address
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class StateStoreCollector(Collector):
         yield self._gauge(
             "expired_keys", "Task keys expired and awaiting GC, as of the latest snapshot", figures.expired
         )
-        yield self._gauge("expiring_keys", "Task keys expiring within 24 h of the latest snapshot", figures.expiring)
+        yield self._gauge("expiring_keys", f"Task keys {STATUSES[EXPIRING]} of the latest snapshot", figures.expiring)
         yield self._gauge(
             "never_expiring_keys", "Task keys that never expire, as of the latest snapshot", figures.never
         )

@@ -40,10 +40,7 @@ NUL_MESSAGE = "Value error, NUL characters (\\x00) are not allowed"
 
 def viewable_event(request, event_id: int) -> AuditEvent:
     """The event, if the caller may view its store (403 otherwise, as the Audit page answers)."""
-    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
-    for store in event.viewed_with:
-        permissions.require(request.user, store, "view")
-    return event
+    return selectors.viewable_audit_event(event_id, user=request.user)
 
 
 class AuditPermission(drf_permissions.BasePermission):

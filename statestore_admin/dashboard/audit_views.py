@@ -60,11 +60,6 @@ def _require_any_view(user) -> list[str]:
     return stores
 
 
-def _require_event_view(user, event: AuditEvent) -> None:
-    for store in event.viewed_with:
-        permissions.require(user, store, "view")
-
-
 # Diffs --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DiffLine:
@@ -199,8 +194,7 @@ def audit_list(request):
 
 def audit_event(request, event_id):
     """One event: who, what, where, its outcome, and each key with both sides and a diff."""
-    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
-    _require_event_view(request.user, event)
+    event = selectors.viewable_audit_event(event_id, user=request.user)
     store = event.visible_store
     page = selectors.audit_keys(event, request.GET.get("cursor"))
     run = asset = None
@@ -302,8 +296,7 @@ def _restored(request, outcome: services.RestoreOutcome, fallback: str):
 def audit_restore(request, event_id):
     """GET: the confirmation; POST: ``services.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
-    event = selectors.get_audit_event(event_id, scope=scope_of(request.user))
-    _require_event_view(request.user, event)
+    event = selectors.viewable_audit_event(event_id, user=request.user)
     for action in permissions.RESTORE_ACTIONS:
         permissions.require(request.user, event.visible_store, action)
     errors = []

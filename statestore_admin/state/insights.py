@@ -118,25 +118,7 @@ def latest(*, scope: Scope, stores: tuple[str, ...]) -> Latest | None:
     snapshot = stats.latest_snapshot()
     if snapshot is None:
         return None
-    acc = access(scope=scope, stores=stores)
-    task = dict.fromkeys(("task_keys", "task_bytes", "expired", "expiring", "never", "live", "dags"))
-    if acc.task_wide:
-        task = {name: getattr(snapshot, name) for name in task}
-    elif acc.task:
-        totals = stats.scoped_totals(snapshot, scope)
-        task = {
-            "task_keys": totals.keys,
-            "task_bytes": totals.bytes,
-            "expired": totals.expired,
-            "expiring": totals.expiring,
-            "never": totals.never,
-            "live": totals.live,
-            "dags": None,  # not counted for a scope: "today's DAGs with state" would not be the snapshot's
-        }
-    asset = dict.fromkeys(("asset_keys", "asset_bytes", "assets"))
-    if acc.asset_wide:
-        asset = {name: getattr(snapshot, name) for name in asset}
-    return Latest(snapshot=snapshot, **task, **asset)
+    return Latest(snapshot=snapshot, **stats.visible_figures(snapshot, scope=scope, stores=stores))
 
 
 # Over time --------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from . import formatting
 from .errors import Invalid
 from .models import StatsSnapshot, StatsSnapshotDag
 from .scopes import Scope
-from .status import EXPIRING_WINDOW
+from .status import EXPIRED, EXPIRING, NEVER, status_filter
 
 HISTOGRAM_DAYS = 30
 SIZE_BUCKETS = (64, 256, 1024, 4096, 16384, 65536)  # bytes, "up to"; then larger
@@ -141,9 +141,9 @@ def _task_groups(p: _Pass) -> Iterator[dict]:
             keys=Count("key"),
             bytes=Sum(size),
             max_size=Max(size),
-            expired=Count("key", filter=Q(expires_at__lt=t)),
-            expiring=Count("key", filter=Q(expires_at__gte=t, expires_at__lt=t + EXPIRING_WINDOW)),
-            never=Count("key", filter=Q(expires_at__isnull=True)),
+            expired=Count("key", filter=status_filter(EXPIRED, t)),
+            expiring=Count("key", filter=status_filter(EXPIRING, t)),
+            never=Count("key", filter=status_filter(NEVER, t)),
             last_updated=Max("updated_at"),
             **_size_columns(size),
         )
@@ -524,19 +524,33 @@ def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
     return for_dag_patterns("totals", (snapshot.pk,), scope, compute)
 
 
-def describe(snapshot: StatsSnapshot) -> str:
-    """One line for a command's output."""
-    if snapshot.status != StatsSnapshot.Status.DONE:
-        return f"Statistics snapshot {snapshot.pk} {snapshot.status}: {snapshot.error}"
-    seconds = snapshot.duration_seconds or 0.0
-    size = formatting.size
-    return (
-        f"Statistics snapshot {snapshot.pk} as of {formatting.iso(snapshot.taken_at)}: "
-        f"{snapshot.task_keys:,} task keys ({size(snapshot.task_bytes)}) in {snapshot.dags:,} DAG(s), "
-        f"{snapshot.expired:,} expired, {snapshot.expiring:,} expiring within 24 h, {snapshot.never:,} never expiring; "
-        f"{snapshot.asset_keys:,} asset keys ({size(snapshot.asset_bytes)}) on {snapshot.assets:,} asset(s); "
-        f"took {seconds:.1f} s."
-    )
+TASK_FIGURES = ("task_keys", "task_bytes", "expired", "expiring", "never", "live", "dags")
+ASSET_FIGURES = ("asset_keys", "asset_bytes", "assets")
+
+
+def visible_figures(snapshot: StatsSnapshot, *, scope: Scope, stores) -> dict[str, int | None]:
+    """The snapshot's figures that a holder of ``scope`` who may view ``stores`` sees, None where hidden: the
+    whole store's columns where the scope covers every DAG (or asset); a scoped user's task figures summed over
+    their DAGs' rows, without the DAG count (today's DAGs with state would not be the snapshot's); asset
+    figures only for a scope covering every asset (a snapshot does not split them by asset pattern). The
+    overview and Insights both show these."""
+    figures = dict.fromkeys(TASK_FIGURES + ASSET_FIGURES)
+    if "task" in stores:
+        if scope.all_dags:
+            figures.update({name: getattr(snapshot, name) for name in TASK_FIGURES})
+        else:
+            totals = scoped_totals(snapshot, scope)
+            figures.update(
+                task_keys=totals.keys,
+                task_bytes=totals.bytes,
+                expired=totals.expired,
+                expiring=totals.expiring,
+                never=totals.never,
+                live=totals.live,
+            )
+    if "asset" in stores and scope.all_assets:
+        figures.update({name: getattr(snapshot, name) for name in ASSET_FIGURES})
+    return figures
 
 
 def as_dict(snapshot: StatsSnapshot) -> dict:

@@ -307,7 +307,7 @@ def run(name, *args, **options):
 def test_command_prints_a_summary_and_prunes(dataset):
     old = StatsSnapshot.objects.create(taken_at=timezone.now() - timedelta(days=10), status=DONE)
     out, err = run("state_store_stats")
-    assert "9 task keys" in out and "2 DAG(s)" in out and "1 expired" in out and "3 asset keys" in out
+    assert "9 task keys" in out and "2 DAGs" in out and "1 expired" in out and "3 asset keys" in out
     assert StatsSnapshot.objects.filter(pk=old.pk).exists() and not err
     out, _ = run("state_store_stats", keep_days=5)
     assert "Deleted 1 snapshot(s) older than 5 days." in out

@@ -35,6 +35,7 @@ from .audit_trail import (
     first_keys_of,
     get_audit_event,
     task_key_history,
+    viewable_audit_event,
     visible_events_q,
 )
 from .backends import (
@@ -137,6 +138,7 @@ __all__ = [
     "audit_event_rows",
     "audit_events",
     "audit_keys",
+    "viewable_audit_event",
     "visible_events_q",
     "auto_refreshes",
     "backend_modes",

@@ -7,9 +7,6 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from ..errors import NotFound
 from ..scopes import Scope
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 from .scoped import scoped_assets
 
 

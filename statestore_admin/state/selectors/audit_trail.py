@@ -19,13 +19,11 @@ from django.db.models.functions import RowNumber
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
+from .. import permissions
 from ..errors import Invalid, NotFound
 from ..models import AuditEvent, AuditKey
 from ..pagination import Page, paginate
-from ..scopes import Scope
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
+from ..scopes import Scope, scope_of
 
 AUDIT_FILTERS = ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id", "key", "since", "until")
 
@@ -104,6 +102,15 @@ def get_audit_event(event_id: int, *, scope: Scope) -> AuditEvent:
         return AuditEvent.objects.select_related("restored_from").filter(visible_events_q(scope)).get(pk=event_id)
     except (AuditEvent.DoesNotExist, ValueError, TypeError):
         raise NotFound(f"Audit event {event_id} not found") from None
+
+
+def viewable_audit_event(event_id: int, *, user) -> AuditEvent:
+    """The event as the Audit page and the API show it: in ``user``'s access scope (else ``NotFound``) and of
+    stores they may view (else ``Forbidden``, naming the store)."""
+    event = get_audit_event(event_id, scope=scope_of(user))
+    for store in event.viewed_with:
+        permissions.require(user, store, "view")
+    return event
 
 
 def audit_keys(event: AuditEvent, cursor: str | None = None, size: int = 100) -> Page:

@@ -10,9 +10,6 @@ from django.utils.module_loading import import_string
 from statestore_admin.airflow.config import METASTORE_BACKEND
 
 from .. import gc, objects
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 
 BACKEND_MODES = {
     "metastore": "State lives in these tables: what you see here is what tasks read.",

@@ -25,9 +25,6 @@ from ..models import StatsSnapshotDag
 from ..pagination import Page, decode_cursor, encode_cursor, paginate
 from ..scopes import Scope
 from ..status import EXPIRED, status_filter
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 from .figures import STATS_COMMAND, latest_snapshot
 from .index_scan import codepoint_order, distinct_dags
 from .scoped import scoped_dag_ids

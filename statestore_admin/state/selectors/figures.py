@@ -25,9 +25,6 @@ from ..counting import (
 from ..models import GcRun
 from ..scopes import Scope, store_wide
 from ..status import EXPIRED, EXPIRING, NEVER, status_filter
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 from .backends import BackendMode, backend_modes
 from .scoped import DAG_IDS_CACHE_SECONDS, scoped_asset_keys, scoped_task_keys
 
@@ -133,18 +130,11 @@ def latest_snapshot():
 def snapshot_figures(snapshot, *, scope: Scope, stores: tuple[str, ...]) -> SnapshotFigures | None:
     if snapshot is None:
         return None
-    task = dict.fromkeys(("task_keys", "expired", "expiring", "never"))
-    if "task" in stores:
-        if scope.all_dags:
-            task = {name: getattr(snapshot, name) for name in task}
-        else:
-            from .. import stats
+    from .. import stats  # stats reads this module
 
-            totals = stats.scoped_totals(snapshot, scope=scope)
-            task = {"task_keys": totals.keys, "expired": totals.expired, "expiring": totals.expiring}
-            task["never"] = totals.never
-    asset_keys = snapshot.asset_keys if "asset" in stores and scope.all_assets else None
-    return SnapshotFigures(taken_at=snapshot.taken_at, asset_keys=asset_keys, **task)
+    seen = stats.visible_figures(snapshot, scope=scope, stores=stores)
+    names = ("task_keys", "expired", "expiring", "never", "asset_keys")
+    return SnapshotFigures(taken_at=snapshot.taken_at, **{name: seen[name] for name in names})
 
 
 @dataclass

@@ -8,10 +8,6 @@ from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
 
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
-
 # A loose index scan over idx_task_state_store_lookup (dag_id, …): one index probe per distinct DAG.
 DISTINCT_DAGS = """
 WITH RECURSIVE dags(dag_id, n) AS (

@@ -13,9 +13,6 @@ from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateSto
 from statestore_admin.airflow.router import airflow_alias
 
 from ..scopes import Scope
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 from .index_scan import DISTINCT_DAGS
 
 DAG_IDS_CACHE_SECONDS = 30  # how long scoped users' pages reuse the list of DAGs with state

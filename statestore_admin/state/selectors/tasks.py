@@ -17,9 +17,6 @@ from statestore_admin.airflow.router import airflow_alias
 from ..errors import NotFound
 from ..pagination import Page, paginate
 from ..scopes import Scope
-from ..status import LIVE as LIVE
-from ..status import STATUSES as STATUSES
-from ..status import status_of as status_of
 from .asset_keys import with_previews
 
 

@@ -28,7 +28,8 @@ from django.utils import timezone
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.commands.gc_text import dry_run_lines
-from statestore_admin.state import formatting, gc, objects, stats
+from statestore_admin.commands.stats_text import snapshot_line
+from statestore_admin.state import formatting, gc, objects
 from statestore_admin.state.actors import GC, Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
@@ -201,7 +202,7 @@ class Command(BaseCommand):
         if taken.error:
             self.stderr.write(f"Statistics snapshot failed (the GC run itself is done): {taken.error}")
         elif self.verbosity >= 3 and not self.as_json:  # the GC's own line stays the last one at lower verbosity
-            self.stdout.write(stats.describe(taken.snapshot))
+            self.stdout.write(snapshot_line(taken.snapshot))
         return taken.as_dict()
 
     def report(self, result: gc.GcResult, snapshot: dict | None = None):

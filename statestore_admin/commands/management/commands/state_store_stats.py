@@ -12,6 +12,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from statestore_admin.commands.stats_text import snapshot_line
 from statestore_admin.state import stats
 from statestore_admin.state.errors import Invalid
 
@@ -63,6 +64,6 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps({**stats.as_dict(snapshot), "pruned": pruned}))
         elif options["verbosity"] >= 1:
-            self.stdout.write(stats.describe(snapshot))
+            self.stdout.write(snapshot_line(snapshot))
             if pruned:
                 self.stdout.write(f"Deleted {pruned} snapshot(s) older than {keep_days} days.")
