@@ -67,11 +67,6 @@ def _form_action(request, form, template: str, context: dict, act):
     return _dialog(request, template, {**context, "form": form}, status=422 if request.method == "POST" else 200)
 
 
-def _nothing_to(verb: str) -> Invalid:
-    """An action on no keys is refused (the pages disable it): the confirmation, and a POST that found none."""
-    return Invalid({NON_FIELD_ERRORS: f"There are no keys to {verb}: nothing was changed."})
-
-
 def _listed(request) -> services.Listing:
     """The keys the confirmation listed, as its form posts them back."""
     try:
@@ -286,7 +281,7 @@ def task_keys_action(request, action):
             return _task_keys_apply(request, actor, action)
         preview = services.preview_task_keys(actor=actor, action=action, sample=SAMPLE, **_task_target(request.GET))
         if not preview.listing.count:
-            raise _nothing_to(action)
+            raise services.nothing_to(action)
     except ValidationError as exc:
         return _task_keys_confirm(request, action, None, _error_messages(exc))
     return _task_keys_confirm(request, action, preview, [])
@@ -297,7 +292,7 @@ def _task_keys_apply(request, actor: Actor, action: str):
         actor=actor, action=action, token=request.POST.get("listed", ""), **_task_target(request.POST)
     )
     if not outcome.changed and not outcome.kept and not outcome.gone:
-        raise _nothing_to(action)
+        raise services.nothing_to(action)
     return _done(request, outcome.describe(TASK_ACTIONS[action][1]), reverse("home"), _level(outcome))
 
 
@@ -370,29 +365,20 @@ def asset_key_add(request, asset_id):
 def asset_keys_delete(request, asset_id):
     """Delete chosen keys of an asset, or clear all of its state (``all=1``). The confirmation lists the
     keys; their value previews only for users who may view asset state (see the module's docstring)."""
-    permissions.require(request.user, permissions.ASSET, "delete")
-    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     params = request.POST if request.method == "POST" else request.GET
     keys = None if params.get("all") == "1" else params.getlist("keys")
-    errors = []
+    actor, errors = Actor.from_request(request), []
     try:
         if request.method == "POST":
-            actor, listed = Actor.from_request(request), _listed(request)
-            if keys is None:
-                outcome = services.clear_asset(actor=actor, asset_id=asset_id, listed=listed)
-            else:
-                outcome = services.delete_asset_keys(actor=actor, asset_id=asset_id, keys=keys, listed=listed)
-            if not outcome.changed and not outcome.kept and not outcome.gone:
-                raise _nothing_to("delete")
+            token = request.POST.get("listed", "")
+            outcome, asset = services.apply_asset_keys(actor=actor, asset_id=asset_id, keys=keys, token=token)
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
             return _done(request, outcome.describe(verb), reverse("asset-detail", args=[asset_id]), _level(outcome))
-        if keys == []:
-            raise Invalid({"keys": "Select at least one key."})
-        listing = services.list_keys(services.asset_selection(asset.pk, keys), sample=SAMPLE)
-        shown, refs = _listing_context(listing), listing.refs
-        if not shown["count"]:
-            raise _nothing_to("delete")
+        preview = services.preview_asset_keys(actor=actor, asset_id=asset_id, keys=keys, sample=SAMPLE)
+        asset, shown, refs = preview.asset, _listing_context(preview.listing), preview.listing.refs
     except ValidationError as exc:
+        # The dialog shows what went wrong beside the asset: an asset out of scope was NotFound already.
+        asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
         errors = _error_messages(exc)
         shown, refs = {"count": 0, "sample": []}, 0
     context = {

@@ -26,7 +26,15 @@ from ..selectors import TaskAddress
 from ..values import Expiry
 from .assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
 from .confirmations import LISTED_MAX, Listing, list_keys
-from .confirmed import Preview, apply_task_keys, preview_task_keys
+from .confirmed import (
+    AssetPreview,
+    Preview,
+    apply_asset_keys,
+    apply_task_keys,
+    nothing_to,
+    preview_asset_keys,
+    preview_task_keys,
+)
 from .outcomes import CREATE, UPDATE, UPSERT, Outcome
 from .restore import KEEP, OVERWRITE, RestoreOutcome, restore_document, restore_event
 from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
@@ -54,7 +62,11 @@ __all__ = [
     "Expiry",
     "Listing",
     "Outcome",
+    "AssetPreview",
     "Preview",
+    "apply_asset_keys",
+    "nothing_to",
+    "preview_asset_keys",
     "RestoreOutcome",
     "TaskKeyRef",
     "TaskAddress",

@@ -1,7 +1,8 @@
-"""Confirmed actions on many task keys as the pages take them: ``preview_task_keys`` lists the keys an
+"""Confirmed actions on many keys as the pages take them: ``preview_task_keys`` lists the task keys an
 expire or delete would take (for its confirmation), ``apply_task_keys`` acts on exactly the keys that
-listing listed. Each checks the permission, the actor's scope and the selection itself, so that a face
-parses its input, makes one call and renders the answer."""
+listing listed; ``preview_asset_keys`` and ``apply_asset_keys`` do the same for an asset's delete or clear.
+Each checks the permission, the actor's scope and the selection itself, so that a face parses its input,
+makes one call and renders the answer."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from dataclasses import dataclass
 
 from django.core.exceptions import NON_FIELD_ERRORS
 
-from statestore_admin.airflow.models import DagRun
+from statestore_admin.airflow.models import Asset, DagRun
 
 from .. import permissions, selectors
 from ..actors import Actor
 from ..errors import Invalid, NotFound
 from ..scopes import scope_of
 from ..selectors import TaskAddress
+from .assets import asset_selection, clear_asset, delete_asset_keys
 from .confirmations import Listing, list_keys
 from .outcomes import Outcome
 from .tasks import TaskSelection, clear_task_instance, delete_task_keys, expire_task_keys
@@ -102,3 +104,51 @@ def apply_task_keys(
         return TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
     except NotFound as exc:
         raise _instance_gone(exc) from None
+
+
+@dataclass(frozen=True)
+class AssetPreview:
+    """What an asset's delete (chosen keys) or clear (every key) confirmation shows: the keys it would take
+    and the asset."""
+
+    listing: Listing
+    asset: Asset
+
+
+def _asset_to_delete_from(actor: Actor, asset_id: int) -> Asset:
+    permissions.require(actor, permissions.ASSET, "delete")
+    return selectors.get_asset(asset_id, scope=scope_of(actor))
+
+
+def nothing_to(verb: str) -> Invalid:
+    """An action on no keys is refused (the pages disable it): the confirmation, and a POST that found none."""
+    return Invalid({NON_FIELD_ERRORS: f"There are no keys to {verb}: nothing was changed."})
+
+
+def preview_asset_keys(*, actor: Actor, asset_id: int, keys: list[str] | None, sample: int = 0) -> AssetPreview:
+    """List the keys of the asset that deleting ``keys`` (None: clearing every key) would take, the first
+    ``sample`` with previews. No key chosen, or none there, is Invalid; an asset out of scope is NotFound."""
+    asset = _asset_to_delete_from(actor, asset_id)
+    if keys == []:
+        raise Invalid({"keys": "Select at least one key."})
+    listing = list_keys(asset_selection(asset.pk, keys), sample=sample)
+    if not listing.count:
+        raise nothing_to("delete")
+    return AssetPreview(listing, asset)
+
+
+def apply_asset_keys(*, actor: Actor, asset_id: int, keys: list[str] | None, token: str) -> tuple[Outcome, Asset]:
+    """Delete exactly the keys the confirmation listed (``token``: its ``Listing.token``), as it listed them;
+    ``keys`` None clears the asset. A damaged token, or nothing left to delete, is Invalid."""
+    asset = _asset_to_delete_from(actor, asset_id)
+    try:
+        listed = Listing.from_token(token)
+    except Invalid as exc:
+        raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
+    if keys is None:
+        outcome = clear_asset(actor=actor, asset_id=asset.pk, listed=listed)
+    else:
+        outcome = delete_asset_keys(actor=actor, asset_id=asset.pk, keys=keys, listed=listed)
+    if not outcome.changed and not outcome.kept and not outcome.gone:
+        raise nothing_to("delete")
+    return outcome, asset
