@@ -112,10 +112,6 @@ class JsonValueMixin:
     REF_PREFIX = "{" + json.dumps(REF_KEY) + ": "  # json.dumps({REF_KEY: ref}) with Airflow's default separators
 
     @property
-    def json_value(self):
-        return json.loads(self.value)
-
-    @property
     def value_size(self) -> int:
         return len(self.value.encode())
 

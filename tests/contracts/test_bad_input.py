@@ -93,13 +93,13 @@ def test_api_value_just_over_the_depth_limit_is_refused_by_the_domain(api, scene
     detail = is_airflow_422(response, ["body", "value"])
     assert detail[0]["msg"].startswith("Value error, ") and f"at most {MAX_DEPTH}" in detail[0]["msg"]
     assert send(api, method, f"{TASK_API}/k", json.dumps({"value": nested(MAX_DEPTH)})).status_code in (200, 204)
-    assert TaskStateStore.objects.get(key="k").json_value == nested(MAX_DEPTH)
+    assert json.loads(TaskStateStore.objects.get(key="k").value) == nested(MAX_DEPTH)
 
 
 def test_api_asset_value_over_the_depth_limit_is_422(api, scene):
     url = f"/api/v2/assets/{scene['asset'].pk}/state-store/k"
     is_airflow_422(send(api, "put", url, json.dumps({"value": {"a": nested(MAX_DEPTH)}})), ["body", "value"])
-    assert AssetStateStore.objects.get(key="k").json_value == [1]
+    assert json.loads(AssetStateStore.objects.get(key="k").value) == [1]
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 10_000])

@@ -18,7 +18,7 @@ from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
 
-from .. import formatting, objects, stats, values
+from .. import counting, formatting, objects, stats, values
 from ..models import GcRun, StatsSnapshotDag
 from ..scopes import Scope
 from . import sql
@@ -28,7 +28,7 @@ from .storage import ExpiredReferences, object_storage
 
 def _expired_references(plan: GcPlan, store: objects.Storage, cap: int, rows: int) -> ExpiredReferences:
     """Classify the references among at most ``cap + 1`` expired rows (bounded, whatever the table size);
-    ``rows`` is ``_capped_count``'s answer."""
+    ``rows`` is the dry run's bounded count (``counting.count_up_to``)."""
     values = sql.expired_reference_values(plan, cap)
     kinds = [objects.classify(ref, store).kind for v in values if isinstance(ref := worker_ref_of(v), str)]
     inline = kinds.count(objects.INLINE)
@@ -119,18 +119,6 @@ class DryRunSummary:
         } | ({"objects": self.references.as_dict()} if self.references else {})
 
 
-def _capped_count(plan: GcPlan, cap: int) -> int:
-    """The expired rows, counted up to ``cap + 1`` (an index-only walk of the expires_at index at most)."""
-    connection = connections[airflow_alias()]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM task_state_store WHERE {sql.expired_where(plan.dag_ids)} "
-            "LIMIT %s) AS capped",
-            [*sql.expired_params(plan), cap + 1],
-        )
-        return cursor.fetchone()[0]
-
-
 def _snapshot_by_dag(plan: GcPlan, top: int) -> tuple[datetime | None, int | None, list[tuple[str, int]]]:
     """The latest snapshot's expired rows by DAG: (taken_at, DAGs with expired rows, the top ones), read once
     per snapshot (``stats.kept``: a snapshot never changes, and it has a row per DAG)."""
@@ -169,7 +157,7 @@ def dry_run(
     rows = expired_rows(plan.cutoff, plan.dag_ids)
     examples = list(rows.order_by("expires_at", "id")[:sample])
     cap = DRY_RUN_EXACT_CAP
-    counted = _capped_count(plan, cap)
+    counted = counting.count_up_to(rows.order_by(), cap + 1)  # an index-only walk of expires_at's index
     references = _expired_references(plan, store, cap, counted) if store else None
     if counted <= cap:
         stats = rows.aggregate(dags=Count("dag_id", distinct=True), oldest=Min("expires_at"), newest=Max("expires_at"))
