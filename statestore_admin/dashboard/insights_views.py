@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from statestore_admin.state import formatting, insights, permissions, status
 from statestore_admin.state.errors import Invalid
+from statestore_admin.state.permissions import ASSET, TASK
 from statestore_admin.state.scopes import scope_of
 
 # Geometry of the charts (SVG user units; the SVG scales to its box) ------------------------------
@@ -297,12 +298,12 @@ def charts(data: insights.Insights) -> dict:
             [(labels[k], v, "") for k, v in data.expiry.by_status.items()],
             ["Expiry", "Keys"],
         )
-    for store in ("task", "asset"):
+    for store in (TASK, ASSET):
         buckets = [b for b in data.sizes if b.store == store]
         if buckets:
             items, previous = [], None
             for b in buckets:
-                items.append((_bucket_label(b.up_to, previous), b.keys, "s2" if store == "task" else "s3"))
+                items.append((_bucket_label(b.up_to, previous), b.keys, "s2" if store == TASK else "s3"))
                 previous = b.up_to
             out[f"sizes_{store}"] = bar_chart(
                 f"sizes-{store}", f"{store.capitalize()} values by size", items, ["Size", "Keys"]

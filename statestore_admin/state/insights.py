@@ -23,6 +23,7 @@ from django.db.models import Q, Sum
 from . import selectors, stats
 from .errors import Invalid
 from .models import GcRun, StatsSnapshot, StatsSnapshotDag
+from .permissions import ASSET, TASK
 from .scopes import Scope, store_wide
 
 DAYS = (7, 30, 90)
@@ -73,7 +74,7 @@ class Access:
 
 
 def access(*, scope: Scope, stores: tuple[str, ...]) -> Access:
-    task, asset = "task" in stores, "asset" in stores
+    task, asset = TASK in stores, ASSET in stores
     return Access(
         task=task,
         asset=asset,
@@ -336,9 +337,9 @@ def top(*, scope: Scope, stores: tuple[str, ...], limit: int = TOP, figures: Lat
     largest = [
         value
         for value in snapshot.largest
-        if (value["store"] == "task" and acc.task and scope.allows_dag(value.get("dag_id")))
+        if (value["store"] == TASK and acc.task and scope.allows_dag(value.get("dag_id")))
         or (
-            value["store"] == "asset"
+            value["store"] == ASSET
             and acc.asset
             and scope.allows_asset(value.get("asset_name"), value.get("asset_uri"))
         )

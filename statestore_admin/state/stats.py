@@ -56,6 +56,7 @@ from statestore_admin.airflow.router import airflow_alias
 from . import formatting
 from .errors import Invalid
 from .models import StatsSnapshot, StatsSnapshotDag
+from .permissions import ASSET, TASK
 from .scopes import Scope
 from .status import EXPIRED, EXPIRING, NEVER, status_filter
 
@@ -535,7 +536,7 @@ def visible_figures(snapshot: StatsSnapshot, *, scope: Scope, stores) -> dict[st
     figures only for a scope covering every asset (a snapshot does not split them by asset pattern). The
     overview and Insights both show these."""
     figures = dict.fromkeys(TASK_FIGURES + ASSET_FIGURES)
-    if "task" in stores:
+    if TASK in stores:
         if scope.all_dags:
             figures.update({name: getattr(snapshot, name) for name in TASK_FIGURES})
         else:
@@ -548,7 +549,7 @@ def visible_figures(snapshot: StatsSnapshot, *, scope: Scope, stores) -> dict[st
                 never=totals.never,
                 live=totals.live,
             )
-    if "asset" in stores and scope.all_assets:
+    if ASSET in stores and scope.all_assets:
         figures.update({name: getattr(snapshot, name) for name in ASSET_FIGURES})
     return figures
 

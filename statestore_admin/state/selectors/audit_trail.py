@@ -23,6 +23,7 @@ from .. import permissions
 from ..errors import Invalid, NotFound
 from ..models import AuditEvent, AuditKey
 from ..pagination import Page, paginate
+from ..permissions import ASSET, TASK
 from ..scopes import Scope, scope_of
 
 AUDIT_FILTERS = ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id", "key", "since", "until")
@@ -134,8 +135,8 @@ def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> Q
     """The events ``query`` matches among those of ``stores`` in ``scope``, unordered: what the Audit page pages
     through and its export downloads."""
     # Events without a store: GC runs are task state's; orphans runs (objects of both stores) need both.
-    no_store = Q(store="") if "asset" in stores else Q(store="") & ~Q(action=AuditEvent.Action.ORPHANS)
-    rows = AuditEvent.objects.filter(Q(store__in=stores) | (no_store if "task" in stores else Q(pk__in=[])))
+    no_store = Q(store="") if ASSET in stores else Q(store="") & ~Q(action=AuditEvent.Action.ORPHANS)
+    rows = AuditEvent.objects.filter(Q(store__in=stores) | (no_store if TASK in stores else Q(pk__in=[])))
     rows = rows.filter(visible_events_q(scope))
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):
         value = getattr(query, name)

@@ -23,6 +23,7 @@ from ..counting import (
     row_count,
 )
 from ..models import GcRun
+from ..permissions import ASSET, TASK
 from ..scopes import Scope, store_wide
 from ..status import EXPIRED, EXPIRING, NEVER, status_filter
 from .backends import BackendMode, backend_modes
@@ -55,7 +56,7 @@ class StoreTotals:
         return self.asset.estimated
 
 
-def store_totals(scope: Scope, stores: tuple[str, ...] = ("task", "asset")) -> StoreTotals:
+def store_totals(scope: Scope, stores: tuple[str, ...] = (TASK, ASSET)) -> StoreTotals:
     """The sizes of ``stores`` (the others None, not counted), live: estimated above ``ESTIMATE_ABOVE``
     rows; for a scoped user, counts of their DAGs' and assets' keys, capped at ``COUNT_CAP`` on a large
     table (the overview shows the snapshot's exact sums there)."""
@@ -68,10 +69,10 @@ def store_totals(scope: Scope, stores: tuple[str, ...] = ("task", "asset")) -> S
 
 
 def _live_total(store: str, scope: Scope, size: Figure) -> Figure:
-    whole = scope.all_dags if store == "task" else scope.all_assets
+    whole = scope.all_dags if store == TASK else scope.all_assets
     if whole:
         return size
-    if store == "task":
+    if store == TASK:
         rows = scoped_task_keys(scope)  # dag_id IN (…): a range of the lookup index, bounded by the cap
         return Figure(rows.count()) if size.how == EXACT else capped_count(rows, COUNT_CAP)
     if size.how == EXACT:
@@ -202,9 +203,9 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
     A fixed number of queries, each bounded whatever the table's size (see ``_task_figures``)."""
     seen = snapshot_figures(latest_snapshot(), scope=scope, stores=stores) if stores else None
     task, statuses = HIDDEN, dict.fromkeys(_OVERVIEW_STATUSES, HIDDEN)
-    if "task" in stores:
+    if TASK in stores:
         task, statuses = _task_figures(now, scope, seen)
-    asset = _live_total("asset", scope, row_count(AssetStateStore)) if "asset" in stores else HIDDEN
+    asset = _live_total(ASSET, scope, row_count(AssetStateStore)) if ASSET in stores else HIDDEN
     config = airflow_config()
     try:
         values = config.state_store_values()
@@ -256,7 +257,7 @@ class Largest:
         return None if self.taken_at is None else max(0.0, (now - self.taken_at).total_seconds())
 
 
-def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"), limit: int = 10) -> Largest:
+def largest_values(*, scope: Scope, stores: tuple[str, ...] = (TASK, ASSET), limit: int = 10) -> Largest:
     """The biggest values of ``stores`` in ``scope``. Finding them costs a scan of the tables: done live on
     small tables only; above ``ESTIMATE_ABOVE`` rows they come from the latest snapshot's top 50 (filtered
     by the user's scope and stores), and without a snapshot there is none (no scan)."""
@@ -286,13 +287,13 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"),
             if item.get("store") in stores
             and (
                 scope.allows_dag(item.get("dag_id"))
-                if item.get("store") == "task"
+                if item.get("store") == TASK
                 else scope.allows_asset(item.get("asset_name"), item.get("asset_uri"))
             )
         ]
         return Largest(sorted(rows, key=lambda r: -r.size)[:limit], "snapshot", snapshot.taken_at)
     rows = []
-    if "task" in stores:
+    if TASK in stores:
         task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
         rows += [
             LargeValue(
@@ -307,7 +308,7 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = ("task", "asset"),
             )
             for k in task
         ]
-    if "asset" in stores:
+    if ASSET in stores:
         asset = (
             scoped_asset_keys(scope)
             .select_related("asset")
