@@ -24,8 +24,9 @@ from ..errors import NotFound
 from ..models import StatsSnapshotDag
 from ..pagination import Page, decode_cursor, encode_cursor, paginate
 from ..scopes import Scope
+from ..stats import latest_snapshot
 from ..status import EXPIRED, status_filter
-from .figures import STATS_COMMAND, latest_snapshot
+from .figures import STATS_COMMAND
 from .index_scan import codepoint_order, distinct_dags
 from .scoped import scoped_dag_ids
 

@@ -13,6 +13,7 @@ from django.db.models.functions import Length
 from statestore_admin.airflow.config import ConfigValue, airflow_config
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
+from .. import stats
 from ..counting import (
     COUNT_CAP,
     EXACT,
@@ -122,17 +123,9 @@ class SnapshotFigures:
         return {name: f"{getattr(self, name):,}" for name in names if getattr(self, name) is not None}
 
 
-def latest_snapshot():
-    from .. import stats  # stats reads this module
-
-    return stats.latest_snapshot()
-
-
 def snapshot_figures(snapshot, *, scope: Scope, stores: tuple[str, ...]) -> SnapshotFigures | None:
     if snapshot is None:
         return None
-    from .. import stats  # stats reads this module
-
     seen = stats.visible_figures(snapshot, scope=scope, stores=stores)
     names = ("task_keys", "expired", "expiring", "never", "asset_keys")
     return SnapshotFigures(taken_at=snapshot.taken_at, **{name: seen[name] for name in names})
@@ -201,7 +194,7 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
     a scoped user's count only their DAGs and assets. GC runs delete task state and span every DAG: they
     are shown to unscoped viewers of task state only. Beside them, the latest snapshot's exact figures.
     A fixed number of queries, each bounded whatever the table's size (see ``_task_figures``)."""
-    seen = snapshot_figures(latest_snapshot(), scope=scope, stores=stores) if stores else None
+    seen = snapshot_figures(stats.latest_snapshot(), scope=scope, stores=stores) if stores else None
     task, statuses = HIDDEN, dict.fromkeys(_OVERVIEW_STATUSES, HIDDEN)
     if TASK in stores:
         task, statuses = _task_figures(now, scope, seen)
@@ -267,7 +260,7 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = (TASK, ASSET), lim
         if store in stores
     )
     if large:
-        snapshot = latest_snapshot()
+        snapshot = stats.latest_snapshot()
         if snapshot is None:
             return Largest([], "none")
         rows = [
