@@ -29,7 +29,7 @@ from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
 
 from .actions import task_selection
-from .downloads import bad_request, download
+from .downloads import bad_request, export_download
 from .htmx import dialog, error_messages
 from .pages import render_page, requires_view
 
@@ -349,11 +349,6 @@ def audit_restore_file(request):
 
 
 # Downloads of what a confirmation is about to delete ----------------------------------------------
-def _download(pieces, name: str):
-    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-    return download(pieces, f"statestore-{name}-{stamp}.json", "application/json")
-
-
 @requires_view(permissions.TASK)
 def task_keys_export(request):
     """The task keys of a confirmation (``run``, ``task_id``, ``map_index`` or ``ids``) not written after
@@ -364,7 +359,7 @@ def task_keys_export(request):
         rows = selectors.confirmed_keys(selection.queryset(scope_of(request.user)), confirmed_at=confirmed_at)
     except ValidationError as exc:
         return bad_request(exc)
-    return _download(exports.iter_document(task_rows=rows), "task-keys")
+    return export_download(exports.keys_export("task-keys", task_rows=rows), "json")
 
 
 @requires_view(permissions.ASSET)
@@ -379,4 +374,4 @@ def asset_keys_export(request, asset_id):
     except ValidationError as exc:
         return bad_request(exc)
     rows = selectors.confirmed_keys(asset_id=asset.pk, keys=keys, confirmed_at=confirmed_at)
-    return _download(exports.iter_document(asset_rows=rows), f"asset-{asset.pk}-keys")
+    return export_download(exports.keys_export(f"asset-{asset.pk}-keys", asset_rows=rows), "json")

@@ -4,6 +4,8 @@ plain-text 400 a download's bad parameters get: a browser shows it as is, with n
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseBadRequest, StreamingHttpResponse
 
+from statestore_admin.state import exports
+
 from .htmx import error_messages
 
 
@@ -13,6 +15,11 @@ def download(pieces, filename: str, content_type: str) -> StreamingHttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["Cache-Control"] = "no-store"
     return response
+
+
+def export_download(export: exports.Export, format: str) -> StreamingHttpResponse:
+    """An export in ``format`` (json or csv), named by the export (``Export.filename``)."""
+    return download(export.stream(format), export.filename(format), exports.CONTENT_TYPES[format])
 
 
 def bad_request(exc: ValidationError) -> HttpResponseBadRequest:

@@ -15,7 +15,7 @@ from statestore_admin.state.errors import Forbidden, Invalid
 from statestore_admin.state.scopes import scope_of
 
 from . import params
-from .downloads import bad_request, download
+from .downloads import bad_request, export_download
 from .pages import requires_view
 
 
@@ -26,10 +26,6 @@ def _format(request) -> str:
     return chosen
 
 
-def _download(export: exports.Export, chosen: str):
-    return download(export.stream(chosen), export.filename(chosen), exports.CONTENT_TYPES[chosen])
-
-
 @requires_view(permissions.TASK)
 def run_keys_export(request, run_pk):
     """A run's keys, as its page lists them."""
@@ -38,7 +34,7 @@ def run_keys_export(request, run_pk):
     except Invalid as exc:
         return bad_request(exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    return _download(exports.run_keys(run), chosen)
+    return export_download(exports.run_keys(run), chosen)
 
 
 @requires_view(permissions.TASK)
@@ -50,7 +46,7 @@ def task_instance_keys_export(request, run_pk, task_id):
     except Invalid as exc:
         return bad_request(exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    return _download(exports.task_instance_keys(run, task_id, map_index), chosen)
+    return export_download(exports.task_instance_keys(run, task_id, map_index), chosen)
 
 
 @requires_view(permissions.ASSET)
@@ -61,7 +57,7 @@ def asset_keys_list_export(request, asset_id):
     except Invalid as exc:
         return bad_request(exc)
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
-    return _download(exports.asset_keys(asset), chosen)
+    return export_download(exports.asset_keys(asset), chosen)
 
 
 def search_export(request):
@@ -81,7 +77,7 @@ def search_export(request):
         task_rows = searching.task_key_rows(query, now, scope=scope)
     if store in ("all", permissions.ASSET) and permissions.ASSET in stores:
         asset_rows = searching.asset_key_rows(query, scope=scope)
-    return _download(exports.search_results(task_rows, asset_rows), chosen)
+    return export_download(exports.search_results(task_rows, asset_rows), chosen)
 
 
 def audit_export(request):
@@ -94,6 +90,6 @@ def audit_export(request):
         query = selectors.AuditQuery.from_params(request.GET)
     except Invalid as exc:
         return bad_request(exc)
-    return _download(
+    return export_download(
         exports.audit_events(selectors.audit_event_rows(query, stores, scope=scope_of(request.user))), chosen
     )
