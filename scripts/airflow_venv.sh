@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Make (once) a throwaway virtualenv with apache-airflow==3.3.2, separate from the dashboard's, and
-# print its path. Reused across runs: ${AIRFLOW_VENV:-~/.cache/statestore-admin/airflow-3.3.2-venv}.
+# Make (once) a throwaway virtualenv with one Airflow version, separate from the dashboard's, and print
+# its path. Usage: scripts/airflow_venv.sh [VERSION]; VERSION defaults to the oldest supported one.
+# The supported versions are pinned in scripts/airflow_versions (one line each: moving a pin is a
+# one-line change). Reused across runs: ${AIRFLOW_VENV:-~/.cache/statestore-admin/airflow-VERSION-venv}.
 set -euo pipefail
-AIRFLOW_VERSION=3.3.2
+here=$(cd "$(dirname "$0")" && pwd)
+AIRFLOW_VERSION=${1:-$(head -n1 "$here/airflow_versions")}
 venv=${AIRFLOW_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/statestore-admin/airflow-$AIRFLOW_VERSION-venv}
 if [ ! -x "$venv/bin/airflow" ] || ! "$venv/bin/python" -c "import airflow, sys; sys.exit(airflow.__version__ != '$AIRFLOW_VERSION')" 2>/dev/null; then
   rm -rf "$venv"

@@ -40,6 +40,20 @@ def sqlite_ddl(path: Path) -> str:
     return "".join(f"{sql};\n\n" for _, _, sql in rows)
 
 
+def alembic_revision(path: Path) -> str:
+    """The revision `airflow db migrate` recorded (the SQLite and PostgreSQL runs record the same)."""
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+    finally:
+        con.close()
+
+
+def revision_row(revision: str) -> str:
+    # Airflow records its alembic head; the dashboard reads it to tell 3.3's schema from 3.4's.
+    return f"INSERT INTO alembic_version (version_num) VALUES ('{revision}');\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--version", required=True)
@@ -48,9 +62,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     pg = HEADER.format(version=args.version, dialect="PostgreSQL") + "\n"
-    pg += clean_pg_dump(args.postgres_dump.read_text())
+    revision = alembic_revision(args.sqlite_db)
+    pg += clean_pg_dump(args.postgres_dump.read_text()) + "\n" + revision_row(revision)
     (args.out / "postgresql.sql").write_text(pg)
     lite = HEADER.format(version=args.version, dialect="SQLite") + "\n" + sqlite_ddl(args.sqlite_db)
+    lite += revision_row(revision)
     (args.out / "sqlite.sql").write_text(lite)
 
 

@@ -120,6 +120,9 @@ TEMPLATES = [
 
 # Databases ----------------------------------------------------------------------------------
 AIRFLOW_DB_ALIAS = "airflow"
+# The Airflow series ("3.3" or "3.4") whose schema a new embedded (demo) or test Airflow database gets. A real
+# Airflow database is never created: the dashboard reads which series it has (airflow/versions.py).
+AIRFLOW_FIXTURE_SERIES = env.str("AIRFLOW_FIXTURE_SERIES", default="3.3")
 _embedded_airflow_path = VAR_DIR / "airflow.sqlite3"
 if DEMO:  # the demo's worker-side objects live in var/state/, like a worker's common.io backend writes them
     os.environ.setdefault("AIRFLOW__WORKERS__STATE_STORE_BACKEND", OBJECT_STORAGE_BACKEND)

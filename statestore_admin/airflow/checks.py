@@ -7,8 +7,9 @@ Airflow alias; it is skipped by commands for other databases (``migrate`` of the
 from django.core import checks
 from django.db import DatabaseError, connections
 
+from . import versions
 from .config import airflow_config
-from .models import Asset, AssetActive, AssetStateStore, DagRun, Log, TaskInstance, TaskStateStore
+from .models import Asset, AssetActive, AssetStateStore, DagRun, DynamicRegion, Log, TaskInstance, TaskStateStore
 from .router import airflow_alias
 
 
@@ -19,36 +20,30 @@ def _describe(connection) -> str:
 
 
 def inspect_airflow_database(connection) -> list[checks.CheckMessage]:
-    """Errors when ``connection`` is unreachable or lacks a state table or one of its columns."""
+    """Which Airflow schema ``connection`` has (an Info naming it), or errors when it is unreachable,
+    lacks a state table (E002) or has a schema neither Airflow 3.3 nor 3.4 has (E003, naming what differs)."""
     where = _describe(connection)
     try:
-        with connection.cursor() as cursor:
-            tables = set(connection.introspection.table_names(cursor))
-            messages = []
-            for model in (TaskStateStore, AssetStateStore):
-                table = model._meta.db_table
-                if table not in tables:
-                    messages.append(
-                        checks.Error(
-                            f"The Airflow database {where} has no table '{table}'.",
-                            hint="The state store needs Airflow 3.3 or later: run `airflow db migrate`, "
-                            "or point AIRFLOW_DATABASE_URL at the right database.",
-                            id="statestore.E002",
-                        )
-                    )
-                    continue
-                columns = {c.name for c in connection.introspection.get_table_description(cursor, table)}
-                expected = [f.column for f in model._meta.concrete_fields]
-                missing = [c for c in expected if c not in columns]
-                if missing:
-                    messages.append(
-                        checks.Error(
-                            f"Table '{table}' in the Airflow database {where} lacks the columns {', '.join(missing)}.",
-                            hint="statestore-admin expects the schema of Airflow 3.3.2; check the Airflow version.",
-                            id="statestore.E003",
-                        )
-                    )
-            return messages
+        versions.forget(connection)  # a check reads the database as it is now
+        try:
+            schema = versions.schema_of(connection)
+        except versions.UnsupportedAirflowSchema as exc:
+            missing_table = "it has no table" in exc.reason
+            return [
+                checks.Error(
+                    f"The Airflow database {where} is not supported: {exc.reason}.",
+                    hint="statestore-admin supports the schemas of Airflow 3.3 and 3.4 (README, Supported "
+                    "versions); check the Airflow version, and let `airflow db migrate` finish.",
+                    id="statestore.E002" if missing_table else "statestore.E003",
+                )
+            ]
+        messages: list[checks.CheckMessage] = [
+            checks.Info(f"The Airflow database {where} has the {schema.describe()}.", id="statestore.I001")
+        ]
+        messages += [
+            checks.Warning(f"The Airflow database {where}: {note}.", id="statestore.W003") for note in schema.notes
+        ]
+        return messages
     except DatabaseError as exc:
         return [
             checks.Error(
@@ -59,11 +54,12 @@ def inspect_airflow_database(connection) -> list[checks.CheckMessage]:
         ]
 
 
-def required_privileges(audit_to_airflow_log: bool) -> list[tuple[str, str, str]]:
+def required_privileges(audit_to_airflow_log: bool, regions: bool = False) -> list[tuple[str, str, str]]:
     """(object kind, name, privilege) the dashboard needs on Airflow's database: README, Production →
     Database privileges. Reads of Airflow's tables; reads and writes of the two state tables; the
-    sequence of ``task_state_store.id`` for adds; with ``AUDIT_TO_AIRFLOW_LOG`` appends to ``log``."""
-    read_only = [DagRun, TaskInstance, Asset, AssetActive]
+    sequence of ``task_state_store.id`` for adds; with ``AUDIT_TO_AIRFLOW_LOG`` appends to ``log``; on
+    Airflow 3.4 (``regions``) reads of ``dynamic_region``."""
+    read_only = [DagRun, TaskInstance, Asset, AssetActive, *([DynamicRegion] if regions else [])]
     needed = [("table", model._meta.db_table, "SELECT") for model in read_only]
     needed += [
         ("table", model._meta.db_table, privilege)
@@ -94,7 +90,7 @@ def _grant(kind: str, name: str, privileges: list[str], role: str) -> str:
     return f'GRANT {", ".join(privileges)} ON {kind.upper()} {name} TO "{role}";'
 
 
-def inspect_privileges(connection, audit_to_airflow_log: bool) -> list[checks.CheckMessage]:
+def inspect_privileges(connection, audit_to_airflow_log: bool, regions: bool = False) -> list[checks.CheckMessage]:
     """On PostgreSQL, an error naming each grant the connected role lacks (objects that do not exist
     are left to the checks above: E002 names a missing state table)."""
     if connection.vendor != "postgresql":
@@ -103,7 +99,7 @@ def inspect_privileges(connection, audit_to_airflow_log: bool) -> list[checks.Ch
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_user")
         role = cursor.fetchone()[0]
-        for kind, name, privilege in required_privileges(audit_to_airflow_log):
+        for kind, name, privilege in required_privileges(audit_to_airflow_log, regions):
             if _has_privilege(cursor, kind, name, privilege) is False:
                 missing.setdefault((kind, name), []).append(privilege)
     return [
@@ -125,9 +121,10 @@ def check_airflow_database(app_configs=None, databases=None, **kwargs):
         return []
     connection = connections[airflow_alias()]
     messages = inspect_airflow_database(connection)
-    if any(message.id == "statestore.E001" for message in messages):
+    if any(message.is_serious() for message in messages):
         return messages
-    return messages + inspect_privileges(connection, settings.AUDIT_TO_AIRFLOW_LOG)
+    regions = versions.schema_of(connection).regions
+    return messages + inspect_privileges(connection, settings.AUDIT_TO_AIRFLOW_LOG, regions)
 
 
 @checks.register("statestore")

@@ -1,7 +1,9 @@
 """Create Airflow's schema from the committed fixtures (made by ``scripts/make_airflow_schema.sh``).
 
 Only for empty databases: the embedded demo, tests and benchmarks. A database that already has
-any Airflow table is refused, so this can never alter a real Airflow database.
+any Airflow table is refused, so this can never alter a real Airflow database. One fixture per Airflow
+series and database (``fixtures/3.3/postgresql.sql``, ``fixtures/3.4/sqlite.sql``, …), each the output of
+``airflow db migrate`` of the version pinned in ``scripts/airflow_versions``, with its alembic revision.
 """
 
 from pathlib import Path
@@ -9,8 +11,9 @@ from pathlib import Path
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
-FIXTURES = {"postgresql": SCHEMA_DIR / "postgresql.sql", "sqlite": SCHEMA_DIR / "sqlite.sql"}
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+SERIES = ("3.3", "3.4")
+DEFAULT_SERIES = "3.3"
 STATE_TABLES = ("task_state_store", "asset_state_store")
 SENTINEL_TABLES = ("dag_run", "task_instance", "asset", *STATE_TABLES)
 
@@ -19,11 +22,20 @@ class SchemaExists(Exception):
     pass
 
 
-def fixture_sql(vendor: str) -> str:
-    try:
-        return FIXTURES[vendor].read_text()
-    except KeyError:
-        raise ValueError(f"No Airflow schema fixture for the {vendor!r} database backend") from None
+def fixture_sql(vendor: str, series: str | None = None) -> str:
+    """Airflow's DDL for ``vendor`` ("postgresql", "sqlite"); ``series`` default: ``default_series()``."""
+    series = series or default_series()
+    path = FIXTURES_DIR / series / f"{vendor}.sql"
+    if series not in SERIES or not path.exists():
+        raise ValueError(f"No Airflow {series} schema fixture for the {vendor!r} database backend")
+    return path.read_text()
+
+
+def default_series() -> str:
+    """The series new embedded and test databases get: ``settings.AIRFLOW_FIXTURE_SERIES``."""
+    from django.conf import settings
+
+    return getattr(settings, "AIRFLOW_FIXTURE_SERIES", DEFAULT_SERIES)
 
 
 def existing_airflow_tables(connection: BaseDatabaseWrapper) -> set[str]:
@@ -32,7 +44,7 @@ def existing_airflow_tables(connection: BaseDatabaseWrapper) -> set[str]:
     return tables & set(SENTINEL_TABLES)
 
 
-def create_airflow_schema(connection: BaseDatabaseWrapper) -> None:
+def create_airflow_schema(connection: BaseDatabaseWrapper, series: str | None = None) -> None:
     """Run Airflow's DDL on an empty database; raise ``SchemaExists`` if any Airflow table is there."""
     found = existing_airflow_tables(connection)
     if found:
@@ -40,7 +52,7 @@ def create_airflow_schema(connection: BaseDatabaseWrapper) -> None:
             f"The database already has Airflow tables ({', '.join(sorted(found))}); "
             "statestore-admin never alters an existing Airflow schema."
         )
-    sql = fixture_sql(connection.vendor)
+    sql = fixture_sql(connection.vendor, series)
     if connection.vendor == "sqlite":
         connection.ensure_connection()
         connection.connection.executescript(sql)  # commits; SQLite DDL is transactional per script

@@ -20,6 +20,7 @@ from django.utils import timezone
 from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 from statestore_admin.state import objects
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
 
@@ -282,14 +283,17 @@ SCALE_DAG = "scale_test"
 SCALE_TASKS = 10
 SCALE_KEYS_PER_RUN = 10_000
 
-_COLUMNS = "dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at"
+# {index}: map_index on Airflow 3.3, region_index on 3.4 (outside any region: region_id keeps its default).
+_COLUMNS = "dag_run_id, task_id, {index}, key, dag_id, run_id, value, updated_at, expires_at"
 _ROW = (
     "SELECT %(run_pk)s, 'task_' || (g %% {tasks}), -1, 'key_' || g, %(dag_id)s, %(run_id)s, "
     "'{{\"n\": ' || g || '}}', %(now)s, CASE WHEN g %% 1000 < %(expired_per_mille)s THEN {expired} ELSE {live} END "
 )
 _GENERATE = {
     "postgresql": (
-        f"INSERT INTO task_state_store ({_COLUMNS}) "
+        "INSERT INTO task_state_store ("
+        + _COLUMNS
+        + ") "
         + _ROW.format(
             tasks=SCALE_TASKS,
             expired="%(expired)s::timestamptz - (g + %(base)s) * interval '1 second'",
@@ -300,7 +304,7 @@ _GENERATE = {
     # The statement starts with INSERT (its WITH inside): Python's sqlite3 reports no rowcount (-1) for a
     # statement that starts with WITH, and the command would print "0 task keys added".
     "sqlite": (
-        f"INSERT INTO task_state_store ({_COLUMNS}) "
+        "INSERT INTO task_state_store (" + _COLUMNS + ") "
         "WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < %(count)s) "
         + _ROW.format(
             tasks=SCALE_TASKS,
@@ -322,7 +326,7 @@ def load_scale_data(rows: int, expired_fraction: float = 0.5) -> int:
     connection = connections[airflow_alias()]
     ops = connection.ops
     now = timezone.now()
-    sql = _GENERATE[connection.vendor]
+    sql = _GENERATE[connection.vendor].replace("{index}", schema_of(connection).index_column)
     runs = []
     for number in range((rows + SCALE_KEYS_PER_RUN - 1) // SCALE_KEYS_PER_RUN):
         logical_date = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=number)

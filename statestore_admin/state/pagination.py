@@ -27,6 +27,9 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from statestore_admin.airflow.models import column_of
+from statestore_admin.airflow.versions import schema_of
+
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 MIN_INT, MAX_INT = -(2**63), 2**63 - 1  # what any integer column can be compared with
@@ -174,11 +177,19 @@ def _row_after(rows: QuerySet, names: list[str], values: list, descending: bool)
     if len(names) == 1:
         return Q(**{f"{names[0]}__{'lt' if descending else 'gt'}": values[0]})
     model = rows.model
-    quote = connections[rows.db or router.db_for_read(model)].ops.quote_name
+    connection = connections[rows.db or router.db_for_read(model)]
+    quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    columns = ", ".join(f"{table}.{quote(model._meta.get_field(name).column)}" for name in names)
+    columns = ", ".join(f"{table}.{quote(_column(model, name, connection))}" for name in names)
     marks = ", ".join(["%s"] * len(values))
     return RawSQL(f"({columns}) {'<' if descending else '>'} ({marks})", values, output_field=BooleanField())
+
+
+def _column(model, name: str, connection) -> str:
+    field = model._meta.get_field(name)
+    if field.model._meta.app_label != "airflow":
+        return field.column
+    return column_of(field, schema_of(connection)) or field.column
 
 
 def keyset_chunks(

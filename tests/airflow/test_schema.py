@@ -1,4 +1,6 @@
-"""The unmanaged models match Airflow 3.3.2's tables, created from the `airflow db migrate` fixture.
+"""The unmanaged models match Airflow's tables, created from the `airflow db migrate` fixture of the series
+the test database has (3.3 by default, 3.4 with AIRFLOW_FIXTURE_SERIES=3.4): each versioned field names
+the column that series has.
 
 Run on both databases; the PostgreSQL pass is the reference (docs/airflow.md describes PostgreSQL's DDL).
 """
@@ -6,7 +8,18 @@ Run on both databases; the PostgreSQL pass is the reference (docs/airflow.md des
 import pytest
 from django.db import connections, models
 
-from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.models import (
+    Asset,
+    AssetActive,
+    AssetStateStore,
+    DagRun,
+    DynamicRegion,
+    TaskInstance,
+    TaskStateStore,
+    column_of,
+)
+from statestore_admin.airflow.versions import schema_of
+from statestore_admin.state.services.rows import natural_key
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -35,6 +48,8 @@ def expected_type(vendor, field):
             "DateTimeField": ("timestamp with time zone", None),
             "UUIDField": ("uuid", None),
             "JSONField": ("json", None),
+            "BooleanField": ("boolean", None),
+            "BinaryField": ("bytea", None),
         }[kind]
     return {
         "AutoField": ("INTEGER", None),
@@ -44,6 +59,8 @@ def expected_type(vendor, field):
         "DateTimeField": ("TIMESTAMP", None),
         "UUIDField": ("CHAR(32)", None),
         "JSONField": ("JSON", None),
+        "BooleanField": ("BOOLEAN", None),
+        "BinaryField": ("BLOB", None),
     }[kind]
 
 
@@ -78,25 +95,39 @@ def foreign_keys(connection, table):
         return {row[3]: (row[2], row[4], row[6]) for row in cursor}
 
 
-@pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m._meta.db_table)
+@pytest.mark.parametrize("model", [*ALL_MODELS, DynamicRegion], ids=lambda m: m._meta.db_table)
 def test_model_columns_match_airflow(model):
     connection = connections["airflow"]
+    schema = schema_of(connection)
+    if model is DynamicRegion and not schema.regions:
+        pytest.skip("Airflow 3.3 has no dynamic_region table")
     actual = table_columns(connection, model._meta.db_table)
     assert actual, f"{model._meta.db_table} missing from the Airflow schema"
-    for field in model._meta.concrete_fields:
-        kind, length, nullable, _default = actual[field.column]
-        assert (kind, length) == expected_type(connection.vendor, field), field.column
-        assert nullable == field.null, field.column
+    stored = {field: column_of(field, schema) for field in model._meta.concrete_fields}
+    for field, column in stored.items():
+        if column is None:  # a column this series does not have
+            assert field.column not in actual and field.absent is not None or field.null, field.name
+            continue
+        kind, length, nullable, _default = actual[column]
+        assert (kind, length) == expected_type(connection.vendor, field), column
+        assert nullable == field.null, column
     if model in FULL_MIRRORS:
-        assert set(actual) == {f.column for f in model._meta.concrete_fields}, "not mirrored column for column"
+        assert set(actual) == {c for c in stored.values() if c}, "not mirrored column for column"
 
 
 def test_task_state_store_details():
     connection = connections["airflow"]
+    schema = schema_of(connection)
+    index = schema.index_column
     columns = table_columns(connection, "task_state_store")
-    default = columns["map_index"][3]
+    default = columns[index][3]
     assert default in ("'-1'::integer", "'-1'")
     assert TaskStateStore._meta.get_field("map_index").default == -1
+    if schema.regions:  # Airflow's sentinel, "not in a region", in the form each database stores
+        assert columns["region_id"][3] in (
+            "'00000000-0000-0000-0000-000000000000'::uuid",
+            "'00000000000000000000000000000000'",
+        )
     if connection.vendor == "postgresql":
         assert columns["id"][3] == "nextval('task_state_store_id_seq'::regclass)"
     assert foreign_keys(connection, "task_state_store") == {
@@ -105,13 +136,15 @@ def test_task_state_store_details():
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, "task_state_store")
     unique = constraints["task_state_store_uq"]
-    assert unique["unique"] and unique["columns"] == ["dag_run_id", "task_id", "map_index", "key"]
-    model_unique = TaskStateStore._meta.constraints[0]
-    assert [TaskStateStore._meta.get_field(f).column for f in model_unique.fields] == unique["columns"]
-    assert model_unique.name == "task_state_store_uq"
+    assert unique["unique"] and unique["columns"] == natural_key(TaskStateStore, schema)
+    assert unique["columns"] == (
+        ["dag_run_id", "task_id", "region_id", "region_index", "key"]
+        if schema.regions
+        else ["dag_run_id", "task_id", "map_index", "key"]
+    )
     primary = [c for c in constraints.values() if c["primary_key"]]
     assert [c["columns"] for c in primary] == [["id"]]
-    assert constraints["idx_task_state_store_lookup"]["columns"] == ["dag_id", "run_id", "task_id", "map_index"]
+    assert constraints["idx_task_state_store_lookup"]["columns"] == ["dag_id", "run_id", "task_id", index]
     assert constraints["idx_task_state_store_expires_at"]["columns"] == ["expires_at"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.db import connections
 from django.db.models import (
@@ -13,6 +14,7 @@ from django.db.models import (
 
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 
 from ..errors import NotFound
 from ..pagination import Page, paginate
@@ -75,30 +77,47 @@ def auto_refreshes(run: DagRun) -> bool:
 
 @dataclass(frozen=True)
 class TaskAddress:
-    """A task instance as Airflow's API addresses it."""
+    """A task instance's full coordinates: its task in a run, its region (Airflow 3.4's ``region_id``; the
+    all-zero sentinel outside any region, and always on 3.3) and its index in that region (``map_index``:
+    3.3's map index, 3.4's ``region_index``). Keys of one address never appear under another."""
 
     dag_id: str
     run_id: str
     task_id: str
     map_index: int = -1
+    region_id: UUID = SENTINEL_REGION_ID
 
     @classmethod
     def of(cls, row) -> TaskAddress:
-        return cls(row.dag_id, row.run_id, row.task_id, row.map_index)
+        return cls(row.dag_id, row.run_id, row.task_id, row.map_index, row.region_id)
+
+    @property
+    def in_region(self) -> bool:
+        return self.region_id != SENTINEL_REGION_ID
 
     def event_location(self) -> dict:
-        return {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+        location = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+        if self.in_region:
+            location["region_id"] = self.region_id
+        return location
 
 
 def address_keys(scope: TaskAddress) -> QuerySet:
     return TaskStateStore.objects.filter(
-        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, map_index=scope.map_index
+        dag_id=scope.dag_id,
+        run_id=scope.run_id,
+        task_id=scope.task_id,
+        region_id=scope.region_id,
+        map_index=scope.map_index,
     )
 
 
 def task_instances(scope: TaskAddress, any_map_index: bool = False) -> QuerySet:
-    """The task instance of ``scope`` (or every map index of its task)."""
-    instances = TaskInstance.objects.filter(dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id)
+    """The current task instance of ``scope`` (or every map index of its task in its region); an execution
+    that a clear replaced (3.4 keeps it, outside the working set) is not one."""
+    instances = TaskInstance.objects.filter(
+        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, region_id=scope.region_id, working_set=True
+    )
     return instances if any_map_index else instances.filter(map_index=scope.map_index)
 
 
@@ -110,7 +129,7 @@ def task_map_indexes(scope: TaskAddress) -> list[int]:
 
 _RUN_AND_INSTANCE = (
     "SELECT r.id, EXISTS (SELECT 1 FROM task_instance t WHERE t.dag_id = r.dag_id AND t.run_id = r.run_id "
-    "AND t.task_id = %s{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
+    "AND t.task_id = %s{region}{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
 )
 
 
@@ -119,9 +138,24 @@ def require_task_instance(scope: TaskAddress, any_map_index: bool = False) -> Da
     write through the API starts with it."""
     found = None
     if -1 <= scope.map_index < 2**31:  # beyond an integer column, no such task instance
-        sql = _RUN_AND_INSTANCE.format(map_index="" if any_map_index else " AND t.map_index = %s")
-        params = [scope.task_id, *([] if any_map_index else [scope.map_index]), scope.dag_id, scope.run_id]
-        with connections[airflow_alias()].cursor() as cursor:
+        connection = connections[airflow_alias()]
+        schema = schema_of(connection)
+        region, region_params = "", []
+        if schema.regions:
+            region = " AND t.region_id = %s AND t.working_set IS TRUE"
+            region_params = [TaskInstance._meta.get_field("region_id").get_db_prep_value(scope.region_id, connection)]
+        elif scope.in_region:  # 3.3 has no regions: nothing sits in one
+            raise NotFound(f"Task instance not found: {schema.name} has no region {scope.region_id}")
+        map_index = "" if any_map_index else f" AND t.{schema.index_column} = %s"
+        sql = _RUN_AND_INSTANCE.format(region=region, map_index=map_index)
+        params = [
+            scope.task_id,
+            *region_params,
+            *([] if any_map_index else [scope.map_index]),
+            scope.dag_id,
+            scope.run_id,
+        ]
+        with connection.cursor() as cursor:
             cursor.execute(sql, params)
             found = cursor.fetchone()
     if found is None or not found[1]:

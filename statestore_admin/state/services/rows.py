@@ -13,8 +13,9 @@ from types import SimpleNamespace
 from django.db import IntegrityError, connections
 from django.db.models import QuerySet
 
-from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore, column_of, select_list, stored_fields
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 
 from .. import audit, objects, permissions
 from ..actors import Actor
@@ -30,6 +31,11 @@ API_WRITER_FIELDS = {
     "last_updated_by_run_id": None,
     "last_updated_by_task_id": None,
     "last_updated_by_map_index": None,
+    # Airflow 3.4's task writer identity (no such columns on 3.3: nothing is written there).
+    "last_updated_by_task_instance_id": None,
+    "last_updated_by_region_id": None,
+    "last_updated_by_region_index": None,
+    "last_updated_by_try_number": None,
 }
 
 
@@ -77,7 +83,7 @@ def deleted_chunks(
     condition (SQL, params) of rows known to be at most a chunk, deleted by one plain statement."""
     alias = airflow_alias()
     quote = connections[alias].ops.quote_name
-    columns = ", ".join(quote(f.column) for f in model._meta.concrete_fields)
+    columns, column_params = select_list(model, connections[alias])
     target = ", ".join(quote(name) for name in identity)
     while True:
         if few:
@@ -88,7 +94,7 @@ def deleted_chunks(
             sql, params = chosen.query.get_compiler(using=alias).as_sql()
             statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE ({target}) IN ({sql}) RETURNING {columns}"
         if model._meta.pk.attname in identity:  # rows as model instances, with the database's types
-            chunk = list(model.objects.db_manager(alias).raw(statement, params))
+            chunk = list(model.objects.db_manager(alias).raw(statement, [*params, *column_params]))
         else:  # a composite primary key (asset keys) cannot be a raw query's model: their names and values
             with connections[alias].cursor() as cursor:
                 cursor.execute(
@@ -122,8 +128,20 @@ def state_of(row) -> audit.KeyState:
     return (row.value, getattr(row, "expires_at", None))
 
 
-# The natural key of a row: what ``ON CONFLICT`` names (Airflow's unique constraint, or primary key).
-NATURAL_KEYS = {TaskStateStore: ("dag_run", "task_id", "map_index", "key"), AssetStateStore: ("asset", "key")}
+# The natural key of a row: what ``ON CONFLICT`` names (Airflow's unique constraint, or primary key). On
+# Airflow 3.4 a task key's region is part of it: two iterations of a loop hold separate keys.
+NATURAL_KEYS = {
+    TaskStateStore: ("dag_run", "task_id", "region_id", "map_index", "key"),
+    AssetStateStore: ("asset", "key"),
+}
+
+
+def natural_key(model, schema) -> list[str]:
+    """The columns of ``model``'s natural key in the database of ``schema``."""
+    columns = (column_of(model._meta.get_field(name), schema) for name in NATURAL_KEYS[model])
+    return [c for c in columns if c is not None]
+
+
 CREATE_ATTEMPTS = 5  # a new key that other writers keep creating and deleting meanwhile: then a Conflict
 
 
@@ -164,12 +182,15 @@ def insert_if_absent(row) -> bool:
     False the row is there to lock; on SQLite, writers take turns (``BEGIN IMMEDIATE``, docs/writes.md)."""
     meta = type(row)._meta
     connection = connections[airflow_alias()]
-    quote = connection.ops.quote_name
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    conflict = ", ".join(quote(meta.get_field(name).column) for name in NATURAL_KEYS[type(row)])
+    quote, schema = connection.ops.quote_name, schema_of(connection)
+    fields = [f for f in stored_fields(type(row), schema) if not f.primary_key]
+    for f in meta.concrete_fields:
+        if f not in fields and not f.primary_key:
+            f.for_write(schema, [f.pre_save(row, add=True)])  # refuses a value this series cannot hold
+    conflict = ", ".join(quote(c) for c in natural_key(type(row), schema))
     returned = meta.pk if meta.pk.column else fields[0]  # a composite primary key has no column of its own
     statement = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(column_of(f, schema)) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT ({conflict}) DO NOTHING "
         f"RETURNING {quote(returned.column)}"
     )

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 
 from .. import audit, permissions, selectors
 from ..actors import Actor
@@ -83,6 +84,7 @@ class TaskSelection:
             )
             if not self.all_map_indices:
                 rows = rows.filter(map_index=self.scope.map_index)
+            rows = rows.filter(region_id=self.scope.region_id)
             if self.keys is not None:
                 rows = rows.filter(key__in=self.keys)
             if not check_instance:
@@ -113,11 +115,18 @@ def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
         return None
     if not -1 <= scope.map_index < 2**31:  # no such row; the ORM path answers it without a database error
         return None
-    where = "dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s"
+    connection = connections[airflow_alias()]
+    schema = schema_of(connection)
+    if scope.in_region and not schema.regions:
+        return None  # no such row on 3.3; the ORM path answers it
+    where = f"dag_id = %s AND run_id = %s AND task_id = %s AND {schema.index_column} = %s"
     ident = [scope.dag_id, scope.run_id, scope.task_id, scope.map_index]
+    if schema.regions:
+        where += " AND region_id = %s"
+        ident.append(TaskStateStore._meta.get_field("region_id").get_db_prep_value(scope.region_id, connection))
     names = ", ".join(["%s"] * len(keys))
     sql = (
-        f"{where} AND {connections[airflow_alias()].ops.quote_name('key')} IN ({names}) "
+        f"{where} AND {connection.ops.quote_name('key')} IN ({names}) "
         f"AND EXISTS (SELECT 1 FROM task_instance WHERE {where})"
     )
     return sql, [*ident, *keys, *ident]

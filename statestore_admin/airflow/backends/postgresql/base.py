@@ -18,15 +18,18 @@ import logging
 
 import psycopg
 from django.db.backends.postgresql import base
-from django.db.utils import DatabaseErrorWrapper, InterfaceError, OperationalError
+from django.db.utils import DatabaseErrorWrapper, InterfaceError, OperationalError, ProgrammingError
 from psycopg import errors as pg_errors
 from psycopg import pq
 
+from statestore_admin.airflow import versions
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable, clean_reason, is_unavailable
+from statestore_admin.airflow.versions import AirflowSchemaChanged
 
 log = logging.getLogger(__name__)
 
 _WAIT_INTERVAL = 0.1  # psycopg's own (psycopg.connection._WAIT_INTERVAL)
+SCHEMA_CHANGED_SQLSTATES = ("42703", "42P01")  # undefined_column, undefined_table
 
 
 def statement_timeout_ms(query_timeout: float) -> int:
@@ -71,6 +74,14 @@ class _ErrorWrapper(DatabaseErrorWrapper):
     def __exit__(self, exc_type, exc_value, traceback):
         try:
             super().__exit__(exc_type, exc_value, traceback)
+        except ProgrammingError as exc:
+            # A column or table that was there when the schema was read is gone: `airflow db migrate` ran
+            # under us (3.3 → 3.4). Read the schema again on the next query; this one answers 503.
+            cause = exc.__cause__
+            if getattr(cause, "sqlstate", None) not in SCHEMA_CHANGED_SQLSTATES or not versions.forget(self.wrapper):
+                raise
+            log.warning("Airflow's schema changed under the dashboard: %s", cause)
+            raise AirflowSchemaChanged(clean_reason(str(cause))).with_traceback(traceback) from cause
         except (OperationalError, InterfaceError) as exc:
             cause = exc.__cause__
             if not is_unavailable(cause):

@@ -1,0 +1,239 @@
+"""Which Airflow schema the metadata database has, read from the database itself (docs/airflow.md).
+
+Airflow 3.3 (3.3.0 to 3.3.2 share one schema) addresses a task instance's state by ``map_index``.
+Airflow 3.4 renames that column ``region_index`` in ``task_instance`` and ``task_state_store`` and adds
+``region_id`` (the dynamic region, a UUID; all zeros outside any region), so two task instances of one
+task and index can sit in different regions (two iterations of a loop) with separate state. It also
+records the task writer of an asset key. Operators upgrade Airflow in place, so the dashboard reads the
+columns (and Airflow's alembic revision) on every new connection and compiles its SQL for what it
+finds: ``AirflowSchema`` says which, and the model fields of ``airflow.models`` ask it for their column.
+
+Anything else (columns neither version has, a migration that has not finished) is refused with
+``UnsupportedAirflowSchema``, which names what differs: a 503 on pages and the API, an error in
+``manage.py check``, never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from .availability import AirflowDatabaseUnavailable
+
+# Airflow's own value of region_id for a task instance outside any region (``SENTINEL_REGION_ID``).
+SENTINEL_REGION_ID = UUID(int=0)
+
+# Alembic heads (airflow/utils/db.py, _REVISION_HEADS_MAP): 3.3.0 to 3.3.2 share one; 3.4.0b2's.
+REVISION_33 = "d2f4e1b3c5a7"
+REVISION_34 = "9cffe90fa0c0"
+# The 3.4 migrations between those heads, oldest first: while `airflow db migrate` runs, the alembic
+# revision is one of them (migrations commit one by one).
+REVISIONS_BETWEEN = (
+    "76c46545c91e",
+    "c7f0a5d2e9b4",
+    "8d3f1a6b2c47",
+    "f8c2a1d94e03",
+    "b6a9c2e7d410",
+    "5182d0596ee2",
+    "3b7a91c5df20",
+    "c9f4b3e7a218",
+    "a61f0c9d2b47",
+    "ca8499dc1004",
+    "e5a91c7f42b3",
+    "90e4d18ccadf",
+    "e7c2a91bd540",
+    "54a27b6f9d01",
+    "7f8c9a2d410e",
+    "c3e7a9182f64",
+    "a5d7b9c13e40",
+)
+
+_TASK_STATE = {"id", "dag_run_id", "task_id", "key", "dag_id", "run_id", "value", "updated_at", "expires_at"}
+_ASSET_STATE = {
+    "asset_id",
+    "key",
+    "value",
+    "updated_at",
+    "last_updated_by_kind",
+    "last_updated_by_dag_id",
+    "last_updated_by_run_id",
+    "last_updated_by_task_id",
+    "last_updated_by_map_index",
+}
+_ASSET_WRITER_34 = {
+    "last_updated_by_task_instance_id",
+    "last_updated_by_region_id",
+    "last_updated_by_region_index",
+    "last_updated_by_try_number",
+}
+_TASK_INSTANCE = {"id", "dag_id", "task_id", "run_id", "state", "try_number"}
+
+# The columns each series has in the tables the dashboard reads and writes.
+COLUMNS = {
+    "3.3": {
+        "task_state_store": _TASK_STATE | {"map_index"},
+        "asset_state_store": _ASSET_STATE,
+        "task_instance": _TASK_INSTANCE | {"map_index"},
+    },
+    "3.4": {
+        "task_state_store": _TASK_STATE | {"region_id", "region_index"},
+        "asset_state_store": _ASSET_STATE | _ASSET_WRITER_34,
+        "task_instance": _TASK_INSTANCE | {"region_id", "region_index", "working_set"},
+    },
+}
+# The state tables are written: a column we do not know there could be one we fail to fill.
+WRITTEN_TABLES = ("task_state_store", "asset_state_store")
+REVISIONS = {"3.3": REVISION_33, "3.4": REVISION_34}
+NAMES = {"3.3": "Airflow 3.3", "3.4": "Airflow 3.4 (dynamic regions)"}
+
+
+class UnsupportedAirflowSchema(AirflowDatabaseUnavailable):
+    """The metadata database has neither the 3.3 nor the 3.4 schema (or is between them)."""
+
+    @property
+    def detail(self) -> str:
+        return f"Airflow's metadata database has a schema this dashboard does not support: {self.reason}"
+
+
+class AirflowSchemaChanged(AirflowDatabaseUnavailable):
+    """A query met a column or table that is not there any more: Airflow's schema changed under us."""
+
+    @property
+    def detail(self) -> str:
+        return f"Airflow's schema changed while the dashboard was using it ({self.reason}); try again"
+
+
+@dataclass(frozen=True)
+class AirflowSchema:
+    """The schema of one Airflow series, as found in a database: ``series`` "3.3" or "3.4"."""
+
+    series: str
+    revision: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def regions(self) -> bool:
+        """Task state addressed by (region_id, region_index) rather than by map_index."""
+        return self.series == "3.4"
+
+    @property
+    def index_column(self) -> str:
+        return "region_index" if self.regions else "map_index"
+
+    @property
+    def name(self) -> str:
+        return NAMES[self.series]
+
+    @property
+    def known_revision(self) -> bool:
+        return self.revision == REVISIONS[self.series]
+
+    def describe(self) -> str:
+        """One line for the overview, ``manage.py check`` and ``/readyz``."""
+        revision = f"alembic revision {self.revision}" if self.revision else "no alembic revision recorded"
+        return f"{self.name} schema, {revision}"
+
+    def has(self, table: str, column: str) -> bool:
+        return column in COLUMNS[self.series][table]
+
+    def as_dict(self) -> dict:
+        return {"series": self.series, "revision": self.revision, "regions": self.regions, "name": self.name}
+
+
+SCHEMA_33 = AirflowSchema("3.3", REVISION_33)
+SCHEMA_34 = AirflowSchema("3.4", REVISION_34)
+
+
+def classify(columns: dict[str, set[str]], revision: str | None) -> AirflowSchema:
+    """The series whose columns ``columns`` (table → column names) has; ``UnsupportedAirflowSchema``
+    naming the differences otherwise. An unknown alembic revision with known columns is accepted, with
+    a note (a later release of the same series, e.g. 3.4.0 after 3.4.0b2)."""
+    if revision in REVISIONS_BETWEEN:
+        raise UnsupportedAirflowSchema(
+            f"its alembic revision {revision} lies between Airflow 3.3's ({REVISION_33}) and 3.4's ({REVISION_34}): "
+            "`airflow db migrate` has not finished (or failed); pages answer again once it has"
+        )
+    missing_tables = [t for t in COLUMNS["3.3"] if not columns.get(t)]
+    if missing_tables:
+        raise UnsupportedAirflowSchema(
+            f"it has no table {', '.join(missing_tables)}: the state store needs Airflow 3.3 or later "
+            "(run `airflow db migrate`, or point AIRFLOW_DATABASE_URL at the right database)"
+        )
+    differences = {}
+    for series, tables in COLUMNS.items():
+        problems = []
+        for table, expected in tables.items():
+            found = columns[table]
+            missing = sorted(expected - found)
+            unknown = sorted(found - expected) if table in WRITTEN_TABLES else []
+            if missing:
+                problems.append(f"{table} lacks {', '.join(missing)}")
+            if unknown:
+                problems.append(f"{table} has unknown columns {', '.join(unknown)}")
+        if not problems:
+            notes = ()
+            if revision != REVISIONS[series]:
+                notes = (
+                    f"alembic revision {revision or '(none)'} is not {NAMES[series]}'s {REVISIONS[series]}; "
+                    f"the columns are {NAMES[series]}'s, so the dashboard uses them",
+                )
+            return AirflowSchema(series, revision, notes)
+        differences[series] = problems
+    described = "; ".join(f"against {NAMES[s]}: {', '.join(p)}" for s, p in differences.items())
+    between = "map_index" in columns["task_state_store"] and "region_id" in columns["task_state_store"]
+    hint = " (a migration to 3.4 that has not finished?)" if between else ""
+    raise UnsupportedAirflowSchema(f"alembic revision {revision or '(none)'}{hint}: {described}")
+
+
+def _columns(connection) -> dict[str, set[str]]:
+    tables = tuple(COLUMNS["3.3"])
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+                [list(tables)],
+            )
+            found: dict[str, set[str]] = {t: set() for t in tables}
+            for table, column in cursor.fetchall():
+                found[table].add(column)
+            return found
+        existing = set(connection.introspection.table_names(cursor))
+        return {
+            t: {c.name for c in connection.introspection.get_table_description(cursor, t)} if t in existing else set()
+            for t in tables
+        }
+
+
+def _revision(connection) -> str | None:
+    with connection.cursor() as cursor:
+        if "alembic_version" not in connection.introspection.table_names(cursor):
+            return None
+        cursor.execute("SELECT version_num FROM alembic_version")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def detect(connection) -> AirflowSchema:
+    """Read the schema of the database behind ``connection`` (three small catalog queries)."""
+    return classify(_columns(connection), _revision(connection))
+
+
+_CACHE = "_statestore_airflow_schema"
+
+
+def schema_of(connection) -> AirflowSchema:
+    """The schema behind ``connection``, read once per database connection (a reconnect reads it again,
+    and ``forget`` drops it when a query finds the schema changed)."""
+    connection.ensure_connection()
+    cached = getattr(connection, _CACHE, None)
+    if cached is not None and cached[0] is connection.connection:
+        return cached[1]
+    schema = detect(connection)
+    setattr(connection, _CACHE, (connection.connection, schema))
+    return schema
+
+
+def forget(connection) -> bool:
+    """Drop what ``schema_of`` knows of ``connection``; True when it knew something."""
+    return connection.__dict__.pop(_CACHE, None) is not None
