@@ -41,7 +41,7 @@ def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:
     counted = f"{shown} of {summary.rows}" if summary.rows_more_than is None else f"the {shown}"
     lines.append(f"Sample ({counted}, oldest first):")
     lines += [
-        f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} map_index {r.map_index} "
+        f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} {summary.coordinates(r)} "
         f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
         for r in summary.sample
     ]

@@ -17,6 +17,7 @@ from django.utils import timezone
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 
 from .. import counting, formatting, objects, stats, values
 from ..models import GcRun, StatsSnapshotDag
@@ -64,6 +65,11 @@ class DryRunSummary:
     snapshot_taken_at: datetime | None = None
     answered_at: datetime = field(default_factory=timezone.now)
     references: ExpiredReferences | None = None  # the plan is with_objects
+    regions: bool = False  # Airflow 3.4's schema: rows are addressed by region_id and region_index
+
+    def coordinates(self, row) -> str:
+        """A sample row's task instance index as Airflow's own dry run names it."""
+        return formatting.task_index(row.map_index, row.region_id, regions=self.regions)
 
     @property
     def cutoff(self) -> datetime:
@@ -114,6 +120,7 @@ class DryRunSummary:
                     "task_id": r.task_id,
                     "map_index": r.map_index,
                 }
+                | ({"region_id": str(r.region_id), "region_index": r.map_index} if self.regions else {})
                 for r in self.sample
             ],
         } | ({"objects": self.references.as_dict()} if self.references else {})
@@ -154,6 +161,7 @@ def dry_run(
     status = backend_status(config)
     if not status.is_metastore:
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
+    regions = schema_of(connections[airflow_alias()]).regions
     rows = expired_rows(plan.cutoff, plan.dag_ids)
     examples = list(rows.order_by("expires_at", "id")[:sample])
     cap = DRY_RUN_EXACT_CAP
@@ -174,6 +182,7 @@ def dry_run(
             stats["newest"],
             examples,
             references=references,
+            regions=regions,
         )
     ends = rows.aggregate(oldest=Min("expires_at"), newest=Max("expires_at"))  # two index lookups
     connection = connections[airflow_alias()]
@@ -193,4 +202,5 @@ def dry_run(
         by_dag_source="snapshot" if taken_at else None,
         snapshot_taken_at=taken_at,
         references=references,
+        regions=regions,
     )
