@@ -55,7 +55,8 @@ lint: install-dev
 test-compat: install-dev
 	$(PY) -m pytest -m compat tests/compat
 
-# Regenerate the Airflow 3.3.2 schema fixtures from a real `airflow db migrate` (needs PostgreSQL).
+# Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real
+# `airflow db migrate` (needs PostgreSQL).
 schema:
 	bash scripts/make_airflow_schema.sh
 
