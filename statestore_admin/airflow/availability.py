@@ -58,13 +58,13 @@ def is_unavailable(exc: BaseException | None) -> bool:
     return sqlstate is None or sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES or sqlstate == LOCK_NOT_AVAILABLE
 
 
-def clean_reason(message: str, password: str = "") -> str:
+def clean_reason(message: str, password: str = "", limit: int = MAX_REASON) -> str:
     """One line, bounded, never the password (libpq does not print it; this makes sure)."""
     text = re.sub(r"\s+", " ", message).strip()
     if password:
         text = text.replace(password, "***")
-    if len(text) > MAX_REASON:
-        text = text[: MAX_REASON - 1] + "…"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
     return text or "unknown error"
 
 

@@ -55,7 +55,8 @@ class Answer:
 
 @dataclass
 class Poller:
-    """Asks each of ``targets`` (name → (session, URL)) in turn, every ``interval`` seconds, until stopped."""
+    """Asks each of ``targets`` (name → (session, URL)) every ``interval`` seconds until stopped, each target
+    in a thread of its own (as users would: one waiting page does not hold up the others)."""
 
     targets: dict[str, tuple[requests.Session, str]]
     interval: float = 0.1
@@ -63,13 +64,15 @@ class Poller:
 
     def __post_init__(self):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, args=(what, *target), daemon=True)
+            for what, target in self.targets.items()
+        ]
         self._start = time.monotonic()
 
-    def _run(self) -> None:
+    def _run(self, what: str, session: requests.Session, url: str) -> None:
         while not self._stop.is_set():
-            for what, (session, url) in self.targets.items():
-                self.answers.append(self._ask(what, session, url))
+            self.answers.append(self._ask(what, session, url))
             self._stop.wait(self.interval)
 
     def _ask(self, what: str, session: requests.Session, url: str) -> Answer:
@@ -88,12 +91,15 @@ class Poller:
         return Answer(at, what, response.status_code, text, time.monotonic() - self._start - at)
 
     def __enter__(self) -> Poller:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join(timeout=120)
+        for thread in self._threads:
+            thread.join(timeout=120)
+        self.answers.sort(key=lambda answer: answer.at)
 
     def statuses(self) -> dict[int, int]:
         counts: dict[int, int] = {}

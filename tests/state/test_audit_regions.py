@@ -250,3 +250,23 @@ def test_a_region_on_airflow_33_is_refused(plain, ui):
     with pytest.raises(Invalid, match=f"belongs to region {region} .* Airflow 3.3 has no regions"):
         services.restore_document(actor=ui, document=document)
     assert rows() == before
+
+
+def test_the_audit_pages_show_the_region(loop, ui, client, operator):
+    event = delete_in(ui, loop["run"], loop["second"])
+    client.force_login(operator)
+    listed = client.get("/audit/").content.decode()
+    assert f"in region <code>{str(loop['second'])[:8]}</code>" in listed
+    shown = client.get(f"/audit/{event.pk}/").content.decode()
+    assert f"<dt>Region</dt><dd><code>{loop['second']}</code>" in shown
+    assert shown.count(f'title="Airflow 3.4 dynamic region {loop["second"]}"') >= 1  # the key's own line
+
+
+def test_the_audit_pages_show_no_region_outside_one(plain, ui, client, operator):
+    address = TaskAddress("etl_plain", "manual__plain", "fold", 1)
+    services.delete_task_keys(actor=ui, selection=services.TaskSelection.of_instance(address))
+    event = AuditEvent.objects.get(action="delete")
+    client.force_login(operator)
+    assert "in region" not in client.get("/audit/").content.decode()
+    assert "<dt>Region</dt>" not in client.get(f"/audit/{event.pk}/").content.decode()
+    assert "fold [1]" in client.get("/audit/").content.decode()

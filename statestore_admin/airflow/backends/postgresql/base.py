@@ -32,6 +32,7 @@ from psycopg import pq
 from statestore_admin.airflow import versions
 from statestore_admin.airflow.availability import (
     LOCK_NOT_AVAILABLE,
+    MAX_REASON,
     AirflowDatabaseUnavailable,
     TablesLocked,
     clean_reason,
@@ -120,7 +121,10 @@ class _ErrorWrapper(DatabaseErrorWrapper):
             if getattr(cause, "sqlstate", None) not in SCHEMA_CHANGED_SQLSTATES or not versions.forget(self.wrapper):
                 raise
             log.warning("Airflow's schema changed under the dashboard: %s", cause)
-            raise AirflowSchemaChanged(clean_reason(str(cause))).with_traceback(traceback) from cause
+            # The first line names the column; the page shows the reason alone, so it says what happened too.
+            column = clean_reason(str(cause).splitlines()[0])
+            reason = f"{column}: a schema change (`airflow db migrate`?) altered Airflow's tables under a query"
+            raise AirflowSchemaChanged(reason).with_traceback(traceback) from cause
         except (OperationalError, InterfaceError) as exc:
             cause = exc.__cause__
             if not is_unavailable(cause):
@@ -239,7 +243,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 f"({application or 'no application name'}) {'holds' if granted else 'waits for'} an exclusive "
                 f"lock on {table}: {statement}"
             )
-        return clean_reason(message, self.settings_dict.get("PASSWORD") or "")
+        # longer than other reasons: the holder's statement is what tells a migration from anything else
+        return clean_reason(message, self.settings_dict.get("PASSWORD") or "", limit=2 * MAX_REASON)
 
     def unavailable_reason(self, exc: BaseException) -> str:
         if isinstance(exc, pg_errors.ConnectionTimeout):
