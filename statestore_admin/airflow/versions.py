@@ -270,6 +270,12 @@ def schema_of(connection) -> AirflowSchema:
     return schema
 
 
+def cached_schema(connection) -> AirflowSchema | None:
+    """What ``schema_of`` knows of ``connection``'s current database connection, without reading anything."""
+    cached = connection.__dict__.get(_CACHE)
+    return cached[1] if cached is not None and cached[0] is connection.connection else None
+
+
 def forget(connection) -> bool:
     """Drop what ``schema_of`` knows of ``connection``; True when it knew something."""
     return connection.__dict__.pop(_CACHE, None) is not None

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from django.db import connections
 
+from statestore_admin.airflow import versions
 from statestore_admin.airflow.backends.postgresql.base import LOCK_TIMEOUT, lock_timeout_ms
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.versions import REVISION_33, REVISION_34, REVISIONS_BETWEEN, revision_phrase, schema_of
@@ -142,3 +143,24 @@ def test_revisions_between_the_series_are_named():
     )
     assert all(revision in revision_phrase(revision) for revision in REVISIONS_BETWEEN)
     assert revision_phrase(None) == "no alembic revision recorded"
+
+
+def test_a_kept_connection_notices_the_revision_moved_before_its_next_request(postgres_only, other_session):
+    """The health check of a kept connection reads the alembic revision (instead of SELECT 1): once
+    `airflow db migrate` has committed a step, the next request reads the schema again, and one at a revision
+    between 3.3's and 3.4's is refused by name, not run against columns that are being renamed."""
+    connection = connections["airflow"]
+    known = schema_of(connection)
+    assert connection.is_usable() and versions.cached_schema(connection) is known  # nothing moved
+    (revision,) = other_session.execute("SELECT version_num FROM alembic_version").fetchone()
+    other_session.execute("UPDATE alembic_version SET version_num = %s", [REVISIONS_BETWEEN[13]])
+    other_session.commit()
+    try:
+        assert connection.is_usable()  # the connection is fine; what it knew of the schema is not
+        assert versions.cached_schema(connection) is None
+        with pytest.raises(versions.UnsupportedAirflowSchema, match="`airflow db migrate` has not finished"):
+            schema_of(connection)
+    finally:
+        other_session.execute("UPDATE alembic_version SET version_num = %s", [revision])
+        other_session.commit()
+    assert schema_of(connection) == known

@@ -180,7 +180,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         super().ensure_connection()
 
     def is_usable(self):
-        # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it.
+        # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it
+        # (with the alembic revision: _usable_and_current).
         # An answer to SELECT 1 needs no more than a connection does: past the connect timeout the
         # connection is dropped and a new one tried, rather than waiting for the full query deadline.
         connection = self.connection
@@ -191,9 +192,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if connect_timeout and (previous is None or connect_timeout < previous):
             connection.query_timeout = connect_timeout
         try:
-            return super().is_usable()
+            return self._usable_and_current(connection)
         finally:
             connection.query_timeout = previous
+
+    def _usable_and_current(self, connection) -> bool:
+        """Django's ``SELECT 1``, or where the schema is known, the alembic revision instead (as cheap): a
+        revision that moved (`airflow db migrate` ran since) makes ``schema_of`` read the schema again
+        before this request's first query, rather than that query failing on a renamed column."""
+        known = versions.cached_schema(self)
+        if known is None or known.revision is None:
+            return super().is_usable()
+        try:
+            row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        except psycopg.Error:  # connection gone, or no alembic_version any more: a new connection decides
+            return False
+        if (row[0] if row else None) != known.revision:
+            log.info("Airflow's alembic revision moved from %s: reading its schema again", known.revision)
+            versions.forget(self)
+        return True
 
     def set_query_timeout(self, seconds: float | None) -> None:
         """Another deadline for this connection (``airflow.availability.query_timeout``)."""
