@@ -131,6 +131,10 @@ def test_upgrade_in_place_from_332_to_340b2(airflow, golden, servers):
     unavailable = [a for a in answers if a.status == 503]
     print(f"\nmigration: {migrated_in:.1f} s (the ALTER TABLE held {HOLD_SECONDS} s behind a reader: {queued[0]})")
     print(f"polls: {len(answers)}, statuses seen: {statuses}, 503s: {len(unavailable)}")
+    for what in targets:
+        mine = [a for a in answers if a.what == what]
+        counts = {s: sum(a.status == s for a in mine) for s in sorted({a.status for a in mine})}
+        print(f"  {what}: {len(mine)} polls, statuses {counts}")
     print(f"longest answer: {max(a.seconds for a in answers):.1f} s")
     for reason in sorted({(a.what, a.text.strip()[:600]) for a in unavailable}):
         print(f"  503 {reason[0]}: {reason[1]}")
