@@ -12,6 +12,7 @@ import json
 import uuid
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connections
 
 from statestore_admin.airflow.models import TaskStateStore
@@ -20,6 +21,7 @@ from statestore_admin.state import audit, exports, selectors, services
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -270,3 +272,24 @@ def test_the_audit_pages_show_no_region_outside_one(plain, ui, client, operator)
     assert "in region" not in client.get("/audit/").content.decode()
     assert "<dt>Region</dt>" not in client.get(f"/audit/{event.pk}/").content.decode()
     assert "fold [1]" in client.get("/audit/").content.decode()
+
+
+def test_every_face_refuses_a_missing_region_in_the_same_words(loop, ui, client, operator):
+    missing = uuid.uuid4()
+    entry = {"store": "task", "dag_id": "etl_loop", "run_id": "manual__loop", "task_id": "step", "map_index": 0}
+    document = {"format": exports.FORMAT, "version": 1, "keys": [{**entry, "region_id": str(missing), "key": "k"}]}
+    document["keys"][0]["value"] = 1
+    before, events = rows(), AuditEvent.objects.count()
+    words = f"Nothing was restored: region {missing} of 'k' does not exist (any more) in 'etl_loop' / 'manual__loop'."
+    api = client.post(
+        "/api/statestore/v1/restore",
+        json.dumps(document),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(operator)[1]}",
+    )
+    assert api.status_code == 422 and words in json.dumps(api.json()["detail"]).replace('\\"', '"')
+    client.force_login(operator)
+    upload = SimpleUploadedFile("keys.json", json.dumps(document).encode())
+    page = client.post("/audit/restore-file/", {"file": upload}, HTTP_HX_REQUEST="true")
+    assert words.replace("'", "&#x27;") in page.content.decode()
+    assert rows() == before and AuditEvent.objects.count() == events

@@ -157,7 +157,8 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
             permissions.require(actor, store, action)
     scope = scope_of(actor)
     _require_in_scope(scope, targets)
-    _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region])
+    # named as the restore's other refusals are: the event, or the file
+    _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region], "event" if restored_from else "file")
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
         conflicts = [
@@ -183,7 +184,7 @@ def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
         raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
 
 
-def _require_regions(targets: list[Target]) -> None:
+def _require_regions(targets: list[Target], field: str) -> None:
     """Every region the targets name exists, in the targets' own DAG run: ``Invalid`` naming the first that
     does not (nothing is restored). Airflow 3.3 has no regions at all."""
     if not targets:
@@ -193,7 +194,7 @@ def _require_regions(targets: list[Target]) -> None:
     if not schema.regions:
         raise Invalid(
             {
-                "region_id": f"Nothing was restored: {first.key!r} belongs to region {first.region_id} of "
+                field: f"Nothing was restored: {first.key!r} belongs to region {first.region_id} of "
                 f"{first.dag_id!r} / {first.run_id!r}, and {schema.name} has no regions."
             }
         )
@@ -210,14 +211,14 @@ def _require_regions(targets: list[Target]) -> None:
         if found is None:
             raise Invalid(
                 {
-                    "region_id": f"Nothing was restored: region {target.region_id} of {target.key!r} does not "
+                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} does not "
                     f"exist (any more) in {target.dag_id!r} / {target.run_id!r}."
                 }
             )
         if found != (target.dag_id, target.run_id):
             raise Invalid(
                 {
-                    "region_id": f"Nothing was restored: region {target.region_id} of {target.key!r} belongs to "
+                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} belongs to "
                     f"{found[0]!r} / {found[1]!r}, not to {target.dag_id!r} / {target.run_id!r}."
                 }
             )
