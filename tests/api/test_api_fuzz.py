@@ -17,6 +17,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS
 from schemathesis.core.failures import FailureGroup
 
+from statestore_admin.state import selectors
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 
@@ -46,12 +47,24 @@ EXPLAINED = (
 
 def explained(case, exc) -> bool:
     text = str(exc)
+    if ignored_region_parameters(case, text):
+        return True
     if "Schema-valid request rejected" not in text or "[422]" not in text:
         return False
     if any(reason in text for reason in EXPLAINED):
         return True
     # An export document's entries are checked by the domain (store, ids, key, value, JSON of an upload).
     return case.path == "/api/statestore/v1/restore" and '"loc":["body"' in text
+
+
+def ignored_region_parameters(case, text: str) -> bool:
+    """One document describes both series: ``region_id`` and ``region_index`` are Airflow 3.4's, and on a 3.3
+    database they are ignored as Airflow 3.3 ignores them, so a malformed one is accepted there (and only there:
+    on a 3.4 database the same request must be refused)."""
+    if selectors.addresses_regions() or not {"region_id", "region_index"} & set(case.query or {}):
+        return False
+    failures = [line.strip() for line in text.splitlines() if line.strip().startswith("- ST")]
+    return bool(failures) and all("Schema-violating request accepted" in line for line in failures)
 
 
 # Lone surrogates (half of a UTF-16 pair: "\\ud800"): schemathesis never generates them (UTF-8 has no form for
