@@ -7,6 +7,7 @@ database the same routes keep 3.3.2's contract (``test_33_*``). Run with AIRFLOW
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 from django.db import connections
@@ -446,3 +447,26 @@ def test_33_ignores_region_parameters(api, airflow_33):
     assert get(api, "m", "region_index=0").status_code == 404  # map_index -1: no such key, and no 400
     response = get(api, "m", "map_index=-2")
     assert response.status_code == 422 and response.json()["detail"][0]["type"] == "greater_than_equal"
+
+
+# The definitions, read from what Airflow 3.4.0b2 itself serializes ------------------------------------------
+# serialized_dag_34.json: DagSerialization.to_dict() of this DAG, made with apache-airflow 3.4.0b2:
+#   grp = a @task_group(x) of inner(x) >> inner2(), expanded over [1, 2]; mapped = a @task expanded over
+#   [1, 2, 3]; refine = a @task_group of work expanded over [1, 2], refine.loop(max_iterations=3); plain.
+@pytest.mark.parametrize(
+    ("task_id", "mapped", "loop"),
+    [
+        ("grp.inner", True, None),
+        ("grp.inner2", True, None),
+        ("mapped", True, None),
+        ("refine.work", True, "refine"),
+        ("refine.__loop_gate", False, "refine"),
+        ("plain", False, None),
+    ],
+)
+def test_definitions_from_airflows_own_serialization(task_id, mapped, loop):
+    from statestore_admin.state.selectors.coordinates import TaskDefinition, definition_of
+
+    document = json.loads((Path(__file__).parent / "serialized_dag_34.json").read_text())
+    assert definition_of(document["dag"], task_id) == TaskDefinition(mapped, loop)
+    assert definition_of(document["dag"], "gone") is None

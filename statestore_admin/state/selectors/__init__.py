@@ -47,7 +47,7 @@ from .backends import (
     backend_modes,
     inspect_backend_class,
 )
-from .coordinates import TaskDefinition, addresses_regions, clears_expansion, definition_of, resolve_address
+from .coordinates import addresses_regions, clears_expansion, resolve_address
 from .dags import DagList, DagSummary, dag_prefix_q, dags_with_state, find_run, get_run, runs_with_state
 from .figures import (
     HIDDEN,
@@ -167,9 +167,7 @@ __all__ = [
     "address_keys",
     "addresses_regions",
     "clears_expansion",
-    "definition_of",
     "resolve_address",
-    "TaskDefinition",
     "scoped_asset_keys",
     "scoped_assets",
     "scoped_dag_ids",
