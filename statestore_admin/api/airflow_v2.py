@@ -235,6 +235,15 @@ def _uuid_reason(whole: str, text: str, offset: int, simple: bool) -> str:
     return f"invalid group length in group 4: expected 12, found {len(whole.encode()) - _UUID_STARTS[4]}"
 
 
+def errors_of(*parsers) -> list[dict]:
+    """The validation errors of ``parsers``, in order (none when all parse)."""
+    try:
+        all_parsed(*parsers)
+    except RequestInvalid as exc:
+        return exc.errors
+    return []
+
+
 def all_parsed(*parsers) -> list:
     """Each parser's value; the errors of all of them in one 422, as FastAPI reports one dependency's
     parameters."""
@@ -609,17 +618,21 @@ class TaskView(AirflowView):
         super().initial(request, *args, **kwargs)
         scope_of(request.user).require_dag(self.kwargs["dag_id"])
 
-    def scope(self, request, dag_id, dag_run_id, task_id) -> TaskAddress:
+    def scope(self, request, dag_id, dag_run_id, task_id, *after) -> TaskAddress:
         """The address the query names: on Airflow 3.3 ``map_index``; on 3.4 ``map_index``, ``region_id``
-        and ``region_index`` as Airflow 3.4 resolves them (``selectors.resolve_address``), after parsing all
-        three (one 422 for all their errors) and before any other parameter or the body."""
+        and ``region_index`` as Airflow 3.4 resolves them (``selectors.resolve_address``), before any other
+        parameter or the body. When they do not parse, the 422 lists their errors and then those of the
+        parsers ``after`` (the route's other parameters, its body), as FastAPI reports them together."""
         if not selectors.addresses_regions():
             return TaskAddress(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
-        map_index, region_id, region_index = all_parsed(
-            lambda: query_int(request, "map_index", -1, MIN_BIGINT),
-            lambda: query_uuid(request, "region_id"),
-            lambda: query_int(request, "region_index", None, -1),
-        )
+        try:
+            map_index, region_id, region_index = all_parsed(
+                lambda: query_int(request, "map_index", -1, MIN_BIGINT),
+                lambda: query_uuid(request, "region_id"),
+                lambda: query_int(request, "region_index", None, -1),
+            )
+        except RequestInvalid as exc:
+            raise RequestInvalid(*exc.errors, *errors_of(*after)) from None
         if map_index < -1:  # Airflow 3.4 refuses it after parsing, with a message rather than a list
             raise DetailInvalid("map_index must be greater than or equal to -1")
         return selectors.resolve_address(
@@ -631,12 +644,18 @@ class TaskView(AirflowView):
         ``all_map_indices`` clears one task's expansion (``selectors.clears_expansion``)."""
         if not selectors.addresses_regions():
             return self.scope(request, dag_id, dag_run_id, task_id), query_bool(request, "all_map_indices")
-        map_index, region_id, region_index, all_map_indices = all_parsed(
-            lambda: query_int(request, "map_index", -1, -1),
-            lambda: query_uuid(request, "region_id"),
-            lambda: query_int(request, "region_index", None, -1),
-            lambda: query_bool(request, "all_map_indices"),
-        )
+        try:
+            map_index, region_id, region_index, all_map_indices = all_parsed(
+                lambda: query_int(request, "map_index", -1, -1),
+                lambda: query_uuid(request, "region_id"),
+                lambda: query_int(request, "region_index", None, -1),
+                lambda: query_bool(request, "all_map_indices"),
+            )
+        except RequestInvalid as exc:
+            # Airflow 3.4's clear reads these through three dependencies (the scope, its validation, and
+            # _clear_all_map_indices, which reads all_map_indices again) and FastAPI reports each time.
+            scope, own = exc.errors, errors_of(lambda: query_bool(request, "all_map_indices"))
+            raise RequestInvalid(*scope, *scope, *own, *scope, *own) from None
         address = selectors.resolve_address(
             dag_id,
             dag_run_id,
@@ -657,9 +676,14 @@ class TaskStateStoreCollection(TaskView):
         tags=["Task State Store"],
     )
     def get(self, request, dag_id, dag_run_id, task_id):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
-        offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
+        def limit():
+            return min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
+
+        def offset():
+            return query_int(request, "offset", 0, 0, MAX_BIGINT)
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, limit, offset)
+        limit, offset = limit(), offset()
         rows, total = selectors.task_keys_page(scope, offset, limit, scope=scope_of(request.user))
         return Response({"task_state_store": [task_entry(r) for r in rows], "total_entries": total})
 
@@ -686,6 +710,16 @@ class TaskStateStoreCollection(TaskView):
 
 
 class TaskStateStoreItem(TaskView):
+    def body_of(self, scope: TaskAddress, body) -> dict:
+        """The write's body. On Airflow 3.4 a missing task instance is answered before a malformed body
+        (its check is a dependency, the body the route's own parameter): one more query, on refusals only."""
+        try:
+            return body()
+        except RequestInvalid:
+            if selectors.addresses_regions():
+                selectors.require_task_instance(scope)
+            raise
+
     @extend_schema(
         operation_id="get_task_state_store",
         parameters=[*COORDINATES, KEY, RESOLVE],
@@ -708,8 +742,11 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def put(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        data = body_fields(request, {"value", "expires_at"}, {"value"})
+        def body():
+            return body_fields(request, {"value", "expires_at"}, {"value"})
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
+        data = self.body_of(scope, body)
         services.set_task_key(
             actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
@@ -723,8 +760,11 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        data = body_fields(request, {"value"}, {"value"})
+        def body():
+            return body_fields(request, {"value"}, {"value"})
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
+        data = self.body_of(scope, body)
         services.patch_task_key(
             actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
         )
