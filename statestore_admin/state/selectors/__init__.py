@@ -47,6 +47,7 @@ from .backends import (
     backend_modes,
     inspect_backend_class,
 )
+from .coordinates import addresses_regions, clears_expansion, resolve_address
 from .dags import DagList, DagSummary, dag_prefix_q, dags_with_state, find_run, get_run, runs_with_state
 from .figures import (
     HIDDEN,
@@ -164,6 +165,9 @@ __all__ = [
     "run_state",
     "runs_with_state",
     "address_keys",
+    "addresses_regions",
+    "clears_expansion",
+    "resolve_address",
     "scoped_asset_keys",
     "scoped_assets",
     "scoped_dag_ids",
