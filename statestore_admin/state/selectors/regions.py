@@ -105,8 +105,9 @@ class Coordinate:
 
     @property
     def decision(self) -> str | None:
-        """The innermost loop's decision reason at this coordinate's iteration."""
-        return next((s.decision for s in reversed(self.steps) if s.kind == LOOP and s.decision), None)
+        """The loop's decision reason at this iteration, for a coordinate directly in a loop (a region nested in
+        the iteration does not repeat it: the run page's Loops list shows it once)."""
+        return self.steps[-1].decision if self.steps and self.steps[-1].kind == LOOP else None
 
     @property
     def public_map_index(self) -> int:
