@@ -313,3 +313,19 @@ def test_a_region_on_33_is_not_found(client, operator, dag_run_factory, task_ins
     assert response.status_code == 200  # the sentinel is "outside any region": the same page
     response = client.get(f"/runs/{run.pk}/tasks/prepare/?map_index=-1&region_id=0193a1f0-0000-7000-8000-000000000001")
     assert response.status_code == 404 and "has no regions" in response.content.decode()
+
+
+def test_an_asset_keys_writer_in_a_region_links_to_that_coordinate(client, operator, looped):
+    from tests.factories import make_asset, make_asset_key
+
+    client.force_login(operator)
+    run, expansion = looped["run"], looped["expansions"][2]
+    asset = make_asset(name="batches_out")
+    writer = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": PROCESS, "map_index": 1}
+    make_asset_key(asset, key="done", value=1, kind="task", **writer, region_id=expansion.pk, region_index=1)
+    html = client.get(f"/assets/{asset.pk}/").content.decode()
+    link = htmllib.unescape(re.search(r'href="(/task-instance/\?[^"]+)"', html).group(1))
+    assert link.endswith(f"&map_index=1&region_id={expansion.pk}")
+    response = client.get(link)
+    assert response.status_code == 302
+    assert response["Location"] == f"/runs/{run.pk}/tasks/{PROCESS}/?map_index=1&region_id={expansion.pk}"
