@@ -17,6 +17,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from uuid import UUID
 
 from django.db import connections
@@ -152,10 +153,16 @@ class RunRegions:
     def __bool__(self) -> bool:
         return bool(self.regions)
 
+    @cached_property
+    def _successors(self) -> dict[UUID, Region]:
+        return {r.forked_from: r for r in self.regions.values() if r.forked_from is not None}
+
     def forks_after(self, region_id: UUID):
-        successors = {r.forked_from: r for r in self.regions.values() if r.forked_from is not None}
-        while region_id in successors:
-            region_id = successors[region_id].id
+        """The successive forks of a region, oldest first (``forked_from_region_id`` is unique: a chain)."""
+        seen = set()
+        while region_id in self._successors and region_id not in seen:
+            seen.add(region_id)
+            region_id = self._successors[region_id].id
             yield self.regions[region_id]
 
     def superseded(self, region_id: UUID, index: int) -> bool:

@@ -1,5 +1,6 @@
 """A run's and a task instance's keys: the task address (``TaskAddress``), the run page's blocks, the task
-page, live refresh and one key."""
+page, live refresh and one key. On Airflow 3.4 a block is one coordinate (task, region, index) with its path
+from ``regions.run_regions``, so the keys of one iteration or map position never appear under another."""
 
 from __future__ import annotations
 
