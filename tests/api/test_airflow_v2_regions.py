@@ -112,7 +112,7 @@ class Scene:
 
     @staticmethod
     def label(task_id, region_id, index):
-        return f"{task_id}@{str(region_id)[:8]}:{index}"
+        return f"{task_id}@{region_id}:{index}"
 
 
 @pytest.fixture
@@ -406,11 +406,11 @@ def test_all_map_indices_clears_one_expansion(api, scene):
         == 204
     )
     assert rows("refine.work") == [
-        r for r in others["refine.work"] if not r[0].startswith(f"refine.work@{str(scene.work[2].pk)[:8]}")
+        r for r in others["refine.work"] if not r[0].startswith(f"refine.work@{scene.work[2].pk}")
     ]
     # a forked expansion: the current one; the replaced one's keys stay
     assert api.delete(f"{BASE}/forked/state-store?all_map_indices=true").status_code == 204
-    assert rows("forked") == [r for r in others["forked"] if str(scene.old.pk)[:8] in r[0]]
+    assert rows("forked") == [r for r in others["forked"] if str(scene.old.pk) in r[0]]
     assert rows("plain") == others["plain"]
 
 
