@@ -143,6 +143,10 @@ class ExpiredRow(serializers.Serializer):
     run_id = text()
     task_id = text()
     map_index = serializers.IntegerField()
+    region_id = serializers.UUIDField(
+        required=False, help_text="Airflow 3.4 only: the task instance's dynamic region (all zeros outside any)."
+    )
+    region_index = serializers.IntegerField(required=False, help_text="Airflow 3.4 only: the index in that region.")
 
 
 class DagRows(serializers.Serializer):
