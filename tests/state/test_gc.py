@@ -565,3 +565,24 @@ def test_gc_events_are_not_restorable(reference):
     with pytest.raises(Invalid, match="not restorable"):
         services.restore_event(actor=Actor.command(), event_id=event.pk)
     assert keys() == SURVIVORS and AuditEvent.objects.count() == 1
+
+
+def test_dry_run_lines_name_the_coordinates_as_airflow_does(dag_run_factory, task_key_factory, region_factory):
+    """Airflow 3.4's `state-store clean --dry-run` prints region_index where 3.3's printed map_index; a row in a
+    loop's iteration is told apart from another iteration's by its region."""
+    run = dag_run_factory(dag_id="loops")
+    loop = region_factory(run, "refine")
+    expansion = region_factory(run, "refine.work", parent=loop, parent_index=1)
+    expired = timezone.now() - timedelta(hours=1)
+    task_key_factory(run, task_id="refine.work", map_index=0, region_id=expansion.pk, key="k", expires_at=expired)
+    task_key_factory(run, task_id="plain", key="p", expires_at=expired - timedelta(minutes=1))
+    out, _ = clean("--dry-run")
+    assert f"task 'refine.work' region_id {expansion.pk} region_index 0 key 'k'" in out
+    assert "task 'plain' region_index -1 key 'p'" in out and "map_index" not in out
+
+
+def test_dry_run_lines_name_the_map_index_on_airflow_33(reference):
+    if schema_of(connections["airflow"]).regions:
+        pytest.skip("Airflow 3.3's wording: runs with the default AIRFLOW_FIXTURE_SERIES=3.3")
+    out, _ = clean("--dry-run")
+    assert "task 'mapped' map_index 0 key 'expired'" in out and "region" not in out
