@@ -61,6 +61,7 @@ def required_privileges(audit_to_airflow_log: bool, regions: bool = False) -> li
     Airflow 3.4 (``regions``) reads of ``dynamic_region``."""
     read_only = [DagRun, TaskInstance, Asset, AssetActive, *([DynamicRegion] if regions else [])]
     needed = [("table", model._meta.db_table, "SELECT") for model in read_only]
+    needed.append(("table", "alembic_version", "SELECT"))  # which Airflow schema (airflow/versions.py)
     needed += [
         ("table", model._meta.db_table, privilege)
         for model in (TaskStateStore, AssetStateStore)

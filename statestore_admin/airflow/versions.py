@@ -208,7 +208,12 @@ def classify(columns: dict[str, set[str]], revision: str | None) -> AirflowSchem
                 problems.append(f"{table} has unknown columns {', '.join(unknown)}")
         if not problems:
             notes = ()
-            if revision != REVISIONS[series]:
+            if revision == UNREADABLE:
+                revision, notes = None, (
+                    "the dashboard's role may not read alembic_version (GRANT SELECT ON alembic_version), so "
+                    f"only the columns tell the schema: {NAMES[series]}'s",
+                )
+            elif revision != REVISIONS[series]:
                 notes = (
                     f"alembic revision {revision or '(none)'} is not {NAMES[series]}'s {REVISIONS[series]}; "
                     f"the columns are {NAMES[series]}'s, so the dashboard uses them",
@@ -241,9 +246,24 @@ def _columns(connection) -> dict[str, set[str]]:
         }
 
 
+UNREADABLE = "unreadable"  # the role may not read alembic_version: the columns alone decide
+
+
 def _revision(connection) -> str | None:
+    """Airflow's alembic revision, None without one, ``UNREADABLE`` when the role lacks SELECT on it (asked
+    first: a refused query would abort the caller's transaction)."""
     with connection.cursor() as cursor:
-        if "alembic_version" not in connection.introspection.table_names(cursor):
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT to_regclass('alembic_version') IS NOT NULL, "
+                "has_table_privilege(to_regclass('alembic_version'), 'SELECT')"
+            )
+            exists, readable = cursor.fetchone()
+            if not exists:
+                return None
+            if not readable:
+                return UNREADABLE
+        elif "alembic_version" not in connection.introspection.table_names(cursor):
             return None
         cursor.execute("SELECT version_num FROM alembic_version")
         row = cursor.fetchone()
