@@ -1,4 +1,4 @@
-"""Prove it against real Airflow 3.3.2: same rows, same GC result, same API answers (issue: compat stage).
+"""Prove it against real Airflow 3.3.2 (the 3.3 pin): same rows, same GC result, same API answers (issue: compat stage).
 
 Run with `make test-compat` (`pytest -m compat tests/compat`); `.ci/run` runs it after the main suite.
 """
@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from .conftest import DAG_ID, ROOT, Dashboard, normalised, query
+from .conftest import DAG_ID, ROOT, VERSIONS, Dashboard, airflow_venv, normalised, query
 
 pytestmark = pytest.mark.compat
 
@@ -317,23 +317,24 @@ def test_airflow_event_log_lists_the_dashboards_changes(airflow, golden, servers
     ]
 
 
-# e. The committed schema fixtures are what `airflow db migrate` makes ---------------------------------
-def test_schema_fixtures_match_airflow(airflow, tmp_path):
+# e. The committed schema fixtures are what `airflow db migrate` makes, for each pinned version ------------
+@pytest.mark.parametrize("version", VERSIONS)
+def test_schema_fixtures_match_airflow(version, tmp_path):
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "make_airflow_schema.sh")],
+        ["bash", str(ROOT / "scripts" / "make_airflow_schema.sh"), version],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
         env={
             "PATH": os.environ["PATH"],
-            "HOME": str(airflow.workdir),
-            "AIRFLOW_VENV": str(airflow.venv),
+            "HOME": str(tmp_path),
+            "AIRFLOW_VENV": str(airflow_venv(version)),
             "OUT_DIR": str(tmp_path),
         },
     )
     assert done.returncode == 0, done.stderr
-    committed = ROOT / "statestore_admin" / "airflow" / "schema"
+    committed = ROOT / "statestore_admin" / "airflow" / "fixtures" / ".".join(version.split(".")[:2])
     for name in ("postgresql.sql", "sqlite.sql"):
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name
     assert Path(tmp_path / "postgresql.sql").stat().st_size > 10_000

@@ -17,6 +17,7 @@ from django.utils import timezone
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 
 from .. import counting, formatting, objects, stats, values
 from ..models import GcRun, StatsSnapshotDag
@@ -64,6 +65,9 @@ class DryRunSummary:
     snapshot_taken_at: datetime | None = None
     answered_at: datetime = field(default_factory=timezone.now)
     references: ExpiredReferences | None = None  # the plan is with_objects
+    # Airflow 3.4's schema: a sample row's coordinates are its region_id and region_index (its map_index
+    # alone would not tell two iterations of a loop apart)
+    regions: bool = False
 
     @property
     def cutoff(self) -> datetime:
@@ -156,6 +160,7 @@ def dry_run(
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
     rows = expired_rows(plan.cutoff, plan.dag_ids)
     examples = list(rows.order_by("expires_at", "id")[:sample])
+    regions = schema_of(connections[airflow_alias()]).regions
     cap = DRY_RUN_EXACT_CAP
     counted = counting.count_up_to(rows.order_by(), cap + 1)  # an index-only walk of expires_at's index
     references = _expired_references(plan, store, cap, counted) if store else None
@@ -174,6 +179,7 @@ def dry_run(
             stats["newest"],
             examples,
             references=references,
+            regions=regions,
         )
     ends = rows.aggregate(oldest=Min("expires_at"), newest=Max("expires_at"))  # two index lookups
     connection = connections[airflow_alias()]
@@ -193,4 +199,5 @@ def dry_run(
         by_dag_source="snapshot" if taken_at else None,
         snapshot_taken_at=taken_at,
         references=references,
+        regions=regions,
     )
