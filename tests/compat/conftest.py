@@ -278,17 +278,21 @@ def any_airflow(request):
     return request.getfixturevalue("airflow34"), request.getfixturevalue("golden34")
 
 
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 @pytest.fixture
 def servers():
     """Processes started by a test, stopped after it."""
     started: list[subprocess.Popen] = []
     yield started
     for process in started:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
