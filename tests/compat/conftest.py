@@ -8,7 +8,8 @@ works on copies of it (``CREATE DATABASE … TEMPLATE``). The dashboard is confi
 
 The versions are the pins of ``scripts/airflow_versions``: ``airflow``/``golden`` are the 3.3 pin's (the
 DAGs of ``dags/``), ``airflow34``/``golden34`` the 3.4 pin's (the DAGs of ``dags34/``, which write inside
-loops and mapped task groups); ``any_airflow`` runs a test once per version.
+loops and mapped task groups); ``side_of(request, version)`` gives either pair to a test parametrized by
+version.
 """
 
 import json
@@ -270,10 +271,9 @@ def golden34(airflow34):
     return {"db": db, "run_id": run_id, "asset_id": asset_id, "dag_id": DAG_ID_34}
 
 
-@pytest.fixture(params=[AIRFLOW_33, AIRFLOW_34])
-def any_airflow(request):
-    """(side, golden) of each pinned Airflow version in turn."""
-    if request.param == AIRFLOW_33:
+def side_of(request, version: str) -> tuple[AirflowSide, dict]:
+    """(side, golden) of one pinned version, for a test parametrized by version."""
+    if version == AIRFLOW_33:
         return request.getfixturevalue("airflow"), request.getfixturevalue("golden")
     return request.getfixturevalue("airflow34"), request.getfixturevalue("golden34")
 
