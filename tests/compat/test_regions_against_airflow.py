@@ -412,35 +412,47 @@ def test_airflow_sdk_reads_what_the_dashboard_writes_into_an_iteration(airflow34
     where = regions(db)
     ti = f"{url}{ti_url(golden34['run_id'])}"
     value = {"nested": {"list": [1, 2.5, None, True], "text": 'Grüße 🚀 "quoted" <b>'}}
-    key = "from/dashboard: spaces"
-    # into iteration 1's expansion of refine.work, index 0 (iterations 0 and 2 have the same index)
-    answer = api.put(
-        f"{ti}/refine.work/state-store/{quote(key, safe='')}", params=at(where["work"][1], 0), json={"value": value}
-    )
-    assert answer.status_code == 204, answer.text
-    # the loop's step in iteration 2: an existing key edited
-    answer = api.patch(f"{ti}/refine.step/state-store/iteration", params=at(where["loop"], 2), json={"value": "edited"})
-    assert answer.status_code == 200, answer.text
-    # the mapped task group by its public map index
-    answer = api.put(
-        f"{ti}/per_table.load/state-store/{quote(key, safe='')}", params={"map_index": 1}, json={"value": [value]}
-    )
-    assert answer.status_code == 204, answer.text
-
-    tis = where["tis"]
-    reads = [
-        [tis[("refine.work", where["work"][1], 0)], key],
-        [tis[("refine.work", where["work"][0], 0)], key],
-        [tis[("refine.work", where["work"][2], 0)], key],
-        [tis[("refine.work", where["work"][1], 1)], key],
-        [tis[("refine.step", where["loop"], 2)], "iteration"],
-        [tis[("refine.step", where["loop"], 1)], "iteration"],
-        [tis[("per_table.load", where["table"], 1)], key],
-        [tis[("per_table.load", where["table"], 0)], key],
+    key = quote("from/dashboard: spaces", safe="")
+    statuses = [
+        # into iteration 1's expansion of refine.work, index 0 (iterations 0 and 2 have the same index)
+        api.put(f"{ti}/refine.work/state-store/{key}", params=at(where["work"][1], 0), json={"value": value}),
+        # the loop's step in iteration 2: an existing key edited
+        api.patch(f"{ti}/refine.step/state-store/iteration", params=at(where["loop"], 2), json={"value": "edited"}),
+        # the mapped task group by its public map index
+        api.put(f"{ti}/per_table.load/state-store/{key}", params={"map_index": 1}, json={"value": [value]}),
     ]
-    assert airflow34.python(db, "sdk-get-ti", json.dumps(reads)) == {
-        "values": [value, None, None, None, "edited", {"index": 1, "text": "Grüße <b>&</b>"}, [value], None]
-    }
+    # the UI's edit of one iteration's key (iteration 2's cursor at index 0), by the row it shows
+    browser = logged_in(url)
+    headers = {"X-CSRFToken": browser.cookies["csrftoken"], "HX-Request": "true", "Referer": url}
+    cursor = query(
+        db,
+        "SELECT id FROM task_state_store WHERE task_id = 'refine.work' AND key = 'cursor' "
+        "AND region_id = %s AND region_index = 0",
+        [where["work"][2]],
+    )[0][0]
+    statuses.append(browser.post(f"{url}/keys/task/{cursor}/edit/", headers=headers, data={"value": '"from the UI"'}))
+
+    tis, work, loop, table = where["tis"], where["work"], where["loop"], where["table"]
+    plain_key = "from/dashboard: spaces"
+    reads = [
+        [tis[("refine.work", work[1], 0)], plain_key],
+        [tis[("refine.work", work[0], 0)], plain_key],
+        [tis[("refine.work", work[2], 0)], plain_key],
+        [tis[("refine.work", work[1], 1)], plain_key],
+        [tis[("refine.step", loop, 2)], "iteration"],
+        [tis[("refine.step", loop, 1)], "iteration"],
+        [tis[("per_table.load", table, 1)], plain_key],
+        [tis[("per_table.load", table, 0)], plain_key],
+        [tis[("refine.work", work[2], 0)], "cursor"],
+        [tis[("refine.work", work[1], 0)], "cursor"],
+    ]
+    read = airflow34.python(db, "sdk-get-ti", json.dumps(reads))["values"]
+    # one comparison, so that a failure shows every write's answer and everything the SDK read
+    assert ([(r.status_code, r.text) for r in statuses], read) == (
+        [(204, ""), (200, "null"), (204, ""), (204, "")],
+        [value, None, None, None, "edited", {"index": 1, "text": "Grüße <b>&</b>"}, [value], None, "from the UI"]
+        + [{"iteration": 1, "item": "a"}],
+    )
     assert airflow34.python(
-        db, "get-task", DAG_ID_34, golden34["run_id"], "refine.work", "0", key, str(where["work"][1])
+        db, "get-task", DAG_ID_34, golden34["run_id"], "refine.work", "0", plain_key, str(work[1])
     ) == {"value": json.dumps(value)}
