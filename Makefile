@@ -57,7 +57,8 @@ test-compat: install-dev
 	while read -r version; do bash scripts/airflow_venv.sh "$$version" >/dev/null; done <scripts/airflow_versions
 	$(PY) -m pytest -m compat tests/compat
 
-# Regenerate the Airflow 3.3.2 schema fixtures from a real `airflow db migrate` (needs PostgreSQL).
+# Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real
+# `airflow db migrate` (needs PostgreSQL).
 schema:
 	bash scripts/make_airflow_schema.sh
 

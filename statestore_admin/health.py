@@ -7,6 +7,9 @@
   even when the server (or a proxy in front of it) accepts the connection and then never answers;
   the probe's connection is closed whatever happens. 503 names the database that failed and a short
   reason (timeout, refused, authentication, ...); the full error goes to the server's log only.
+  Once Airflow's database answers, ``airflow_schema`` says which Airflow schema it has (3.3 or 3.4, and its
+  alembic revision); a schema the dashboard does not support (or a migration that has not finished) is
+  not ready either, and the answer says why.
 """
 
 import logging
@@ -23,6 +26,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
+
+from statestore_admin.airflow import versions
+from statestore_admin.airflow.router import airflow_alias
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +54,31 @@ def readyz(request):
     aliases = list(connections)
     with ThreadPoolExecutor(max_workers=len(aliases)) as pool:
         results = dict(zip(aliases, pool.map(probe, aliases), strict=True))
-    ready = all(result == OK for result in results.values())
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", "databases": results},
-        status=200 if ready else 503,
-    )
+        airflow = airflow_alias()
+        schema = pool.submit(probe_schema, airflow).result() if results.get(airflow) == OK else None
+    ready = all(result == OK for result in results.values()) and (schema is None or "series" in schema)
+    body = {"status": "ok" if ready else "unavailable", "databases": results}
+    if schema is not None:
+        body["airflow_schema"] = schema
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+def probe_schema(alias: str, timeout: float = READY_TIMEOUT) -> dict:
+    """Which Airflow schema database ``alias`` has (``AirflowSchema.as_dict`` and ``describe``), on a fresh
+    connection with a ``timeout`` deadline where the backend has one; ``{"unsupported": why}`` otherwise."""
+    wrapper = connections.create_connection(alias)
+    try:
+        if hasattr(wrapper, "set_query_timeout"):
+            wrapper.set_query_timeout(timeout)
+        schema = versions.detect(wrapper)
+        return {**schema.as_dict(), "describe": schema.describe()}
+    except versions.UnsupportedAirflowSchema as exc:
+        return {"unsupported": exc.reason}
+    except Exception as exc:  # the probe answered a moment ago: report, do not raise
+        log.warning("readyz: cannot read the Airflow schema of %r: %s", alias, exc)
+        return {"unsupported": _reason(str(exc))}
+    finally:
+        wrapper.close()
 
 
 def probe(alias: str, timeout: float = READY_TIMEOUT) -> str:

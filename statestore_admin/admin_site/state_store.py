@@ -207,7 +207,7 @@ class TaskKeyForm(forms.ModelForm):
 
 
 # Task state: the admin ----------------------------------------------------------------------------------
-IDENTITY = ("dag_id", "run_id", "task_id", "map_index", "key")
+IDENTITY = ("dag_id", "run_id", "task_id", "region", "map_index", "key")
 
 
 @admin.register(TaskStateStore)
@@ -234,6 +234,12 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return _raise_404_if_none(super().get_object(request, object_id, from_field))
 
     # Columns --------------------------------------------------------------------------------------------
+    @admin.display(description="region")
+    def region(self, obj) -> str:
+        """Airflow 3.4's dynamic region of the key's task instance (a loop iteration, a mapped expansion); empty
+        outside any region, which is every key on Airflow 3.3. ``map_index`` is then the index in it."""
+        return str(obj.region_id) if obj.region_id.int else ""
+
     @admin.display(description="size (characters)")
     def size(self, obj) -> int:
         size = getattr(obj, "size", None)

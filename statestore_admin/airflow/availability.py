@@ -4,7 +4,10 @@ The Airflow alias's PostgreSQL backend (``airflow.backends.postgresql``) raises
 ``AirflowDatabaseUnavailable`` for every failure that says the database is not there or not answering
 (cannot connect, connect timeout, connection lost or closed, our query deadline, the server's
 ``statement_timeout``, shutdown, too many connections), and the plain Django error for everything else
-(a missing grant, a constraint). It subclasses Django's ``OperationalError``, so code that catches
+(a missing grant, a constraint). A lock that is not granted within the connection's ``lock_timeout``
+(SQLSTATE 55P03) is "not available" too: while `airflow db migrate` runs, its ALTER TABLEs hold (or queue
+for) exclusive locks on the tables the dashboard reads, and the reason names who holds them
+(``TablesLocked``). It subclasses Django's ``OperationalError``, so code that catches
 ``DatabaseError`` keeps working. The pages answer it with a 503 page (``middleware``), the API with 503
 JSON in Airflow's shape (``api.errors``). docs/operations.md describes the behaviour and the settings.
 """
@@ -23,6 +26,7 @@ from django.db.utils import OperationalError
 # admin or crash shutdown, cannot connect now). No SQLSTATE at all: a client-side failure (cannot connect,
 # connection lost or closed, our deadline).
 UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57")
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout expired
 MAX_REASON = 300
 
 
@@ -39,6 +43,11 @@ class AirflowDatabaseUnavailable(OperationalError):
         return f"Airflow's metadata database is unavailable: {self.reason}"
 
 
+class TablesLocked(AirflowDatabaseUnavailable):
+    """A lock on Airflow's tables was not granted within ``lock_timeout``: a schema change (`airflow db
+    migrate`) or another long transaction holds it; ``reason`` names the holder when it could be found."""
+
+
 def is_unavailable(exc: BaseException | None) -> bool:
     """Does this driver (psycopg) error say the database is not there or not answering?"""
     import psycopg
@@ -46,16 +55,16 @@ def is_unavailable(exc: BaseException | None) -> bool:
     if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return False
     sqlstate = getattr(exc, "sqlstate", None)
-    return sqlstate is None or sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES
+    return sqlstate is None or sqlstate[:2] in UNAVAILABLE_SQLSTATE_CLASSES or sqlstate == LOCK_NOT_AVAILABLE
 
 
-def clean_reason(message: str, password: str = "") -> str:
+def clean_reason(message: str, password: str = "", limit: int = MAX_REASON) -> str:
     """One line, bounded, never the password (libpq does not print it; this makes sure)."""
     text = re.sub(r"\s+", " ", message).strip()
     if password:
         text = text.replace(password, "***")
-    if len(text) > MAX_REASON:
-        text = text[: MAX_REASON - 1] + "…"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
     return text or "unknown error"
 
 

@@ -48,6 +48,42 @@ REVISIONS_BETWEEN = (
     "a5d7b9c13e40",
 )
 
+# Airflow's own names of those migrations (airflow/migrations/versions/, 3.4.0b2), to name the one a
+# database is at while `airflow db migrate` runs.
+MIGRATION_NAMES = {
+    "76c46545c91e": "0130_3_4_0_add_new_index_for_trigger",
+    "c7f0a5d2e9b4": "0131_3_4_0_lower_case_team_names",
+    "8d3f1a6b2c47": "0132_3_4_0_add_team_name_to_log",
+    "f8c2a1d94e03": "0133_3_4_0_add_scope_columns_to_job",
+    "b6a9c2e7d410": "0134_3_4_0_add_dag_draining_state",
+    "5182d0596ee2": "0135_3_4_0_widen_revoked_token_jti",
+    "3b7a91c5df20": "0136_3_4_0_fold_task_map_into_xcom_mapped_length",
+    "c9f4b3e7a218": "0137_3_4_0_add_job_team_association_table",
+    "a61f0c9d2b47": "0138_3_4_0_allocate_pending_task_attempt_numbers",
+    "ca8499dc1004": "0139_3_4_0_add_source_reference_to_import_error",
+    "e5a91c7f42b3": "0140_3_4_0_add_language_to_dag_code",
+    "90e4d18ccadf": "0141_3_4_0_add_timetable_asset_gated_to_dagmodel",
+    "e7c2a91bd540": "0142_3_4_0_unify_task_attempt_ownership",
+    "54a27b6f9d01": "0143_3_4_0_add_dynamic_region_storage",
+    "7f8c9a2d410e": "0144_3_4_0_rename_stored_map_index",
+    "c3e7a9182f64": "0145_3_4_0_add_task_identity_to_events",
+    "a5d7b9c13e40": "0146_3_4_0_add_asset_state_writer_identity",
+    REVISION_34: "0147_3_4_0_add_commit_allows_update_to_connection_test",
+}
+
+
+def revision_phrase(revision: str | None) -> str:
+    """Where ``revision`` stands on the way from 3.3 to 3.4, for a reason shown to people."""
+    if revision is None:
+        return "no alembic revision recorded"
+    for series, head in REVISIONS.items():
+        if revision == head:
+            return f"alembic revision {revision} ({NAMES[series]}'s)"
+    if revision in REVISIONS_BETWEEN:
+        return f"alembic revision {revision} (done up to {MIGRATION_NAMES[revision]}, on the way from 3.3 to 3.4)"
+    return f"alembic revision {revision}"
+
+
 _TASK_STATE = {"id", "dag_run_id", "task_id", "key", "dag_id", "run_id", "value", "updated_at", "expires_at"}
 _ASSET_STATE = {
     "asset_id",
@@ -232,6 +268,12 @@ def schema_of(connection) -> AirflowSchema:
     schema = detect(connection)
     setattr(connection, _CACHE, (connection.connection, schema))
     return schema
+
+
+def cached_schema(connection) -> AirflowSchema | None:
+    """What ``schema_of`` knows of ``connection``'s current database connection, without reading anything."""
+    cached = connection.__dict__.get(_CACHE)
+    return cached[1] if cached is not None and cached[0] is connection.connection else None
 
 
 def forget(connection) -> bool:

@@ -72,6 +72,7 @@ def key_entry(key: AuditKey) -> dict:
     return {
         "key": key.key,
         "map_index": key.map_index,
+        "region_id": str(key.region_id) if key.region_id is not None else None,
         "dag_id": key.dag_id,
         "run_id": key.run_id,
         "task_id": key.task_id,
@@ -136,6 +137,10 @@ def query_limit(request) -> int:
 
 
 # Documentation of the shapes (drf-spectacular) --------------------------------------------------------
+REGION_HELP = (
+    "Airflow 3.4's dynamic region of the task instance (map_index is then its index there); "
+    "null outside any region, as for every event recorded on Airflow 3.3."
+)
 KeyState = inline_serializer(
     "AuditKeyState",
     {
@@ -151,6 +156,7 @@ KeyEntry = inline_serializer(
     {
         "key": serializers.CharField(),
         "map_index": serializers.IntegerField(allow_null=True),
+        "region_id": serializers.UUIDField(allow_null=True, help_text=REGION_HELP),
         "dag_id": serializers.CharField(allow_null=True),
         "run_id": serializers.CharField(allow_null=True),
         "task_id": serializers.CharField(allow_null=True),
@@ -180,6 +186,7 @@ EventEntry = inline_serializer(
         "run_id": serializers.CharField(allow_null=True),
         "task_id": serializers.CharField(allow_null=True),
         "map_index": serializers.IntegerField(allow_null=True),
+        "region_id": serializers.UUIDField(allow_null=True, help_text=REGION_HELP),
         "asset_id": serializers.IntegerField(allow_null=True),
         "asset_name": serializers.CharField(),
         "asset_uri": serializers.CharField(),
@@ -229,7 +236,8 @@ ExportDocument = inline_serializer(
         "version": serializers.ChoiceField([1]),
         "keys": serializers.ListField(
             child=serializers.DictField(),
-            help_text='{"store": "task", dag_id, run_id, task_id, map_index, key, value, expires_at} or '
+            help_text='{"store": "task", dag_id, run_id, task_id, map_index, region_id (null or absent: outside '
+            "any region), key, value, expires_at} or "
             '{"store": "asset", asset_id, key, value}',
         ),
     },

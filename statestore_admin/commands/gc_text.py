@@ -41,7 +41,7 @@ def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:
     counted = f"{shown} of {summary.rows}" if summary.rows_more_than is None else f"the {shown}"
     lines.append(f"Sample ({counted}, oldest first):")
     lines += [
-        f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} {_coordinates(r, summary.regions)} "
+        f"  dag {r.dag_id!r} run {r.run_id!r} task {r.task_id!r} {summary.coordinates(r)} "
         f"key {r.key[:80]!r}{'…' if len(r.key) > 80 else ''} expired {_when(r.expires_at)}"
         for r in summary.sample
     ]
@@ -63,11 +63,6 @@ def references_line(references: gc.ExpiredReferences) -> str:
             f"; {references.unreachable:,} URL(s) outside the configured base path, never deleted (counted as failed)"
         )
     return text + "."
-
-
-def _coordinates(row, regions: bool) -> str:
-    # Airflow 3.4's dry run prints region_index; the region_id is what tells a loop's iterations apart.
-    return f"region_id {row.region_id} region_index {row.map_index}" if regions else f"map_index {row.map_index}"
 
 
 def _when(value) -> str:

@@ -252,7 +252,7 @@ def _conflict_rows(details: list[dict], chosen: dict[str, str] | None = None) ->
     for item in details:
         current, wanted = item.get("current") or {}, item.get("restore") or {}
         diff, hidden = diff_lines(current.get("value"), wanted.get("value"))
-        scope = {k: item[k] for k in ("dag_id", "run_id", "task_id", "map_index", "asset_id") if k in item}
+        scope = {k: item[k] for k in ("dag_id", "run_id", "task_id", "map_index", "region_id", "asset_id") if k in item}
         rows.append(
             ConflictRow(
                 id=str(item.get("id", "")),

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from uuid import UUID
 
 from django.conf import settings
 from django.db import connections, router, transaction
@@ -33,14 +34,27 @@ from django.utils import timezone
 from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import Log
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 
 from . import formatting
 from .actors import Actor
 from .models import AuditEvent, AuditKey
 
 CHUNK = 200  # rows read, recorded and changed at a time
-SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "asset_id")
+SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "region_id", "asset_id")
 KeyState = tuple[str, datetime | None]  # (value text, expires_at) of a row that exists
+
+
+def recorded_region(region_id: UUID | None) -> UUID | None:
+    """How the audit trail records a task instance's region: NULL outside any region (Airflow's all-zero
+    sentinel, and every task instance on 3.3), so that events recorded before and after the upgrade to
+    3.4 name the same key the same way."""
+    return None if region_id is None or region_id == SENTINEL_REGION_ID else region_id
+
+
+def airflow_region(recorded: UUID | None) -> UUID:
+    """The ``region_id`` of Airflow's row for a recorded region (``recorded_region``'s inverse)."""
+    return SENTINEL_REGION_ID if recorded is None else recorded
 
 
 def event_entry(event: AuditEvent) -> dict:
@@ -62,6 +76,7 @@ def event_entry(event: AuditEvent) -> dict:
         "run_id": event.run_id,
         "task_id": event.task_id,
         "map_index": event.map_index,
+        "region_id": str(event.region_id) if event.region_id is not None else None,
         "asset_id": event.asset_id,
         "asset_name": event.asset_name,
         "asset_uri": event.asset_uri,
@@ -106,10 +121,12 @@ def key_change(
     run_id: str | None = None,
     task_id: str | None = None,
     map_index: int | None = None,
+    region_id: UUID | None = None,
     asset_id: int | None = None,
     limit: int = 0,
 ) -> AuditKey:
-    """An (unsaved) AuditKey. ``before``/``after`` are (value, expires_at), or None where no row exists."""
+    """An (unsaved) AuditKey. ``before``/``after`` are (value, expires_at), or None where no row exists;
+    ``region_id`` as Airflow has it (the sentinel, outside any region, is recorded as NULL)."""
     before_value, clipped_before = _clip(before[0] if before else None, limit)
     after_value, clipped_after = _clip(after[0] if after else None, limit)
     return AuditKey(
@@ -117,6 +134,7 @@ def key_change(
         run_id=run_id,
         task_id=task_id,
         map_index=map_index,
+        region_id=recorded_region(region_id),
         asset_id=asset_id,
         key=key,
         before_value=before_value,
@@ -128,7 +146,8 @@ def key_change(
 
 
 def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
-    """The change of a task key ``row`` (a TaskStateStore, or anything with its scope fields)."""
+    """The change of a task key ``row`` (a TaskStateStore, or anything with its scope fields; one without
+    ``region_id`` is outside any region)."""
     return key_change(
         key=row.key,
         before=before,
@@ -137,6 +156,7 @@ def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: 
         run_id=row.run_id,
         task_id=row.task_id,
         map_index=row.map_index,
+        region_id=getattr(row, "region_id", None),
         limit=limit,
     )
 
@@ -159,6 +179,8 @@ class Recorder:
     ):
         self.actor, self.action, self.store = actor, action, store
         self.scope = dict(scope or {})
+        if "region_id" in self.scope:  # a task address's event_location(): Airflow's value
+            self.scope["region_id"] = recorded_region(self.scope["region_id"])
         self.details = dict(details or {})
         self.restored_from = restored_from
         self.event: AuditEvent | None = None
@@ -190,19 +212,22 @@ class Recorder:
         _pause_if_asked("after_pending")
 
     def _refine_scope(self, keys: list[AuditKey]) -> None:
-        """The fields every key shares (a DAG, a run, a task instance, an asset) become the event's scope."""
+        """The fields every key shares (a DAG, a run, a task instance, an asset) become the event's scope.
+        A task instance is its region and its index together: keys of several regions share no index."""
         for key in keys:
             values = {name: getattr(key, name) for name in SCOPE_FIELDS}
             if self._common is None:
                 self._common = values
             else:
+                if values["region_id"] != self._common["region_id"]:
+                    self._common["map_index"] = None
                 self._common = {n: v if values[n] == v else None for n, v in self._common.items()}
 
     def _scope(self) -> dict:
         scope = {name: value for name, value in (self._common or {}).items()}
         scope.update({name: value for name, value in self.scope.items() if value is not None})
         if scope.get("dag_id") is None:  # a run or task without its DAG is no scope
-            scope.update(run_id=None, task_id=None, map_index=None)
+            scope.update(run_id=None, task_id=None, map_index=None, region_id=None)
         return scope
 
     def _event_fields(self) -> dict:
@@ -229,6 +254,8 @@ class Recorder:
         summary = {"audit_event_id": self.event.pk, "via": self.actor.via, "store": self.store, "keys": self.count}
         if scope.get("asset_id") is not None:
             summary["asset_id"] = scope["asset_id"]
+        if scope.get("region_id") is not None:  # Airflow's log has a map_index column, no region
+            summary["region_id"] = str(scope["region_id"])
         if self.scope.get("asset_name"):
             summary["asset_name"] = self.scope["asset_name"]
         Log.objects.create(

@@ -2,9 +2,14 @@
 delete, what every list of keys exports, and what a restore accepts as an upload (``services.restore_document``).
 
     {"format": "statestore-admin/keys", "version": 1, "exported_at": "...",
-     "keys": [{"store": "task", "dag_id", "run_id", "task_id", "map_index", "key", "value",
+     "keys": [{"store": "task", "dag_id", "run_id", "task_id", "map_index", "region_id", "key", "value",
                "expires_at", "updated_at"},
               {"store": "asset", "asset_id", "asset_name", "asset_uri", "key", "value", "updated_at"}]}
+
+A task key's ``region_id`` is its Airflow 3.4 dynamic region (a UUID), null outside any region: every key
+on Airflow 3.3, where files have no ``region_id`` at all. A restore reads a missing or null one as outside
+any region, where Airflow's migration to 3.4 keeps the keys of 3.3 (``map_index`` is then the
+``region_index``), so a file exported before the upgrade restores onto the same keys after it.
 
 ``value`` is the decoded JSON value. When re-encoding it would not give back the stored text exactly
 (text not written by ``json.dumps``), ``value_json`` carries the exact text too, and a restore uses it.
@@ -28,11 +33,13 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
+from uuid import UUID
 
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 
 from . import audit, formatting, permissions
 from .errors import Invalid
@@ -86,6 +93,11 @@ def _value_fields(text: str) -> dict:
     return fields
 
 
+def _region_text(region_id: UUID) -> str | None:
+    recorded = audit.recorded_region(region_id)
+    return None if recorded is None else str(recorded)
+
+
 def task_entry(row) -> dict:
     return {
         "store": permissions.TASK,
@@ -93,6 +105,7 @@ def task_entry(row) -> dict:
         "run_id": row.run_id,
         "task_id": row.task_id,
         "map_index": row.map_index,
+        "region_id": _region_text(row.region_id),
         "key": row.key,
         **_value_fields(row.value),
         "expires_at": _iso(row.expires_at),
@@ -124,6 +137,7 @@ KEY_COLUMNS = (
     "run_id",
     "task_id",
     "map_index",
+    "region_id",
     "asset_id",
     "asset_name",
     "asset_uri",
@@ -145,6 +159,7 @@ EVENT_COLUMNS = (  # an event's entry but its details (free-form JSON)
     "run_id",
     "task_id",
     "map_index",
+    "region_id",
     "asset_id",
     "asset_name",
     "asset_uri",
@@ -159,12 +174,27 @@ EVENT_COLUMNS = (  # an event's entry but its details (free-form JSON)
 
 def _task_cells(row) -> list:
     iso = (_iso(row.expires_at) or "", _iso(row.updated_at))
-    return [permissions.TASK, row.dag_id, row.run_id, row.task_id, row.map_index, "", "", "", row.key, row.value, *iso]
+    region = _region_text(row.region_id) or ""
+    return [
+        permissions.TASK,
+        row.dag_id,
+        row.run_id,
+        row.task_id,
+        row.map_index,
+        region,
+        "",
+        "",
+        "",
+        row.key,
+        row.value,
+        *iso,
+    ]
 
 
 def _asset_cells(row) -> list:
     return [
         permissions.ASSET,
+        "",
         "",
         "",
         "",
@@ -208,7 +238,18 @@ class Source:
         return keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
 
 
-TASK_FIELDS = ("id", "dag_id", "run_id", "task_id", "map_index", "key", "value", "expires_at", "updated_at")
+TASK_FIELDS = (
+    "id",
+    "dag_id",
+    "run_id",
+    "task_id",
+    "map_index",
+    "region_id",
+    "key",
+    "value",
+    "expires_at",
+    "updated_at",
+)
 ASSET_FIELDS = ("asset_id", "key", "value", "updated_at", "asset_name", "asset_uri")
 
 
@@ -349,6 +390,19 @@ def _integer(entry: dict, name: str, low: int, high: int, default=None) -> int:
     return given
 
 
+def _region(entry: dict) -> UUID:
+    """A task entry's ``region_id``: a UUID, or missing or null outside any region (files from Airflow 3.3)."""
+    given = entry.get("region_id")
+    if given is None:
+        return SENTINEL_REGION_ID
+    try:
+        if not isinstance(given, str):
+            raise ValueError
+        return UUID(given)
+    except ValueError:
+        raise Invalid({"region_id": '"region_id" must be a UUID, or null outside any region.'}) from None
+
+
 @dataclass
 class Target:
     """One key a restore brings back to ``state`` (None: the key must not exist), in a task or an asset scope."""
@@ -361,13 +415,20 @@ class Target:
     run_id: str | None = None
     task_id: str | None = None
     map_index: int | None = None
+    region_id: UUID = SENTINEL_REGION_ID  # Airflow's value: the sentinel outside any region
     asset_id: int | None = None
     ident: str = ""
     run_pk: int | None = None
 
+    @property
+    def in_region(self) -> bool:
+        return self.region_id != SENTINEL_REGION_ID
+
     def describe(self) -> dict:
         if self.store == permissions.TASK:
             scope = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+            if self.in_region:
+                scope["region_id"] = str(self.region_id)
         else:
             scope = {"asset_id": self.asset_id}
         return {"id": self.ident, "key": self.key, **scope}
@@ -408,6 +469,7 @@ def _target(index: int, entry) -> Target:
                     raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
                 refuse_surrogate(given, name, f'"{name}"')
             map_index = _integer(entry, "map_index", -1, MAX_INT, default=-1)
+            region_id = _region(entry)
             raw_expiry = entry.get("expires_at")
             expires_at = parse_datetime_aware(raw_expiry, "expires_at") if raw_expiry is not None else None
             return Target(
@@ -418,6 +480,7 @@ def _target(index: int, entry) -> Target:
                 run_id=entry["run_id"],
                 task_id=entry["task_id"],
                 map_index=map_index,
+                region_id=region_id,
                 ident=str(index),
             )
         asset_id = _integer(entry, "asset_id", 1, MAX_INT)

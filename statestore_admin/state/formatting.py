@@ -89,3 +89,13 @@ def age(seconds: float | None) -> str:
 def plural(n: int, word: str, plural: str | None = None) -> str:
     """The count and the word it counts: "1 key", "12,345 keys", plural(2, "entry", "entries")."""
     return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def task_index(map_index: int, region_id=None, *, regions: bool) -> str:
+    """A task instance's index as Airflow names it: ``map_index 2`` on 3.3; on 3.4 ``region_index 2``, after
+    its ``region_id`` when it sits in a dynamic region (a loop iteration, a mapped expansion)."""
+    if not regions:
+        return f"map_index {map_index}"
+    if region_id is not None and getattr(region_id, "int", 1):
+        return f"region_id {region_id} region_index {map_index}"
+    return f"region_index {map_index}"

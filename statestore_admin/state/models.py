@@ -104,6 +104,9 @@ class AuditEvent(models.Model):
     run_id = models.CharField(max_length=250, null=True, blank=True)
     task_id = models.CharField(max_length=250, null=True, blank=True)
     map_index = models.IntegerField(null=True, blank=True)
+    # Airflow 3.4's dynamic region of the task instance acted on; NULL outside any region (every event
+    # recorded on 3.3, where there are none). ``map_index`` is then the index inside that region.
+    region_id = models.UUIDField(null=True, blank=True)
     asset_id = models.IntegerField(null=True, blank=True)
     asset_name = models.CharField(max_length=1500, blank=True)
     asset_uri = models.CharField(max_length=1500, blank=True)
@@ -150,13 +153,18 @@ class AuditEvent(models.Model):
 
 
 class AuditKey(models.Model):
-    """One key of an event: its scope, and its value and expiry before and after (NULL value = no row)."""
+    """One key of an event: its coordinates, and its value and expiry before and after (NULL value = no row).
+
+    A task key's coordinates are Airflow's natural key: (dag_id, run_id, task_id, region_id, map_index, key),
+    ``region_id`` NULL outside any region (always on 3.3; Airflow 3.4's migration keeps such rows at its
+    all-zero sentinel region, with ``map_index`` renamed ``region_index``, so the same key)."""
 
     event = models.ForeignKey(AuditEvent, on_delete=models.CASCADE, related_name="keys")
     dag_id = models.CharField(max_length=250, null=True)
     run_id = models.CharField(max_length=250, null=True)
     task_id = models.CharField(max_length=250, null=True)
     map_index = models.IntegerField(null=True)
+    region_id = models.UUIDField(null=True)
     asset_id = models.IntegerField(null=True)
     key = models.CharField(max_length=512)
     before_value = models.TextField(null=True)
@@ -170,7 +178,10 @@ class AuditKey(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [
-            models.Index(fields=["dag_id", "run_id", "task_id", "map_index", "key"], name="auditkey_task_idx"),
+            # A key's history by its natural key; region_id last, so that lookups without it use it too.
+            models.Index(
+                fields=["dag_id", "run_id", "task_id", "map_index", "key", "region_id"], name="auditkey_natural_idx"
+            ),
             models.Index(fields=["asset_id", "key"], name="auditkey_asset_idx"),
             models.Index(fields=["key"], name="auditkey_key_idx"),
         ]

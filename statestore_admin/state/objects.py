@@ -4,7 +4,9 @@ With ``[workers] state_store_backend`` set, a worker stores ``{"__airflow_state_
 Airflow's own backend, common.io's ``StateStoreObjectStorageBackend``, makes ``<ref>`` either
 
 - the path of an object under ``[common.io] state_store_objectstorage_path`` (the base):
-  ``<base>/<dag_id>/<run_id>/<task_id>/<map_index>/<key>[suffix]`` for a task key and
+  ``<base>/<dag_id>/<run_id>/<task_id>/<map_index>/<key>[suffix]`` for a task key (on Airflow 3.4, a key in a
+  dynamic region has ``region=<region_id>/`` after the run: ``<base>/<dag_id>/<run_id>/region=<uuid>/<task_id>/
+  <region_index>/<key>[suffix]``, as common.io 1.11 writes it with task SDK 1.4) and
   ``<base>/assets/<asset name, else uri>/<key>[suffix]`` for an asset key, each segment URL-quoted, the suffix
   that of ``state_store_objectstorage_compression`` (``.gz`` for gzip); or
 - when the value's JSON is shorter than ``state_store_objectstorage_threshold`` bytes, the JSON text itself
@@ -25,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from urllib.parse import quote, urlsplit
+from uuid import UUID
 
 import fsspec
 import fsspec.utils
@@ -108,8 +111,11 @@ class Storage:
         raise StorageError(f"Compression {self.compression!r} is not supported.")
 
     # Deterministic references -------------------------------------------------------------------------
-    def task_ref(self, dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> str | None:
-        parts = [_segment(dag_id), _segment(run_id), _segment(task_id), str(map_index), _segment(key)]
+    def task_ref(
+        self, dag_id: str, run_id: str, task_id: str, map_index: int, key: str, region_id: UUID | None = None
+    ) -> str | None:
+        region = [f"region={region_id}"] if region_id is not None and region_id.int else []
+        parts = [_segment(dag_id), _segment(run_id), *region, _segment(task_id), str(map_index), _segment(key)]
         if None in parts:
             return None
         return "/".join([self.base, *parts]) + self.suffix
@@ -230,7 +236,9 @@ def reference_of_task_row(row, store: Storage | None) -> Reference | None:
         return None
     if store is None:
         return classify(ref, store)
-    expected = _expected(lambda: [store.task_ref(row.dag_id, row.run_id, row.task_id, row.map_index, row.key)])
+    expected = _expected(
+        lambda: [store.task_ref(row.dag_id, row.run_id, row.task_id, row.map_index, row.key, row.region_id)]
+    )
     return classify(ref, store, expected)
 
 

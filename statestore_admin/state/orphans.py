@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from urllib.parse import unquote
+from uuid import UUID
 
 import fsspec.utils
 from django.db import DatabaseError
@@ -55,6 +56,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 
 from . import audit, formatting, objects, permissions
 from .orphan_report import Deletion, OrphanReport
@@ -69,6 +71,7 @@ CHECK_ERRORS_MAX = 20  # storage errors after which the dangling check stops (un
 RISKY_IN_MEMORY = 100_000  # references of non-deterministic rows kept for the object pass
 KNOWN_SUFFIXES = tuple(f".{suffix}" for suffix in fsspec.utils.compressions)
 _MAP_INDEX = re.compile(r"-?[0-9]+\Z")
+REGION_SEGMENT = "region="  # Airflow 3.4: <base>/<dag>/<run>/region=<uuid>/<task>/<index>/<key>
 
 
 # Access -----------------------------------------------------------------------------------------------
@@ -147,6 +150,15 @@ def parse(store: objects.Storage, ref: str) -> Parsed | None:
     if not store.contains(ref):
         return None
     segments = ref[len(store.base) + 1 :].split("/")
+    region_id = SENTINEL_REGION_ID
+    if len(segments) == 6 and segments[2].startswith(REGION_SEGMENT):  # Airflow 3.4: a key in a region
+        try:
+            region_id = UUID(segments[2][len(REGION_SEGMENT) :])
+        except ValueError:
+            return None
+        del segments[2]
+        if not region_id.int:
+            return None  # the provider never writes the sentinel region
     if len(segments) == 5:
         dag_id, run_id, task_id, map_index, name = segments
         if not _MAP_INDEX.match(map_index) or str(int(map_index)) != map_index:
@@ -158,6 +170,8 @@ def parse(store: objects.Storage, ref: str) -> Parsed | None:
             "task_id": unquote(task_id),
             "map_index": int(map_index),
         }
+        if region_id.int:
+            scope["region_id"] = str(region_id)
         return Parsed(permissions.TASK, scope, keys) if keys else None
     if len(segments) == 3 and segments[0] == "assets":
         keys = _candidate_keys(segments[2], store.suffix)
@@ -219,10 +233,18 @@ def _task_lookup(parsed: list[Parsed]) -> Q | None:
     groups: dict[tuple, set[str]] = {}
     for p in parsed:
         s = p.scope
-        groups.setdefault((s["dag_id"], s["run_id"], s["task_id"], s["map_index"]), set()).update(p.keys)
+        region_id = s.get("region_id", SENTINEL_REGION_ID)
+        groups.setdefault((s["dag_id"], s["run_id"], s["task_id"], s["map_index"], region_id), set()).update(p.keys)
     condition = None
-    for (dag_id, run_id, task_id, map_index), keys in groups.items():
-        one = Q(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key__in=sorted(keys))
+    for (dag_id, run_id, task_id, map_index, region_id), keys in groups.items():
+        one = Q(
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            region_id=region_id,
+            key__in=sorted(keys),
+        )
         condition = one if condition is None else condition | one
     return condition
 
@@ -339,7 +361,7 @@ def delete_orphans(fs, candidates: list[Obj], deletion: Deletion) -> None:
 
 # Rows -------------------------------------------------------------------------------------------------
 def _task_rows() -> Iterator[tuple[str, SimpleNamespace]]:
-    fields = ("id", "dag_id", "run_id", "task_id", "map_index", "key", "value")
+    fields = ("id", "dag_id", "run_id", "task_id", "map_index", "region_id", "key", "value")
     rows = TaskStateStore.objects.filter(value__startswith=JsonValueMixin.REF_PREFIX)
     for chunk in keyset_chunks(rows, ("id",), CHUNK, fields=fields):
         for row in chunk:
@@ -356,7 +378,10 @@ def _asset_rows() -> Iterator[tuple[str, SimpleNamespace]]:
 
 def _row_scope(store: str, row) -> dict:
     if store == permissions.TASK:
-        return {"dag_id": row.dag_id, "run_id": row.run_id, "task_id": row.task_id, "map_index": row.map_index}
+        location = {"dag_id": row.dag_id, "run_id": row.run_id, "task_id": row.task_id, "map_index": row.map_index}
+        if row.region_id.int:
+            location["region_id"] = str(row.region_id)
+        return location
     return {"asset_id": row.asset_id, "asset_name": row.asset__name, "asset_uri": row.asset__uri}
 
 

@@ -19,6 +19,7 @@ import pytest
 from django.db import connections
 
 from statestore_admin.airflow.schema import fixture_sql
+from tests.airflow_schema import fixture_index_column
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE_IN_README = "statestore_admin"
@@ -108,8 +109,8 @@ def deployment(server, tmp_path):
                 "VALUES (gen_random_uuid(), 'etl', 'load', 'manual__1', 1, 'default_pool', 1, 'success')"
             )
             conn.execute(
-                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, "
-                "updated_at, expires_at) VALUES "
+                f"INSERT INTO task_state_store (dag_run_id, task_id, {fixture_index_column()}, key, dag_id, run_id, "
+                "value, updated_at, expires_at) VALUES "
                 f"({run_id}, 'load', -1, 'cursor', 'etl', 'manual__1', '{{\"id\": 1}}', now(), "
                 "now() + interval '1 day'),"
                 f"({run_id}, 'load', -1, 'old', 'etl', 'manual__1', '1', now(), now() - interval '1 day')"

@@ -100,6 +100,7 @@ def test_api_writes_are_events_with_the_token_and_exact_keys(api, scene, token):
         {
             "key": "c",
             "map_index": -1,
+            "region_id": None,  # outside any region
             "dag_id": "etl",
             "run_id": RUN_ID,
             "task_id": "t",

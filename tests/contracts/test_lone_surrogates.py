@@ -18,6 +18,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.state import values
 from statestore_admin.state.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
+from tests.airflow_schema import index_column
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -48,7 +49,8 @@ def poisoned(scene):
     with connections["airflow"].cursor() as cursor:
         for key, text in (("poison", POISON_TEXT), ("nested", NESTED_TEXT)):
             cursor.execute(
-                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at)"
+                f"INSERT INTO task_state_store (dag_run_id, task_id, {index_column()}, key, dag_id, run_id, value, "
+                "updated_at)"
                 " VALUES (%s, 't', -1, %s, 'etl', %s, %s, %s)",
                 [scene["run"].pk, key, RUN_ID, text, now],
             )

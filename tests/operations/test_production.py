@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
@@ -311,10 +312,27 @@ def test_health_is_not_redirected_to_https_behind_a_tls_proxy(client):
 @pytest.mark.django_db(databases=BOTH_DATABASES)
 def test_readyz_answers_when_both_databases_do(client):
     response = client.get("/readyz")
-    assert (response.status_code, response.json()) == (
-        200,
-        {"status": "ok", "databases": {"default": "ok", "airflow": "ok"}},
-    )
+    body = response.json()
+    schema = body.pop("airflow_schema")
+    assert (response.status_code, body) == (200, {"status": "ok", "databases": {"default": "ok", "airflow": "ok"}})
+    series = settings.AIRFLOW_FIXTURE_SERIES  # the test database's Airflow schema
+    assert schema["series"] == series and schema["regions"] == (series == "3.4")
+    assert schema["revision"] == {"3.3": "d2f4e1b3c5a7", "3.4": "9cffe90fa0c0"}[series]
+    assert schema["describe"].startswith(f"Airflow {series}")
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
+def test_readyz_is_not_ready_on_a_schema_it_does_not_support(client, committed_airflow_tables):
+    """A column that neither Airflow 3.3 nor 3.4 has in a state table (a future Airflow): 503, naming it."""
+    with connections["airflow"].cursor() as cursor:
+        cursor.execute("ALTER TABLE task_state_store ADD COLUMN future_flag integer")
+    try:
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        assert "task_state_store has unknown columns future_flag" in response.json()["airflow_schema"]["unsupported"]
+    finally:
+        with connections["airflow"].cursor() as cursor:
+            cursor.execute("ALTER TABLE task_state_store DROP COLUMN future_flag")
 
 
 def _airflow_settings(monkeypatch, **changes):

@@ -20,6 +20,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state import gc
 from statestore_admin.state.actors import Actor
+from tests.airflow_schema import index_column, task_key_conflict
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
@@ -200,14 +201,15 @@ def test_a_key_rewritten_during_gc_survives(expired_and_live, batch_order):
     safe batch re-checks it under the row lock, or the writer re-inserts a key deleted just before)."""
     run = expired_and_live(600, live=0)
     rewritten = []
+    index, conflict = index_column(), task_key_conflict()
 
     def writer(conn):
         for i in range(0, 600, 3):
             key = f"k{i:05d}"
             conn.execute(
-                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, "
+                f"INSERT INTO task_state_store (dag_run_id, task_id, {index}, key, dag_id, run_id, value, "
                 "updated_at, expires_at) VALUES (%s, 't', -1, %s, %s, %s, '2', now(), now() + interval '1 day') "
-                "ON CONFLICT (dag_run_id, task_id, map_index, key) DO UPDATE SET value = excluded.value, "
+                f"ON CONFLICT ({conflict}) DO UPDATE SET value = excluded.value, "
                 "updated_at = excluded.updated_at, expires_at = excluded.expires_at",
                 [run.id, key, run.dag_id, run.run_id],
             )

@@ -65,9 +65,11 @@ class DryRunSummary:
     snapshot_taken_at: datetime | None = None
     answered_at: datetime = field(default_factory=timezone.now)
     references: ExpiredReferences | None = None  # the plan is with_objects
-    # Airflow 3.4's schema: a sample row's coordinates are its region_id and region_index (its map_index
-    # alone would not tell two iterations of a loop apart)
-    regions: bool = False
+    regions: bool = False  # Airflow 3.4's schema: rows are addressed by region_id and region_index
+
+    def coordinates(self, row) -> str:
+        """A sample row's task instance index as Airflow's own dry run names it."""
+        return formatting.task_index(row.map_index, row.region_id, regions=self.regions)
 
     @property
     def cutoff(self) -> datetime:
@@ -118,6 +120,7 @@ class DryRunSummary:
                     "task_id": r.task_id,
                     "map_index": r.map_index,
                 }
+                | ({"region_id": str(r.region_id), "region_index": r.map_index} if self.regions else {})
                 for r in self.sample
             ],
         } | ({"objects": self.references.as_dict()} if self.references else {})
@@ -158,9 +161,9 @@ def dry_run(
     status = backend_status(config)
     if not status.is_metastore:
         return DryRunSummary(plan, status, 0, 0, [], None, None, [])
+    regions = schema_of(connections[airflow_alias()]).regions
     rows = expired_rows(plan.cutoff, plan.dag_ids)
     examples = list(rows.order_by("expires_at", "id")[:sample])
-    regions = schema_of(connections[airflow_alias()]).regions
     cap = DRY_RUN_EXACT_CAP
     counted = counting.count_up_to(rows.order_by(), cap + 1)  # an index-only walk of expires_at's index
     references = _expired_references(plan, store, cap, counted) if store else None

@@ -20,6 +20,7 @@ from django.db.models.functions import RowNumber
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from .. import permissions
+from ..audit import recorded_region
 from ..errors import Invalid, NotFound
 from ..models import AuditEvent, AuditKey
 from ..pagination import Page, paginate
@@ -119,9 +120,15 @@ def audit_keys(event: AuditEvent, cursor: str | None = None, size: int = 100) ->
 
 
 def task_key_history(key: TaskStateStore, limit: int = 50) -> list[AuditKey]:
-    """Every audited change of this key (by its scope and name: it outlives the row), newest first."""
+    """Every audited change of this key (by its natural key: it outlives the row), newest first. A key
+    outside any region has the changes recorded on Airflow 3.3 too (the migration keeps it there)."""
     rows = AuditKey.objects.filter(
-        dag_id=key.dag_id, run_id=key.run_id, task_id=key.task_id, map_index=key.map_index, key=key.key
+        dag_id=key.dag_id,
+        run_id=key.run_id,
+        task_id=key.task_id,
+        map_index=key.map_index,
+        key=key.key,
+        region_id=recorded_region(key.region_id),
     )
     return list(rows.select_related("event").order_by("-id")[:limit])
 

@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.cache import cache
+from django.db import connections
 from django.db.models.functions import Length
 
 from statestore_admin.airflow.config import ConfigValue, airflow_config
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import AirflowSchema, schema_of
 
 from .. import stats
 from ..counting import (
@@ -142,6 +145,7 @@ class Overview:
     retention_days: int | None = None
     snapshot: SnapshotFigures | None = None  # None: no snapshot taken yet
     stats_command: str = STATS_COMMAND
+    airflow_schema: AirflowSchema | None = None  # which Airflow's tables the dashboard found (3.3 or 3.4)
 
     @property
     def expired(self) -> int | None:
@@ -216,6 +220,7 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
         backend_modes=modes,
         retention_days=by_name.get(("state_store", "default_retention_days")),
         snapshot=seen,
+        airflow_schema=schema_of(connections[airflow_alias()]),
     )
 
 

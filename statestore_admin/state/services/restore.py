@@ -1,6 +1,12 @@
 """Restore: an audit event's keys to their state before it (``restore_event``), or an export's keys to the
 state in the file (``restore_document``). A restore plans with the rows locked (``plan``: what to write and
-the conflicts), then applies each store's plan in one audited change."""
+the conflicts), then applies each store's plan in one audited change.
+
+A task key is restored onto its exact coordinates: its run, task, region and index. A key recorded outside
+any region (every key on Airflow 3.3) goes to the sentinel region, where Airflow's migration to 3.4 keeps
+the rows of 3.3 with their map_index as region_index: what was recorded before the upgrade restores onto
+the same key after it. A region that does not exist, or belongs to another run, is ``Invalid`` before
+anything changes."""
 
 from __future__ import annotations
 
@@ -8,12 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
+from statestore_admin.airflow.models import AssetStateStore, DagRun, DynamicRegion, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import schema_of
 
 from .. import audit, formatting, objects, permissions, selectors
 from ..actors import Actor
@@ -104,6 +111,7 @@ def restore_event(
                 run_id=key.run_id,
                 task_id=key.task_id,
                 map_index=key.map_index,
+                region_id=audit.airflow_region(key.region_id),
                 asset_id=key.asset_id,
                 ident=str(key.pk),
             )
@@ -149,6 +157,8 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
             permissions.require(actor, store, action)
     scope = scope_of(actor)
     _require_in_scope(scope, targets)
+    # named as the restore's other refusals are: the event, or the file
+    _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region], "event" if restored_from else "file")
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
         conflicts = [
@@ -172,6 +182,46 @@ def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
     outside = sorted({t.dag_id for t in targets if t.store == permissions.TASK and not allowed.allows_dag(t.dag_id)})
     if outside:
         raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
+
+
+def _require_regions(targets: list[Target], field: str) -> None:
+    """Every region the targets name exists, in the targets' own DAG run: ``Invalid`` naming the first that
+    does not (nothing is restored). Airflow 3.3 has no regions at all."""
+    if not targets:
+        return
+    schema = schema_of(connections[airflow_alias()])
+    first = targets[0]
+    if not schema.regions:
+        raise Invalid(
+            {
+                field: f"Nothing was restored: {first.key!r} belongs to region {first.region_id} of "
+                f"{first.dag_id!r} / {first.run_id!r}, and {schema.name} has no regions."
+            }
+        )
+    wanted = sorted({t.region_id for t in targets})
+    runs = {}
+    for start in range(0, len(wanted), audit.CHUNK):
+        chunk = wanted[start : start + audit.CHUNK]
+        runs.update(
+            (r, (d, run))
+            for r, d, run in DynamicRegion.objects.filter(pk__in=chunk).values_list("pk", "dag_id", "run_id")
+        )
+    for target in targets:
+        found = runs.get(target.region_id)
+        if found is None:
+            raise Invalid(
+                {
+                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} does not "
+                    f"exist (any more) in {target.dag_id!r} / {target.run_id!r}."
+                }
+            )
+        if found != (target.dag_id, target.run_id):
+            raise Invalid(
+                {
+                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} belongs to "
+                    f"{found[0]!r} / {found[1]!r}, not to {target.dag_id!r} / {target.run_id!r}."
+                }
+            )
 
 
 def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
@@ -270,13 +320,14 @@ def _locate_tasks(targets: list[Target]) -> list[tuple[object, str]]:
         found = TaskStateStore.objects.select_for_update().filter(
             dag_run_id=run_pk, task_id__in={t.task_id for t in group}, key__in={t.key for t in group}
         )
-        rows.update(((run_pk, r.task_id, r.map_index, r.key), r) for r in found.order_by("pk"))
+        rows.update(((run_pk, r.task_id, r.region_id, r.map_index, r.key), r) for r in found.order_by("pk"))
     located = []
     for target in targets:
         if target.run_pk is None:
             located.append((None, f"the DAG run {target.run_id!r} of {target.dag_id!r} no longer exists"))
         else:
-            located.append((rows.get((target.run_pk, target.task_id, target.map_index, target.key)), ""))
+            coordinates = (target.run_pk, target.task_id, target.region_id, target.map_index, target.key)
+            located.append((rows.get(coordinates), ""))
     return located
 
 
@@ -306,6 +357,7 @@ def _restore_change(target: Target, current, limit):
             run_id=target.run_id,
             task_id=target.task_id,
             map_index=target.map_index,
+            region_id=target.region_id,
             limit=limit,
         )
     return audit.asset_change(target.asset_id, target.key, before=current, after=target.state, limit=limit)
@@ -325,6 +377,7 @@ def _apply(target: Target, row) -> None:
                     run_id=target.run_id,
                     task_id=target.task_id,
                     map_index=target.map_index,
+                    region_id=target.region_id,
                     key=target.key,
                     value=target.state[0],
                     updated_at=now,

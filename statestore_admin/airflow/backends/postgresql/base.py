@@ -10,6 +10,13 @@ next query, so nothing needs a restart when the database is back.
 
 Failures that mean "the database is not available" become ``AirflowDatabaseUnavailable``
 (``airflow.availability``); the others stay Django's usual errors.
+
+Each connection also waits at most ``LOCK_TIMEOUT`` for a lock (``lock_timeout``). While `airflow db
+migrate` runs, its ALTER TABLEs hold, or queue for, exclusive locks on the very tables the pages read, and
+every query queues behind them: without it, each would wait out the query deadline and answer "no answer
+within 30 s". With it, the query gives up after a few seconds and the answer says what holds the tables
+(``TablesLocked``: the session, its statement and Airflow's alembic revision, read on a connection of its
+own), so a page says "a schema change is running" while it is.
 """
 
 from __future__ import annotations
@@ -23,13 +30,46 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 
 from statestore_admin.airflow import versions
-from statestore_admin.airflow.availability import AirflowDatabaseUnavailable, clean_reason, is_unavailable
+from statestore_admin.airflow.availability import (
+    LOCK_NOT_AVAILABLE,
+    MAX_REASON,
+    AirflowDatabaseUnavailable,
+    TablesLocked,
+    clean_reason,
+    is_unavailable,
+)
 from statestore_admin.airflow.versions import AirflowSchemaChanged
 
 log = logging.getLogger(__name__)
 
 _WAIT_INTERVAL = 0.1  # psycopg's own (psycopg.connection._WAIT_INTERVAL)
 SCHEMA_CHANGED_SQLSTATES = ("42703", "42P01")  # undefined_column, undefined_table
+LOCK_TIMEOUT = 3.0  # seconds a query waits for a lock (at most half the statement_timeout)
+# The tables the dashboard reads: an ACCESS EXCLUSIVE lock on one of them is a schema change (or LOCK
+# TABLE, VACUUM FULL), and every query of them queues behind it.
+READ_TABLES = (
+    "task_state_store",
+    "asset_state_store",
+    "task_instance",
+    "dag_run",
+    "asset",
+    "asset_active",
+    "dynamic_region",
+)
+_HOLDERS = (
+    "SELECT a.pid, a.application_name, l.granted, c.relname, left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) "
+    "FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND c.relname = ANY(%s) "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND a.pid <> pg_backend_pid() ORDER BY l.granted DESC, a.xact_start LIMIT 1"
+)
+
+
+def lock_timeout_ms(query_timeout: float | None) -> int:
+    """The session's ``lock_timeout``: ``LOCK_TIMEOUT``, or half the ``statement_timeout`` if that is
+    shorter, so that a lock wait is reported as one rather than as a statement timeout."""
+    ms = int(LOCK_TIMEOUT * 1000)
+    return min(ms, max(1, statement_timeout_ms(query_timeout) // 2)) if query_timeout else ms
 
 
 def statement_timeout_ms(query_timeout: float) -> int:
@@ -81,11 +121,18 @@ class _ErrorWrapper(DatabaseErrorWrapper):
             if getattr(cause, "sqlstate", None) not in SCHEMA_CHANGED_SQLSTATES or not versions.forget(self.wrapper):
                 raise
             log.warning("Airflow's schema changed under the dashboard: %s", cause)
-            raise AirflowSchemaChanged(clean_reason(str(cause))).with_traceback(traceback) from cause
+            # The first line names the column; the page shows the reason alone, so it says what happened too.
+            column = clean_reason(str(cause).splitlines()[0])
+            reason = f"{column}: a schema change (`airflow db migrate`?) altered Airflow's tables under a query"
+            raise AirflowSchemaChanged(reason).with_traceback(traceback) from cause
         except (OperationalError, InterfaceError) as exc:
             cause = exc.__cause__
             if not is_unavailable(cause):
                 raise
+            if getattr(cause, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                reason = self.wrapper.locked_reason()
+                log.warning("Airflow's tables are locked: %s", reason)
+                raise TablesLocked(reason).with_traceback(traceback) from cause
             reason = self.wrapper.unavailable_reason(cause)
             log.warning("Airflow's metadata database is unavailable: %s", reason)
             raise AirflowDatabaseUnavailable(reason).with_traceback(traceback) from cause
@@ -110,6 +157,16 @@ class DatabaseWrapper(base.DatabaseWrapper):
             params["options"] = f"{options} -c statement_timeout={statement_timeout_ms(self.query_timeout)}".strip()
         return params
 
+    def _configure_connection(self, connection):
+        # lock_timeout is set after connecting rather than in the startup options, unless the URL's
+        # options name one (then theirs wins): one statement per new connection, kept CONN_MAX_AGE.
+        commit = super()._configure_connection(connection)
+        if "lock_timeout" in self.settings_dict["OPTIONS"].get("options", ""):
+            return commit
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = {lock_timeout_ms(self.query_timeout)}")
+        return True
+
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
         connection.query_timeout = self.query_timeout
@@ -123,7 +180,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         super().ensure_connection()
 
     def is_usable(self):
-        # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it.
+        # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it
+        # (with the alembic revision: _usable_and_current).
         # An answer to SELECT 1 needs no more than a connection does: past the connect timeout the
         # connection is dropped and a new one tried, rather than waiting for the full query deadline.
         connection = self.connection
@@ -134,9 +192,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if connect_timeout and (previous is None or connect_timeout < previous):
             connection.query_timeout = connect_timeout
         try:
-            return super().is_usable()
+            return self._usable_and_current(connection)
         finally:
             connection.query_timeout = previous
+
+    def _usable_and_current(self, connection) -> bool:
+        """Django's ``SELECT 1``, or where the schema is known, the alembic revision instead (as cheap): a
+        revision that moved (`airflow db migrate` ran since) makes ``schema_of`` read the schema again
+        before this request's first query, rather than that query failing on a renamed column."""
+        known = versions.cached_schema(self)
+        if known is None or known.revision is None:
+            return super().is_usable()
+        try:
+            row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        except psycopg.Error:  # connection gone, or no alembic_version any more: a new connection decides
+            return False
+        if (row[0] if row else None) != known.revision:
+            log.info("Airflow's alembic revision moved from %s: reading its schema again", known.revision)
+            versions.forget(self)
+        return True
 
     def set_query_timeout(self, seconds: float | None) -> None:
         """Another deadline for this connection (``airflow.availability.query_timeout``)."""
@@ -150,6 +224,44 @@ class DatabaseWrapper(base.DatabaseWrapper):
         value = f"{statement_timeout_ms(self.query_timeout)}ms" if self.query_timeout else "0"
         with self.cursor() as cursor:
             cursor.execute("SELECT set_config('statement_timeout', %s, false)", [value])
+
+    def locked_reason(self) -> str:
+        """Why a lock was not granted: the session holding (or queueing for) an exclusive lock on a table
+        the dashboard reads, and Airflow's alembic revision, read on a short connection of its own (this
+        one may be inside a failed transaction). Best effort: a plain sentence when they cannot be read."""
+        waited = f"{lock_timeout_ms(self.query_timeout) / 1000:g} s"
+        holder = revision = None
+        params = {
+            **self.get_connection_params(),
+            "connect_timeout": 2,
+            "options": "-c statement_timeout=2000 -c lock_timeout=1000",
+        }
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        try:
+            with psycopg.connect(autocommit=True, **params) as side:
+                holder = side.execute(_HOLDERS, [list(READ_TABLES)]).fetchone()
+                if side.execute("SELECT to_regclass('alembic_version')").fetchone()[0]:
+                    row = side.execute("SELECT version_num FROM alembic_version").fetchone()
+                    revision = versions.revision_phrase(row[0] if row else None)
+        except psycopg.Error as exc:
+            log.info("Could not read who holds Airflow's tables: %s", exc)
+        at = f"; the database is at {revision}" if revision else ""
+        if holder is None:
+            message = (
+                f"a lock on Airflow's tables was not granted within {waited} (lock_timeout): another "
+                f"transaction holds it; try again{at}"
+            )
+        else:
+            pid, application, granted, table, statement = holder
+            message = (
+                "a schema change holds Airflow's tables and queries wait behind it (`airflow db migrate` "
+                f"running?): pages answer again once it has finished{at}; session {pid} "
+                f"({application or 'no application name'}) {'holds' if granted else 'waits for'} an exclusive "
+                f"lock on {table}: {statement}"
+            )
+        # longer than other reasons: the holder's statement is what tells a migration from anything else
+        return clean_reason(message, self.settings_dict.get("PASSWORD") or "", limit=2 * MAX_REASON)
 
     def unavailable_reason(self, exc: BaseException) -> str:
         if isinstance(exc, pg_errors.ConnectionTimeout):
