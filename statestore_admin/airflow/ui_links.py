@@ -16,15 +16,23 @@ against the router shipped in the installed Airflow):
     /assets/{asset_id}/asset-state-store
 
 A task instance and an asset link to their state store tab, the UI's view of what the page here shows.
+
+Airflow 3.4's UI (3.4.0b2) addresses a task instance in a dynamic region (a loop iteration, a map position
+inside one) with the same routes and the query ``?region_id={uuid}&region_index={index}``: its task instance
+links build the path from the public map index (``/mapped/{n}`` only when the task is mapped: -1 for a task
+that sits directly in a loop) and add both parameters, which its pages read back (``searchParams``
+``region_id``/``region_index``). ``task_instance_url`` does the same, so a link opens that very iteration.
 """
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
+from uuid import UUID
 
 from django.conf import settings
 
 from .config import AirflowConfigError, airflow_config
+from .versions import SENTINEL_REGION_ID
 
 TASK_STATE_TAB = "task-state-store"
 ASSET_STATE_TAB = "asset-state-store"
@@ -68,14 +76,24 @@ def run_url(dag_id: str, run_id: str) -> str:
     return _url("dags", dag_id, "runs", run_id)
 
 
-def task_instance_url(dag_id: str, run_id: str, task_id: str, map_index: int | None) -> str:
-    """A task instance's state store tab; ``map_index`` None: the list of a mapped task's instances."""
+def task_instance_url(
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    map_index: int | None,
+    region_id: UUID | None = None,
+    region_index: int | None = None,
+) -> str:
+    """A task instance's state store tab; ``map_index`` None: the list of a mapped task's instances. In an
+    Airflow 3.4 region, ``map_index`` is the public map index (-1 directly in a loop) and ``region_id`` with
+    ``region_index`` the coordinate, as the 3.4 UI's query parameters."""
     path = ("dags", dag_id, "runs", run_id, "tasks", task_id)
     if map_index is None:
         return _url(*path, "mapped")
-    if map_index < 0:
-        return _url(*path, TASK_STATE_TAB)
-    return _url(*path, "mapped", map_index, TASK_STATE_TAB)
+    url = _url(*path, TASK_STATE_TAB) if map_index < 0 else _url(*path, "mapped", map_index, TASK_STATE_TAB)
+    if url and region_id is not None and region_id != SENTINEL_REGION_ID and region_index is not None:
+        url += "?" + urlencode({"region_id": str(region_id), "region_index": region_index})
+    return url
 
 
 def asset_url(asset_id: int) -> str:

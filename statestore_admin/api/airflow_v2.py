@@ -9,6 +9,7 @@ behind a worker-side reference), and ``X-Statestore-*`` headers on the 204 of a 
 """
 
 import re
+from uuid import UUID
 
 from django.http import HttpResponse
 from django.utils.dateparse import parse_datetime
@@ -22,13 +23,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.state import formatting, objects, permissions, selectors, services, values
 from statestore_admin.state.actors import API, Actor
 from statestore_admin.state.scopes import scope_of
 from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
 
-from .errors import ErrorBody, RequestInvalid, error
+from .errors import DetailInvalid, ErrorBody, RequestInvalid, error
 
 PAGE_LIMIT, MAX_PAGE_LIMIT = 50, 100  # Airflow's [api] fallback_page_limit and maximum_page_limit
 TRUE = {"1", "true", "t", "yes", "y", "on"}
@@ -99,6 +101,7 @@ decoded = values.decoded
 
 MAX_INT = 2**31 - 1  # an integer column (map_index)
 MAX_BIGINT = 2**63 - 1  # the largest OFFSET the database takes
+MIN_BIGINT = -(2**63)
 
 
 def query_int(request, name: str, default: int, minimum: int, maximum: int = MAX_INT) -> int:
@@ -163,6 +166,97 @@ def query_bool(request, name: str) -> bool:
     raise RequestInvalid(
         error("bool_parsing", ["query", name], "Input should be a valid boolean, unable to interpret input", raw)
     )
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+_UUID_GROUPS, _UUID_STARTS = (8, 4, 4, 4, 12), (0, 9, 14, 19, 24)
+
+
+def query_uuid(request, name: str) -> UUID | None:
+    """A UUID query parameter in the forms pydantic accepts (hyphenated, 32 digits, braced, ``urn:uuid:``);
+    anything else is 422 ``uuid_parsing`` with pydantic's reason, word for word."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    value, reason = parse_uuid(raw)
+    if value is None:
+        raise RequestInvalid(
+            error(
+                "uuid_parsing", ["query", name], f"Input should be a valid UUID, {reason}", raw, ctx={"error": reason}
+            )
+        )
+    return value
+
+
+def parse_uuid(raw: str) -> tuple[UUID | None, str | None]:
+    """``raw`` as a UUID, or None and why not, as pydantic-core (the Rust ``uuid`` crate) reports it."""
+    size = len(raw.encode())
+    if size > 45:
+        return None, f"invalid length: found {size}"
+    hyphenated = None
+    if size == 36:
+        hyphenated = raw
+    elif size == 38 and raw[0] == "{" and raw[-1] == "}":
+        hyphenated = raw[1:-1]
+    elif size == 45 and raw.startswith("urn:uuid:"):
+        hyphenated = raw[9:]
+    if hyphenated is not None:
+        digits = hyphenated.replace("-", "")
+        if all(hyphenated[i] == "-" for i in (8, 13, 18, 23)) and len(digits) == 32 and set(digits) <= _HEX:
+            return UUID(digits), None
+        return None, _uuid_reason(hyphenated, hyphenated, 0, False)
+    if size == 32 and set(raw) <= _HEX:
+        return UUID(raw), None
+    if len(raw) >= 2 and raw[0] == "{" and raw[-1] == "}":
+        return None, _uuid_reason(raw, raw[1:-1], 1, False)
+    if raw.startswith("urn:uuid:"):
+        return None, _uuid_reason(raw, raw[9:], 9, False)
+    return None, _uuid_reason(raw, raw, 0, True)
+
+
+def _uuid_reason(whole: str, text: str, offset: int, simple: bool) -> str:
+    hyphens, bounds, index = 0, [0, 0, 0, 0], 0
+    for char in text:
+        if char == "-":
+            if hyphens < 4:
+                bounds[hyphens] = index
+            hyphens += 1
+        elif char not in _HEX:
+            return f"invalid character: found `{char}` at {index + offset}"
+        index += len(char.encode())  # the crate counts bytes
+    if hyphens == 0 and simple:
+        return f"invalid length: found {len(whole.encode())}"
+    if hyphens != 4:
+        return f"invalid group count: expected 5, found {hyphens + 1}"
+    for group in range(4):
+        if bounds[group] != _UUID_STARTS[group + 1] - 1:
+            found = bounds[group] - _UUID_STARTS[group]
+            return f"invalid group length in group {group}: expected {_UUID_GROUPS[group]}, found {found}"
+    return f"invalid group length in group 4: expected 12, found {len(whole.encode()) - _UUID_STARTS[4]}"
+
+
+def errors_of(*parsers) -> list[dict]:
+    """The validation errors of ``parsers``, in order (none when all parse)."""
+    try:
+        all_parsed(*parsers)
+    except RequestInvalid as exc:
+        return exc.errors
+    return []
+
+
+def all_parsed(*parsers) -> list:
+    """Each parser's value; the errors of all of them in one 422, as FastAPI reports one dependency's
+    parameters."""
+    values, problems = [], []
+    for parse in parsers:
+        try:
+            values.append(parse())
+        except RequestInvalid as exc:
+            values.append(None)
+            problems += exc.errors
+    if problems:
+        raise RequestInvalid(*problems)
+    return values
 
 
 def body_fields(request, allowed: set[str], required: set[str]) -> dict:
@@ -256,7 +350,9 @@ def task_entry(row: TaskStateStore) -> dict:
     }
 
 
-def asset_entry(row: AssetStateStore) -> dict:
+def asset_entry(row: AssetStateStore, regions: bool | None = None) -> dict:
+    """An asset key as Airflow answers it. On Airflow 3.4 (``regions``; asked of the database when not
+    given) the writer gains the task writer's identity, its region left out when it had none."""
     writer = None
     if row.last_updated_by_kind is not None:
         writer = {
@@ -266,7 +362,21 @@ def asset_entry(row: AssetStateStore) -> dict:
             "task_id": row.last_updated_by_task_id,
             "map_index": row.last_updated_by_map_index,
         }
+        if selectors.addresses_regions() if regions is None else regions:
+            writer.update(regional_writer(row))
     return {"key": row.key, "value": decoded(row.value), "updated_at": iso(row.updated_at), "last_updated_by": writer}
+
+
+def regional_writer(row: AssetStateStore) -> dict:
+    """Airflow 3.4's fields of a writer, in its order; ``region_id`` and ``region_index`` omitted (not null)
+    outside any region (``OmitsMissingRegion``)."""
+    instance = row.last_updated_by_task_instance_id
+    fields = {"task_instance_id": None if instance is None else str(instance)}
+    region = row.last_updated_by_region_id
+    if region is not None and region != SENTINEL_REGION_ID:
+        fields.update(region_id=str(region), region_index=row.last_updated_by_region_index)
+    fields["try_number"] = row.last_updated_by_try_number
+    return fields
 
 
 def actor(request) -> Actor:
@@ -343,6 +453,14 @@ Writer = inline_serializer(
         "run_id": serializers.CharField(allow_null=True),
         "task_id": serializers.CharField(allow_null=True),
         "map_index": serializers.IntegerField(allow_null=True),
+        # Airflow 3.4's task writer identity (absent on 3.3); region_id and region_index are left out,
+        # never null, when the writer sat in no region.
+        "task_instance_id": serializers.UUIDField(allow_null=True, required=False, help_text="Airflow 3.4."),
+        "region_id": serializers.UUIDField(
+            required=False, help_text="Airflow 3.4, when the task writer sat in a dynamic region."
+        ),
+        "region_index": serializers.IntegerField(required=False, help_text="Airflow 3.4, with region_id."),
+        "try_number": serializers.IntegerField(allow_null=True, required=False, help_text="Airflow 3.4."),
     },
 )
 
@@ -400,6 +518,8 @@ PatchBody = {"application/json": body_schema("TaskStateStorePatchBody", {"value"
 AssetBody = {"application/json": body_schema("AssetStateStoreBody", {"value": JSON_VALUE}, ["value"])}
 Detail = ErrorBody
 ERRORS = {401: Detail, 403: Detail, 404: Detail, 422: Detail}
+# Airflow 3.4's task routes also answer 400 (coordinates that name no one task instance) and 409 (several).
+TASK_ERRORS = {400: Detail, **ERRORS, 409: Detail}
 
 
 def integer(minimum: int, maximum: int, default: int | None = None) -> dict:
@@ -407,7 +527,26 @@ def integer(minimum: int, maximum: int, default: int | None = None) -> dict:
     return schema if default is None else {**schema, "default": default}
 
 
-MAP_INDEX = OpenApiParameter("map_index", integer(-1, MAX_INT, -1), description="-1 for an unmapped task; 0 or more.")
+MAP_INDEX = OpenApiParameter(
+    "map_index",
+    integer(-1, MAX_INT, -1),
+    description="-1 for an unmapped task; 0 or more: the public map index (on Airflow 3.4, of the mapped task's "
+    "current expansion).",
+)
+REGION_ID = OpenApiParameter(
+    "region_id",
+    OpenApiTypes.UUID,
+    description="Airflow 3.4: a dynamic region (a loop's execution, a mapped task's or task group's expansion). "
+    "With region_index, the stored address as given; alone, the region of a mapped task's expansion, with map_index. "
+    "A task inside a loop needs both (400 otherwise). Ignored on Airflow 3.3.",
+)
+REGION_INDEX = OpenApiParameter(
+    "region_index",
+    integer(-1, MAX_INT),
+    description="Airflow 3.4, with region_id (400 without): the index in the region (a loop's iteration, a map "
+    "index); map_index, if given, must be -1 or the same (400). Ignored on Airflow 3.3.",
+)
+COORDINATES = [MAP_INDEX, REGION_ID, REGION_INDEX]
 PAGING = [
     OpenApiParameter(
         "limit", integer(0, MAX_INT, PAGE_LIMIT), description=f"Larger values give {MAX_PAGE_LIMIT} entries."
@@ -479,67 +618,135 @@ class TaskView(AirflowView):
         super().initial(request, *args, **kwargs)
         scope_of(request.user).require_dag(self.kwargs["dag_id"])
 
-    def scope(self, request, dag_id, dag_run_id, task_id) -> TaskAddress:
-        return TaskAddress(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
+    def scope(self, request, dag_id, dag_run_id, task_id, *after) -> TaskAddress:
+        """The address the query names: on Airflow 3.3 ``map_index``; on 3.4 ``map_index``, ``region_id``
+        and ``region_index`` as Airflow 3.4 resolves them (``selectors.resolve_address``), before any other
+        parameter or the body. When they do not parse, the 422 lists their errors and then those of the
+        parsers ``after`` (the route's other parameters, its body), as FastAPI reports them together."""
+        if not selectors.addresses_regions():
+            return TaskAddress(dag_id, dag_run_id, task_id, query_int(request, "map_index", -1, -1))
+        try:
+            map_index, region_id, region_index = all_parsed(
+                lambda: query_int(request, "map_index", -1, MIN_BIGINT),
+                lambda: query_uuid(request, "region_id"),
+                lambda: query_int(request, "region_index", None, -1),
+            )
+        except RequestInvalid as exc:
+            raise RequestInvalid(*exc.errors, *errors_of(*after)) from None
+        if map_index < -1:  # Airflow 3.4 refuses it after parsing, with a message rather than a list
+            raise DetailInvalid("map_index must be greater than or equal to -1")
+        return selectors.resolve_address(
+            dag_id, dag_run_id, task_id, map_index=map_index, region_id=region_id, region_index=region_index
+        )
+
+    def clear_scope(self, request, dag_id, dag_run_id, task_id) -> tuple[TaskAddress, bool]:
+        """A clear's address and whether it takes every index of the address's region: on 3.4,
+        ``all_map_indices`` clears one task's expansion (``selectors.clears_expansion``)."""
+        if not selectors.addresses_regions():
+            return self.scope(request, dag_id, dag_run_id, task_id), query_bool(request, "all_map_indices")
+        try:
+            map_index, region_id, region_index, all_map_indices = all_parsed(
+                lambda: query_int(request, "map_index", -1, -1),
+                lambda: query_uuid(request, "region_id"),
+                lambda: query_int(request, "region_index", None, -1),
+                lambda: query_bool(request, "all_map_indices"),
+            )
+        except RequestInvalid as exc:
+            # Airflow 3.4's clear reads these through three dependencies (the scope, its validation, and
+            # _clear_all_map_indices, which reads all_map_indices again) and FastAPI reports each time.
+            scope, own = exc.errors, errors_of(lambda: query_bool(request, "all_map_indices"))
+            raise RequestInvalid(*scope, *scope, *own, *scope, *own) from None
+        address = selectors.resolve_address(
+            dag_id,
+            dag_run_id,
+            task_id,
+            map_index=map_index,
+            region_id=region_id,
+            region_index=region_index,
+            all_map_indices=all_map_indices,
+        )
+        return address, selectors.clears_expansion(address, all_map_indices)
 
 
 class TaskStateStoreCollection(TaskView):
     @extend_schema(
         operation_id="list_task_state_store",
-        parameters=[MAP_INDEX, *PAGING],
-        responses={200: TaskCollection, **ERRORS},
+        parameters=[*COORDINATES, *PAGING],
+        responses={200: TaskCollection, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def get(self, request, dag_id, dag_run_id, task_id):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        limit = min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
-        offset = query_int(request, "offset", 0, 0, MAX_BIGINT)
-        rows, total = selectors.task_keys_page(
-            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, offset, limit, scope=scope_of(request.user)
-        )
+        def limit():
+            return min(query_int(request, "limit", PAGE_LIMIT, 0), MAX_PAGE_LIMIT)
+
+        def offset():
+            return query_int(request, "offset", 0, 0, MAX_BIGINT)
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, limit, offset)
+        limit, offset = limit(), offset()
+        rows, total = selectors.task_keys_page(scope, offset, limit, scope=scope_of(request.user))
         return Response({"task_state_store": [task_entry(r) for r in rows], "total_entries": total})
 
     @extend_schema(
         operation_id="clear_task_state_store",
-        parameters=[MAP_INDEX, OpenApiParameter("all_map_indices", bool, default=False), *DELETE_HEADERS],
-        responses={204: None, **ERRORS},
+        parameters=[
+            *COORDINATES,
+            OpenApiParameter(
+                "all_map_indices",
+                bool,
+                default=False,
+                description="Every map index of the task (on Airflow 3.4: of the addressed expansion of the task; "
+                "in a loop's or a mapped task group's region, only the addressed index).",
+            ),
+            *DELETE_HEADERS,
+        ],
+        responses={204: None, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        outcome = services.clear_task_instance(
-            actor=actor(request), scope=scope, all_map_indices=query_bool(request, "all_map_indices")
-        )
+        scope, all_map_indices = self.clear_scope(request, dag_id, dag_run_id, task_id)
+        outcome = services.clear_task_instance(actor=actor(request), scope=scope, all_map_indices=all_map_indices)
         return no_content(outcome)
 
 
 class TaskStateStoreItem(TaskView):
+    def body_of(self, scope: TaskAddress, body) -> dict:
+        """The write's body. On Airflow 3.4 a missing task instance is answered before a malformed body
+        (its check is a dependency, the body the route's own parameter): one more query, on refusals only."""
+        try:
+            return body()
+        except RequestInvalid:
+            if selectors.addresses_regions():
+                selectors.require_task_instance(scope)
+            raise
+
     @extend_schema(
         operation_id="get_task_state_store",
-        parameters=[MAP_INDEX, KEY, RESOLVE],
-        responses={200: TaskItem, **ERRORS},
+        parameters=[*COORDINATES, KEY, RESOLVE],
+        responses={200: TaskItem, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def get(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
         resolve = query_bool(request, "resolve")
-        row = selectors.task_key_in(
-            scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key, scope=scope_of(request.user)
-        )
+        row = selectors.task_key_in(scope, key, scope=scope_of(request.user))
         if not resolve:
             return Response(task_entry(row))
         return Response(with_resolved(task_entry(row), objects.resolve_task_row(row)))
 
     @extend_schema(
         operation_id="set_task_state_store",
-        parameters=[MAP_INDEX, KEY],
+        parameters=[*COORDINATES, KEY],
         request=TaskBody,
-        responses={204: None, **ERRORS},
+        responses={204: None, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def put(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        data = body_fields(request, {"value", "expires_at"}, {"value"})
+        def body():
+            return body_fields(request, {"value", "expires_at"}, {"value"})
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
+        data = self.body_of(scope, body)
         services.set_task_key(
             actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
@@ -547,14 +754,17 @@ class TaskStateStoreItem(TaskView):
 
     @extend_schema(
         operation_id="patch_task_state_store",
-        parameters=[MAP_INDEX, KEY],
+        parameters=[*COORDINATES, KEY],
         request=PatchBody,
-        responses={200: None, **ERRORS},
+        responses={200: None, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        data = body_fields(request, {"value"}, {"value"})
+        def body():
+            return body_fields(request, {"value"}, {"value"})
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
+        data = self.body_of(scope, body)
         services.patch_task_key(
             actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
         )
@@ -562,8 +772,8 @@ class TaskStateStoreItem(TaskView):
 
     @extend_schema(
         operation_id="delete_task_state_store",
-        parameters=[MAP_INDEX, KEY, *DELETE_HEADERS],
-        responses={204: None, **ERRORS},
+        parameters=[*COORDINATES, KEY, *DELETE_HEADERS],
+        responses={204: None, **TASK_ERRORS},
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):

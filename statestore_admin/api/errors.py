@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
-from statestore_admin.state.errors import Conflict, NotFound
+from statestore_admin.state.errors import Ambiguous, Conflict, NotFound, Unaddressable
 from statestore_admin.tokens.authentication import ReadOnlyToken, TokenExpired
 
 AIRFLOW_VALUE_ERRORS = {
@@ -64,6 +64,10 @@ class RequestInvalid(Exception):
         self.errors = list(errors)
 
 
+class DetailInvalid(Exception):
+    """A 422 with a message rather than a list (Airflow 3.4's ``map_index`` below -1 on a task route)."""
+
+
 def error(kind: str, loc: list, msg: str, value=None, **extra) -> dict:
     item = {"type": kind, "loc": loc, "msg": msg, "input": value}
     item.update(extra)
@@ -112,6 +116,12 @@ def handler(exc, context):
         return Response({"detail": "Forbidden"}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, AirflowDatabaseUnavailable):
         return Response({"detail": exc.detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    if isinstance(exc, DetailInvalid):
+        return Response({"detail": str(exc)}, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+    if isinstance(exc, Unaddressable):
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, Ambiguous):  # Airflow's 409 is a message alone
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, NotFound):
         return Response({"detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, Conflict):

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.state import objects, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
@@ -36,6 +37,8 @@ from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply
 from .htmx import dialog as _dialog
 from .htmx import done as _done
 from .htmx import error_messages as _error_messages
+from .pages import invalid_page
+from .templatetags.page_links import coordinate_query
 
 SAMPLE = 50  # keys listed by a confirmation; the count covers them all
 
@@ -191,8 +194,12 @@ def task_key_expiry(request, key_id):
 @require_http_methods(["GET", "POST"])
 def task_key_add(request, run_pk, task_id):
     permissions.require(request.user, permissions.TASK, "add")
+    try:  # Airflow 3.4: the key goes to this region's task instance (the form's address keeps it)
+        region_id = params_.region_id(request.GET) or SENTINEL_REGION_ID
+    except Invalid as exc:
+        return invalid_page(request, exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    map_indexes = selectors.task_map_indexes(TaskAddress(run.dag_id, run.run_id, task_id))
+    map_indexes = selectors.task_map_indexes(TaskAddress(run.dag_id, run.run_id, task_id, region_id=region_id))
     form = AddTaskKeyForm(
         request.POST or None,
         initial={"map_index": request.GET.get("map_index", -1)},
@@ -201,7 +208,7 @@ def task_key_add(request, run_pk, task_id):
     )
 
     def add():
-        scope = TaskAddress(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"])
+        scope = TaskAddress(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"], region_id)
         try:
             row = services.set_task_key(
                 actor=Actor.from_request(request),
@@ -215,9 +222,11 @@ def task_key_add(request, run_pk, task_id):
             raise Invalid({"map_index": f"The task instance {task_id} [{scope.map_index}] no longer exists."}) from None
         except Conflict as exc:
             raise Invalid({"key": str(exc)}) from None
-        return f"Added {row.key!r}.", reverse("task-instance", args=[run.pk, task_id]) + f"?map_index={row.map_index}"
+        url = reverse("task-instance", args=[run.pk, task_id])
+        return f"Added {row.key!r}.", f"{url}?{coordinate_query(row.map_index, region_id)}"
 
-    return _form_action(request, form, "actions/_task_add.html", {"run": run, "task_id": task_id}, add)
+    context = {"run": run, "task_id": task_id, "region_id": region_id if region_id != SENTINEL_REGION_ID else None}
+    return _form_action(request, form, "actions/_task_add.html", context, add)
 
 
 TASK_ACTIONS = {
@@ -241,11 +250,13 @@ def _task_target(params) -> dict:
     is Invalid."""
     if params.get("run"):
         map_index = params.get("map_index", "-1")
-        return {
+        target = {
             "run_pk": params_.integer(params, "run", 0),
             "task_id": params.get("task_id", ""),
             "map_index": None if map_index == "all" else params_.whole_number(map_index, "map_index"),
         }
+        region_id = params_.region_id(params)  # Airflow 3.4: one region's task instance, or its every index
+        return {**target, "region_id": region_id} if region_id is not None else target
     return {"ids": tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))}
 
 
@@ -262,6 +273,7 @@ def task_selection(params, user) -> tuple[services.TaskSelection, object]:
             run.run_id,
             params.get("task_id", ""),
             -1 if every else params_.whole_number(map_index, "map_index"),
+            params_.region_id(params) or SENTINEL_REGION_ID,
         )
         return services.TaskSelection.of_instance(scope, all_map_indices=every), run
     ids = tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))

@@ -6,10 +6,13 @@ helpers, so the page modules form no import cycle.
 
 from functools import wraps
 
+from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 
 from statestore_admin.state import permissions
 from statestore_admin.state.errors import Forbidden
+
+from .htmx import error_messages
 
 PANEL = "keys-panel"
 
@@ -46,3 +49,12 @@ def requires_view_of_any(view):
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def invalid_page(request, exception):
+    """400 for a page's parameter that cannot mean anything (a malformed ``region_id``): the error page saying
+    what is wrong, one line of text for htmx (a toast). Nothing is read or changed."""
+    message = " ".join(error_messages(exception))
+    if request.headers.get("HX-Request"):
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+    return render(request, "errors/400.html", {"message": message}, status=400)

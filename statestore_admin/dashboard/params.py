@@ -3,6 +3,9 @@ link gets wrong (a number out of range, a store it does not know) and shows its 
 answers a plain 400 instead, since its file would not be what was asked for (``map_index``).
 """
 
+from uuid import UUID
+
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.state import exports, pagination
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.selectors import ALL_MAP_INDEXES
@@ -53,3 +56,17 @@ def whole_number(value, field: str) -> int:
     if not pagination.MIN_INT <= number <= pagination.MAX_INT:
         raise Invalid({field: f"{value!r} is out of range."})
     return number
+
+
+def region_id(params, name: str = "region_id") -> UUID | None:
+    """Airflow 3.4's ``region_id`` of a task instance: None when absent or empty, else a UUID (with or without
+    dashes, as Airflow's UI and API write it). Anything else is ``Invalid``: a shared link that names a region
+    must not silently show another one."""
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return UUID(raw)
+    except ValueError:
+        message = f"{name} {raw[:80]!r} is not a region id (a UUID such as {SENTINEL_REGION_ID})."
+        raise Invalid({name: message}) from None

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 
-from statestore_admin.state import permissions
+from statestore_admin.state import permissions, selectors
 from statestore_admin.state import search as searching
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.scopes import scope_of
@@ -33,6 +33,7 @@ def search(request):
     store = query_params.choice(params, "store", (permissions.TASK, permissions.ASSET), "all")
     searched = not invalid and any(
         [query.key, query.value, query.dag_id, query.run_id, query.task_id, query.status, query.asset]
+        + [query.iteration is not None]
     )
     task_page = asset_page = None
     deadline = searching.search_deadline()  # one time budget for both stores
@@ -68,6 +69,7 @@ def search(request):
             "matches": searching.MATCHES,
             "dag_matches": [("prefix", "starts with (as on the DAG list)"), ("exact", "exact")],
             "budget": searching.time_budget(),
+            "regions": selectors.regions_enabled(),  # Airflow 3.4: the loop iteration filter
             "now": now,
         },
         "search/_panel.html",

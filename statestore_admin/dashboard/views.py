@@ -6,13 +6,14 @@ Filters and cursors live in the query string, so every view of a list can be sha
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from statestore_admin.state import objects, permissions, selectors
-from statestore_admin.state.errors import NotFound
+from statestore_admin.state.errors import Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 
 from . import params
-from .pages import render_page, requires_view, requires_view_of_any
+from .pages import invalid_page, render_page, requires_view, requires_view_of_any
 
 
 def home(request):
@@ -55,8 +56,16 @@ def dag_runs(request, dag_id):
 @requires_view(permissions.TASK)
 def run_detail(request, run_pk):
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    groups, page = selectors.run_state(run, request.GET.get("cursor"))
-    context = {"run": run, "groups": groups, "page": page, "now": timezone.now(), **_refresh(run)}
+    regions = selectors.run_regions(run)  # Airflow 3.4's loops and expansions (none on 3.3)
+    groups, page = selectors.run_state(run, request.GET.get("cursor"), regions=regions)
+    context = {
+        "run": run,
+        "groups": groups,
+        "page": page,
+        "loops": regions.loops(),
+        "now": timezone.now(),
+        **_refresh(run),
+    }
     return render_page(request, "runs/detail.html", context, "runs/_panel.html")
 
 
@@ -67,9 +76,17 @@ def _refresh(run) -> dict:
 
 @requires_view(permissions.TASK)
 def task_instance(request, run_pk, task_id):
-    """One map index of a task, or (a mapped task without ``map_index``, or ``map_index=all``) every one."""
+    """One map index of a task, or (a mapped task without ``map_index``, or ``map_index=all``) every one. On
+    Airflow 3.4, ``region_id`` with ``map_index`` is one coordinate of a task in a loop or expansion; a
+    malformed ``region_id`` is a 400 page."""
+    try:
+        region_id = params.region_id(request.GET)
+    except Invalid as exc:
+        return invalid_page(request, exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    view = selectors.task_view(run, task_id, request.GET.get("map_index"), request.GET.get("cursor"))
+    view = selectors.task_view(
+        run, task_id, request.GET.get("map_index"), request.GET.get("cursor"), region_id=region_id
+    )
     context = {
         "run": run,
         "task_id": task_id,
@@ -91,8 +108,15 @@ def task_instance_lookup(request):
     task_id = request.GET.get("task_id", "")
     if not task_id or "/" in task_id:  # Airflow's task ids are never empty and never hold "/"
         raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
+    try:
+        region_id = params.region_id(request.GET)
+    except Invalid as exc:
+        return invalid_page(request, exc)
     url = reverse("task-instance", args=[run.pk, task_id])
-    return redirect(f"{url}?map_index={params.integer(request.GET, 'map_index', -1)}")
+    query = {"map_index": params.integer(request.GET, "map_index", -1)}
+    if region_id is not None:  # an Airflow 3.4 writer in a region: that coordinate, not the public map index
+        query["region_id"] = region_id
+    return redirect(f"{url}?{urlencode(query)}")
 
 
 @requires_view(permissions.ASSET)
@@ -120,7 +144,13 @@ def task_key(request, key_id):
 
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     history = key_history(selectors.task_key_history(key))
-    context = {"key": key, "history": history, "now": timezone.now(), "resolved": objects.resolve_task_row(key)}
+    context = {
+        "key": key,
+        "coordinate": selectors.key_coordinate(key),
+        "history": history,
+        "now": timezone.now(),
+        "resolved": objects.resolve_task_row(key),
+    }
     return render(request, "keys/task.html", context)
 
 

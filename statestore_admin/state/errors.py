@@ -24,3 +24,13 @@ class Invalid(ValidationError):
 
 class Forbidden(PermissionDenied):
     """The actor lacks a permission."""
+
+
+class Unaddressable(Exception):
+    """Coordinates that name no single task instance: they contradict each other, or leave a choice open
+    (a task in a loop addressed without its region and index). Airflow's API answers 400, not 422: the
+    parameters are well formed."""
+
+
+class Ambiguous(Conflict):
+    """Coordinates that match several current executions (Airflow's ``AmbiguousProducerError``)."""

@@ -3,7 +3,9 @@ Search page and the search API, and the queries.
 
 The filters: ``key`` (contains, prefix or exact), ``value`` (contains, in the value's JSON text), ``dag_id``
 (a prefix, as on the DAG list; ``dag_match=exact`` for one DAG, as the DAG list's links ask), ``run_id`` and
-``task_id`` (exact), ``status``, ``asset`` (in its name or URI).
+``task_id`` (exact), ``status``, ``asset`` (in its name or URI), and on Airflow 3.4 ``iteration`` (a loop
+iteration, from 0 as Airflow numbers them: keys in that iteration of any loop, at any depth, or of the loop
+``loop`` names; ``selectors.in_iteration_q``).
 DAG, run, task and status filters select task keys only (asset keys have none of them), and the asset filter
 asset keys only (task keys have no asset): a search with a filter of one store finds nothing in the other.
 
@@ -36,7 +38,15 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from .errors import Invalid
 from .pagination import MAX_PAGE_SIZE, Page, decode_cursor_for, encode_cursor, paginate, paginate_before
 from .scopes import Scope
-from .selectors import STATUSES, dag_prefix_q, scoped_asset_keys, scoped_dag_ids, status_filter, with_previews
+from .selectors import (
+    STATUSES,
+    dag_prefix_q,
+    in_iteration_q,
+    scoped_asset_keys,
+    scoped_dag_ids,
+    status_filter,
+    with_previews,
+)
 
 MATCHES = ("contains", "prefix", "exact")
 DAG_MATCHES = ("prefix", "exact")
@@ -62,6 +72,8 @@ class SearchQuery:
     asset: str = ""
     value: str = ""
     dag_match: str = "prefix"
+    iteration: int | None = None
+    loop: str = ""
 
     @classmethod
     def from_params(cls, params) -> SearchQuery:
@@ -81,9 +93,17 @@ class SearchQuery:
                         params={"choices": choices},
                     )
                 ]
+        iteration, raw = None, (params.get("iteration") or "").strip()
+        if raw:
+            iteration = int(raw) if raw.isdigit() and int(raw) < 2**31 else None
+            if iteration is None:
+                typed = repr(raw[:40]).replace("%", "%%")
+                errors["iteration"] = [Invalid(f"iteration {typed} is a loop iteration: a whole number from 0.")]
         if errors:
             raise Invalid(errors)
         return cls(
+            iteration=iteration,
+            loop=(params.get("loop") or "").strip() if iteration is not None else "",
             key=values["key"],
             match=values["match"] or "contains",
             dag_id=values["dag_id"].strip(),
@@ -127,7 +147,7 @@ class SearchQuery:
     @property
     def task_only(self) -> bool:
         """A filter that asset keys do not have: they are left out."""
-        return bool(self.dag_id or self.run_id or self.task_id or self.status)
+        return bool(self.dag_id or self.run_id or self.task_id or self.status or self.iteration is not None)
 
     @property
     def asset_only(self) -> bool:
@@ -311,6 +331,15 @@ def _task_rows(query: SearchQuery, now: datetime, scope: Scope) -> tuple[QuerySe
             rows = rows.filter(**{name: getattr(query, name)})
     if query.status in STATUSES:
         rows = rows.filter(status_filter(query.status, now))
+    if query.iteration is not None:  # the loops read are those of the run or DAG searched, when one is named
+        rows = rows.filter(
+            in_iteration_q(
+                query.iteration,
+                query.loop,
+                dag_ids=[query.dag_id] if query.dag_id and exact else None,
+                run_ids=[query.run_id] if query.run_id else None,
+            )
+        )
     return rows, indexed
 
 

@@ -17,6 +17,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS
 from schemathesis.core.failures import FailureGroup
 
+from statestore_admin.state import selectors
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 
@@ -44,14 +45,36 @@ EXPLAINED = (
 )
 
 
+# Airflow 3.4's rules between a task route's coordinates, which a JSON schema cannot state either: answered
+# with Airflow's 400 and its words (docs/airflow.md, "Addressing on 3.4").
+EXPLAINED_400 = (
+    '{"detail":"region_index requires region_id"}',
+    '{"detail":"map_index conflicts with region_index"}',
+)
+
+
 def explained(case, exc) -> bool:
     text = str(exc)
+    if ignored_region_parameters(case, text):
+        return True
+    if "Schema-valid request rejected" in text and "[400]" in text:
+        return any(reason in text for reason in EXPLAINED_400)
     if "Schema-valid request rejected" not in text or "[422]" not in text:
         return False
     if any(reason in text for reason in EXPLAINED):
         return True
     # An export document's entries are checked by the domain (store, ids, key, value, JSON of an upload).
     return case.path == "/api/statestore/v1/restore" and '"loc":["body"' in text
+
+
+def ignored_region_parameters(case, text: str) -> bool:
+    """One document describes both series: ``region_id`` and ``region_index`` are Airflow 3.4's, and on a 3.3
+    database they are ignored as Airflow 3.3 ignores them, so a malformed one is accepted there (and only there:
+    on a 3.4 database the same request must be refused)."""
+    if selectors.addresses_regions() or not {"region_id", "region_index"} & set(case.query or {}):
+        return False
+    failures = [line.strip() for line in text.splitlines() if line.strip().startswith("- ST")]
+    return bool(failures) and all("Schema-violating request accepted" in line for line in failures)
 
 
 # Lone surrogates (half of a UTF-16 pair: "\\ud800"): schemathesis never generates them (UTF-8 has no form for

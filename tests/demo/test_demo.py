@@ -117,3 +117,37 @@ def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch,
         assert resolved.reference.ref.endswith("/download/-1/manifest.gz")
         assert (tmp_path / "state" / "s3_ingest").is_dir()
         assert json.loads(resolved.text)[0]["path"].startswith("s3://landing/events/")
+
+
+def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork():
+    """On Airflow 3.4's schema the demo adds ``batch_refinement``, shaped as Airflow writes it; the 3.3 demo
+    has no such DAG (its schema has no regions) and stays as it was."""
+    from django.db import connections
+
+    from statestore_admin.airflow.models import DynamicRegion
+    from statestore_admin.airflow.versions import schema_of
+    from statestore_admin.demo.data import LOOP_NODE, MAPPED_TASK, REGION_DAG
+    from statestore_admin.state import selectors
+
+    load()
+    if not schema_of(connections["airflow"]).regions:
+        assert not DagRun.objects.filter(dag_id=REGION_DAG).exists()
+        return
+    load()  # idempotent
+    run = DagRun.objects.get(dag_id=REGION_DAG)
+    regions = selectors.run_regions(run)
+    (loop,) = regions.loops()
+    assert (loop.node_id, [it.index for it in loop.iterations]) == (LOOP_NODE, [0, 1, 2])
+    assert loop.iterations[-1].decision.endswith("stop")
+    groups, _ = selectors.run_state(run, regions=regions)
+    mapped = next(g for g in groups if g.task_id == MAPPED_TASK)
+    labels = [(b.coordinate.label, b.replaced) for b in mapped.instances]
+    assert labels[:3] == [
+        ("loop process_batch · iteration 0 › map 0", False),
+        ("loop process_batch · iteration 0 › map 1", False),
+        ("loop process_batch · iteration 1 › map 0", True),  # the expansion a clear replaced, then its fork
+    ]
+    assert sum(replaced for _, replaced in labels) == 2 and len(labels) == 8
+    assert DynamicRegion.objects.filter(dag_id=REGION_DAG, forked_from_region_id__isnull=False).count() == 1
+    group = next(g for g in groups if g.task_id == "score.fit")
+    assert [b.coordinate.label for b in group.instances] == ["group score · expansion 0", "group score · expansion 1"]

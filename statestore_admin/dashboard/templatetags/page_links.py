@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from statestore_admin.airflow import ui_links
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.state import exports
 
 register = template.Library()
@@ -28,12 +29,28 @@ def export_links(context, url_name, *args, **params):
     }
 
 
+@register.simple_tag
+def coordinate_query(map_index, region_id=None) -> str:
+    """A task page's query for one coordinate: ``map_index=N``, and Airflow 3.4's ``region_id`` when it sits
+    in a region (the sentinel is left out, so 3.3's links stay as they were)."""
+    query = [("map_index", "all" if map_index is None else map_index)]
+    if region_id is not None and str(region_id) != str(SENTINEL_REGION_ID):
+        query.append(("region_id", str(region_id)))
+    return urlencode(query)
+
+
 @register.inclusion_tag("includes/_airflow_link.html")
-def airflow_link(dag_id=None, run_id=None, task_id=None, map_index=-1, asset_id=None):
-    """The same object in Airflow's UI: an asset, a task instance (``map_index`` None: every map index), a run
-    or a DAG, by the arguments given; nothing when Airflow's UI address is not known."""
+def airflow_link(dag_id=None, run_id=None, task_id=None, map_index=-1, asset_id=None, coordinate=None):
+    """The same object in Airflow's UI: an asset, a task instance (``map_index`` None: every map index; with
+    an Airflow 3.4 ``coordinate`` in a region, that iteration or map position), a run or a DAG, by the
+    arguments given; nothing when Airflow's UI address is not known."""
     if asset_id is not None:
         url, what = ui_links.asset_url(asset_id), "this asset's state"
+    elif task_id is not None and coordinate is not None and coordinate.in_region:
+        url = ui_links.task_instance_url(
+            dag_id, run_id, task_id, coordinate.public_map_index, coordinate.region_id, coordinate.index
+        )
+        what = f"this task instance's state ({coordinate.label})"
     elif task_id is not None:
         url, what = ui_links.task_instance_url(dag_id, run_id, task_id, map_index), "this task instance's state"
         if map_index is None:

@@ -47,6 +47,7 @@ from .backends import (
     backend_modes,
     inspect_backend_class,
 )
+from .coordinates import addresses_regions, clears_expansion, resolve_address
 from .dags import DagList, DagSummary, dag_prefix_q, dags_with_state, find_run, get_run, runs_with_state
 from .figures import (
     HIDDEN,
@@ -62,6 +63,15 @@ from .figures import (
     store_totals,
 )
 from .index_scan import DISTINCT_DAGS, codepoint_order, distinct_dags
+from .regions import (
+    Coordinate,
+    LoopRun,
+    RunRegions,
+    in_iteration_q,
+    key_coordinate,
+    regions_enabled,
+    run_regions,
+)
 from .scoped import (
     DAG_IDS_CACHE_SECONDS,
     all_dag_ids_with_state,
@@ -80,6 +90,7 @@ from .tasks import (
     TaskView,
     address_keys,
     auto_refreshes,
+    coordinate_keys,
     get_task_key,
     instance_keys,
     instance_state,
@@ -143,6 +154,7 @@ __all__ = [
     "backend_modes",
     "codepoint_order",
     "confirmed_keys",
+    "coordinate_keys",
     "dag_prefix_q",
     "dags_with_state",
     "distinct_dags",
@@ -164,6 +176,9 @@ __all__ = [
     "run_state",
     "runs_with_state",
     "address_keys",
+    "addresses_regions",
+    "clears_expansion",
+    "resolve_address",
     "scoped_asset_keys",
     "scoped_assets",
     "scoped_dag_ids",
@@ -180,4 +195,12 @@ __all__ = [
     "task_view",
     "with_previews",
     "writer_run",
+    # Airflow 3.4's regions
+    "Coordinate",
+    "LoopRun",
+    "RunRegions",
+    "in_iteration_q",
+    "key_coordinate",
+    "regions_enabled",
+    "run_regions",
 ]

@@ -8,20 +8,20 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from ..errors import NotFound
 from ..scopes import Scope
 from .scoped import scoped_assets
+from .tasks import TaskAddress, address_keys
 
 
-def task_keys_page(dag_id: str, run_id: str, task_id: str, map_index: int, offset: int, limit: int, *, scope: Scope):
-    """One page of a task instance's keys by key, and their number (an unknown task instance has none)."""
-    scope.require_dag(dag_id)
-    rows = TaskStateStore.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+def task_keys_page(address: TaskAddress, offset: int, limit: int, *, scope: Scope):
+    """One page of a task instance's keys by key, and their number (an unknown task instance has none). On
+    Airflow 3.4 the address's region is part of it: another iteration's keys are not these."""
+    scope.require_dag(address.dag_id)
+    rows = address_keys(address)
     return list(rows.order_by("key")[offset : offset + limit]), rows.count()
 
 
-def task_key_in(dag_id: str, run_id: str, task_id: str, map_index: int, key: str, *, scope: Scope) -> TaskStateStore:
-    scope.require_dag(dag_id)
-    row = TaskStateStore.objects.filter(
-        dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, key=key
-    ).first()
+def task_key_in(address: TaskAddress, key: str, *, scope: Scope) -> TaskStateStore:
+    scope.require_dag(address.dag_id)
+    row = address_keys(address).filter(key=key).first()
     if row is None:
         raise NotFound(f"Task state store key {key!r} not found")
     return row

@@ -1,32 +1,49 @@
 """A run's and a task instance's keys: the task address (``TaskAddress``), the run page's blocks, the task
-page, live refresh and one key."""
+page, live refresh and one key. On Airflow 3.4 a block is one coordinate (task, region, index) with its path
+from ``regions.run_regions``, so the keys of one iteration or map position never appear under another."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.db import connections
-from django.db.models import (
-    QuerySet,
-)
+from django.db.models import Q, QuerySet
 
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 
 from ..errors import NotFound
-from ..pagination import Page, paginate
+from ..pagination import Page, decode_cursor_for, paginate
 from ..scopes import Scope
 from .asset_keys import with_previews
+from .regions import Coordinate, RunRegions, regions_enabled, run_regions
 
 
 @dataclass
 class InstanceBlock:
+    """One coordinate's keys with its task instance: ``map_index`` (the index in its region) and, on Airflow
+    3.4, ``region_id`` with ``coordinate`` (its path: "iteration 2 › map 1", and whether a clear replaced it)."""
+
     map_index: int
     task_instance: TaskInstance | None
     keys: list[TaskStateStore]
+    region_id: UUID = SENTINEL_REGION_ID
+    coordinate: Coordinate | None = None
+
+    @property
+    def in_region(self) -> bool:
+        return self.region_id != SENTINEL_REGION_ID
+
+    @property
+    def replaced(self) -> bool:
+        """A clear re-created this execution: its keys are those of the replaced one (a fork covers its
+        coordinate, or its task instance left the working set)."""
+        if self.coordinate is not None and self.coordinate.replaced:
+            return True
+        return self.task_instance is not None and self.task_instance.working_set is not True
 
 
 @dataclass
@@ -34,35 +51,89 @@ class TaskGroup:
     task_id: str
     instances: list[InstanceBlock]
 
+    @property
+    def regional(self) -> bool:
+        return any(block.in_region for block in self.instances)
 
-def _blocks(run: DagRun, items: list[TaskStateStore]) -> list[TaskGroup]:
-    """``items`` (ordered by task and map index) grouped by task and map index, with their task instances:
-    one query, of the task instances of the page's tasks and map indexes only (a mapped task may have thousands)."""
+
+def _current_first(instances) -> dict:
+    """Task instances by (task, region, index): the current execution where a replaced one shares them."""
+    found: dict = {}
+    for ti in instances:
+        coordinate = (ti.task_id, ti.region_id, ti.map_index)
+        if coordinate not in found or ti.working_set is True:
+            found[coordinate] = ti
+    return found
+
+
+def _blocks(run: DagRun, items: list[TaskStateStore], regions: RunRegions | None = None) -> list[TaskGroup]:
+    """``items`` (ordered by task and coordinate) grouped by task and coordinate, with their task instances:
+    one query, of the task instances of the page's tasks and map indexes only (a mapped task may have
+    thousands). ``regions`` (Airflow 3.4): the run's regions; a block is then one (region, index), its blocks
+    ordered newest last, and the keys of one coordinate never appear under another."""
     tasks, map_indexes = {item.task_id for item in items}, {item.map_index for item in items}
-    instances = {
-        (ti.task_id, ti.map_index): ti
-        for ti in TaskInstance.objects.filter(
-            dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks, map_index__in=map_indexes
-        )
-    }
-    groups: OrderedDict[str, OrderedDict[int, InstanceBlock]] = OrderedDict()
+    instances = TaskInstance.objects.filter(
+        dag_id=run.dag_id, run_id=run.run_id, task_id__in=tasks, map_index__in=map_indexes
+    )
+    if regions is not None:
+        instances = instances.filter(region_id__in={item.region_id for item in items})
+    by_coordinate = _current_first(instances)
+    groups: OrderedDict[str, OrderedDict[tuple, InstanceBlock]] = OrderedDict()
     for item in items:
         blocks = groups.setdefault(item.task_id, OrderedDict())
-        block = blocks.get(item.map_index)
+        where = (item.region_id, item.map_index)
+        block = blocks.get(where)
         if block is None:
-            block = blocks[item.map_index] = InstanceBlock(
-                item.map_index, instances.get((item.task_id, item.map_index)), []
+            coordinate = regions.coordinate(*where) if regions is not None else None
+            block = blocks[where] = InstanceBlock(
+                item.map_index, by_coordinate.get((item.task_id, *where)), [], item.region_id, coordinate
             )
         block.keys.append(item)
-    return [TaskGroup(task_id, list(blocks.values())) for task_id, blocks in groups.items()]
+    result = []
+    for task_id, blocks in groups.items():
+        listed = list(blocks.values())
+        if regions is not None:
+            listed.sort(key=lambda block: block.coordinate.order)
+        result.append(TaskGroup(task_id, listed))
+    return result
 
 
-def run_state(run: DagRun, cursor: str | None = None, size: int = 200) -> tuple[list[TaskGroup], Page]:
-    """The run's keys grouped by task and map index, with their task instances: two queries a page."""
-    page = paginate(
-        with_previews(TaskStateStore.objects.filter(dag_run=run)), ["task_id", "map_index", "key", "id"], cursor, size
-    )
-    return _blocks(run, page.items), page
+_REGION_ORDERING = ["region_id", "map_index", "key", "id"]
+
+
+def _cursor_value(row, name: str):
+    value = getattr(row, name)
+    return str(value) if isinstance(value, UUID) else value
+
+
+def _region_cursor(cursor: str | None, ordering: list[str]) -> str | None:
+    """``cursor`` when its region id is one (a cursor is user input): else None, the first page."""
+    values = decode_cursor_for(cursor, TaskStateStore, ordering)
+    if values is None:
+        return None
+    try:
+        UUID(str(values[ordering.index("region_id")]))
+    except ValueError:
+        return None
+    return cursor
+
+
+def _regional_page(rows: QuerySet, ordering: list[str], cursor: str | None, size: int) -> Page:
+    return paginate(rows, ordering, _region_cursor(cursor, ordering), size, value_of=_cursor_value)
+
+
+def run_state(
+    run: DagRun, cursor: str | None = None, size: int = 200, regions: RunRegions | None = None
+) -> tuple[list[TaskGroup], Page]:
+    """The run's keys grouped by task and coordinate, with their task instances: two queries a page (and the
+    run's regions on Airflow 3.4, unless given: ``run_regions``)."""
+    rows = with_previews(TaskStateStore.objects.filter(dag_run=run))
+    if not regions_enabled():
+        page = paginate(rows, ["task_id", "map_index", "key", "id"], cursor, size)
+        return _blocks(run, page.items), page
+    regions = run_regions(run) if regions is None else regions
+    page = _regional_page(rows, ["task_id", *_REGION_ORDERING], cursor, size)
+    return _blocks(run, page.items, regions), page
 
 
 # Airflow's DAG run states in which tasks may still write state: their pages refresh themselves.
@@ -172,6 +243,11 @@ def instance_keys(run: DagRun, task_id: str, map_index: int | None) -> QuerySet:
     return keys if map_index is None else keys.filter(map_index=map_index)
 
 
+def coordinate_keys(run: DagRun, task_id: str, map_index: int | None, region_id: UUID) -> QuerySet:
+    """A task's keys in one Airflow 3.4 region: at ``map_index``, or at every index (None)."""
+    return instance_keys(run, task_id, map_index).filter(region_id=region_id)
+
+
 def instance_state(run: DagRun, task_id: str, map_index: int, cursor: str | None = None, size: int = 100) -> Page:
     return paginate(with_previews(instance_keys(run, task_id, map_index)), ["key", "id"], cursor, size)
 
@@ -189,7 +265,12 @@ class TaskView:
     (``map_index`` None, ``blocks`` by map index). ``task_instance``: the one shown (None for all, or if it
     does not exist); ``map_indexes``: those with state; ``mapped``: the task has map indexes (task instances
     or keys with ``map_index >= 0``); ``has_keys``: what is shown has keys (the actions need some);
-    ``first_instance``: the lowest map index with a task instance (where a key can be added)."""
+    ``first_instance``: the lowest map index with a task instance (where a key can be added).
+
+    On Airflow 3.4 a task in a region (a loop, a mapped task or group) is ``regional``: one coordinate is
+    ``region_id`` and ``map_index`` (its path: ``coordinate``), every one is ``map_index`` None with
+    ``blocks`` by coordinate; ``coordinates``: those with state, newest last. ``region_id`` is None when the
+    page shows coordinates of several regions (no action then covers them all)."""
 
     map_index: int | None
     task_instance: TaskInstance | None
@@ -199,16 +280,42 @@ class TaskView:
     blocks: list[InstanceBlock]
     has_keys: bool
     first_instance: int | None
+    regional: bool = False
+    region_id: UUID | None = SENTINEL_REGION_ID
+    coordinate: Coordinate | None = None
+    coordinates: list[Coordinate] = field(default_factory=list)
 
     @property
     def every_map_index(self) -> bool:
         return self.map_index is None
 
+    @property
+    def replaced(self) -> bool:
+        if self.coordinate is not None and self.coordinate.replaced:
+            return True
+        return self.task_instance is not None and self.task_instance.working_set is not True
 
-def task_view(run: DagRun, task_id: str, map_index: str | None, cursor: str | None = None, size: int = 100) -> TaskView:
+
+def task_view(
+    run: DagRun,
+    task_id: str,
+    map_index: str | None,
+    cursor: str | None = None,
+    size: int = 100,
+    region_id: UUID | None = None,
+    regions: RunRegions | None = None,
+) -> TaskView:
     """The task's page for the ``map_index`` parameter: a number, ``all`` (every map index), or absent or not a
     number: the unmapped task instance (-1) if it exists or the task is not mapped, else every map index (a
-    mapped task has no map index -1)."""
+    mapped task has no map index -1). On Airflow 3.4, for a task in a region: ``region_id`` with a number is
+    that coordinate; a number alone is the public map index (outside any region, or in the task's own
+    top-level expansion, as Airflow's ``map_index`` means); else every coordinate."""
+    if not regions_enabled() and region_id not in (None, SENTINEL_REGION_ID):
+        raise NotFound(f"No region {region_id} in DAG run {run.run_id!r}: this Airflow has no regions.")
+    if regions_enabled():
+        regional = _regional_task_view(run, task_id, map_index, cursor, size, region_id, regions)
+        if regional is not None:
+            return regional
     instances = TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id)
     map_indexes = map_indexes_with_state(run, task_id)
     first_instance = instances.order_by("map_index").values_list("map_index", flat=True).first()
@@ -226,6 +333,63 @@ def task_view(run: DagRun, task_id: str, map_index: str | None, cursor: str | No
         blocks, instance = [], instances.filter(map_index=chosen).first()
     has_keys = bool(page.items) or instance_keys(run, task_id, chosen).exists()
     return TaskView(chosen, instance, map_indexes, mapped, page, blocks, has_keys, first_instance)
+
+
+def _regional_task_view(run, task_id, map_index, cursor, size, region_id, regions) -> TaskView | None:
+    """``task_view`` for a task with task instances or keys in a region (3.4); None for any other task, whose
+    page stays as on 3.3."""
+    keys = instance_keys(run, task_id, None)
+    instances = TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id)
+    in_region = ~Q(region_id=SENTINEL_REGION_ID)
+    if region_id in (None, SENTINEL_REGION_ID) and not (
+        keys.filter(in_region).exists() or instances.filter(in_region).exists()
+    ):
+        return None
+    regions = run_regions(run) if regions is None else regions
+    with_state = sorted(
+        (regions.coordinate(r, i) for r, i in keys.values_list("region_id", "map_index").distinct()),
+        key=lambda c: c.order,
+    )
+    map_indexes = sorted({c.index for c in with_state})
+    try:
+        chosen: int | None = int(map_index)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        chosen = None
+    if chosen is not None and region_id is None:
+        region_id = _public_region(instances, keys, task_id, chosen, regions)
+    first = instances.filter(working_set=True).order_by("region_id", "map_index").first()
+    first_instance = None if first is None else first.map_index
+    if chosen is None:
+        shown = keys.filter(region_id=region_id) if region_id is not None else keys
+        page = _regional_page(with_previews(shown), _REGION_ORDERING, cursor, size)
+        groups = _blocks(run, page.items, regions)
+        blocks = groups[0].instances if groups else []
+        regions_shown = {c.region_id for c in with_state} if region_id is None else {region_id}
+        only = next(iter(regions_shown)) if len(regions_shown) == 1 else None
+        has_keys = bool(page.items) or shown.exists()
+        view = TaskView(None, None, map_indexes, True, page, blocks, has_keys, first_instance, True, only)
+        view.coordinates = with_state
+        return view
+    region = SENTINEL_REGION_ID if region_id is None else region_id
+    shown = keys.filter(region_id=region, map_index=chosen)
+    page = paginate(with_previews(shown), ["key", "id"], cursor, size)
+    instance = _current_first(instances.filter(region_id=region, map_index=chosen)).get((task_id, region, chosen))
+    has_keys = bool(page.items) or shown.exists()
+    view = TaskView(chosen, instance, map_indexes, True, page, [], has_keys, first_instance, True, region)
+    view.coordinate, view.coordinates = regions.coordinate(region, chosen), with_state
+    return view
+
+
+def _public_region(instances, keys, task_id: str, index: int, regions: RunRegions) -> UUID:
+    """The region Airflow's public ``map_index`` names: outside any region, or the task's own top-level
+    expansion (its current execution first)."""
+    top = [r.id for r in regions.regions.values() if r.node_id == task_id and r.parent_id is None]
+    candidates = [SENTINEL_REGION_ID, *top]
+    current = instances.filter(region_id__in=candidates, map_index=index, working_set=True).first()
+    if current is not None:
+        return current.region_id
+    kept = keys.filter(region_id__in=candidates, map_index=index).order_by("-region_id").first()
+    return kept.region_id if kept is not None else SENTINEL_REGION_ID
 
 
 def get_task_key(key_id: int, *, scope: Scope) -> TaskStateStore:

@@ -7,10 +7,12 @@ makes one call and renders the answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.core.exceptions import NON_FIELD_ERRORS
 
 from statestore_admin.airflow.models import Asset, DagRun
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 
 from .. import permissions, selectors
 from ..actors import Actor
@@ -37,7 +39,13 @@ class Preview:
 
 
 def _task_selection(
-    actor: Actor, action: str, run_pk: int | None, task_id: str, map_index: int | None, ids: tuple[int, ...]
+    actor: Actor,
+    action: str,
+    run_pk: int | None,
+    task_id: str,
+    map_index: int | None,
+    ids: tuple[int, ...],
+    region_id: UUID = SENTINEL_REGION_ID,
 ) -> tuple[TaskSelection, DagRun | None]:
     """A task instance's keys (``run_pk``, ``task_id``; ``map_index`` None: every map index) or key ids.
     An unknown DAG run, or one out of the actor's scope, is NotFound."""
@@ -48,7 +56,7 @@ def _task_selection(
         return TaskSelection(ids=ids), None
     run = selectors.get_run(run_pk, scope=scope_of(actor))
     every = map_index is None
-    scope = TaskAddress(run.dag_id, run.run_id, task_id, -1 if every else map_index)
+    scope = TaskAddress(run.dag_id, run.run_id, task_id, -1 if every else map_index, region_id)
     return TaskSelection.of_instance(scope, all_map_indices=every), run
 
 
@@ -66,11 +74,12 @@ def preview_task_keys(
     map_index: int | None = -1,
     ids: tuple[int, ...] = (),
     sample: int = 0,
+    region_id: UUID = SENTINEL_REGION_ID,
 ) -> Preview:
     """List the task keys ``action`` ("expire" or "delete") would take, by task, map index and key, the
     first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
     found, or no key ids, is Invalid."""
-    selection, run = _task_selection(actor, action, run_pk, task_id, map_index, ids)
+    selection, run = _task_selection(actor, action, run_pk, task_id, map_index, ids, region_id)
     try:
         rows = selection.queryset(scope_of(actor))
     except NotFound as exc:
@@ -87,11 +96,12 @@ def apply_task_keys(
     task_id: str = "",
     map_index: int | None = -1,
     ids: tuple[int, ...] = (),
+    region_id: UUID = SENTINEL_REGION_ID,
 ) -> Outcome:
     """Expire or delete exactly the keys the confirmation listed (``preview_task_keys``; ``token``: its
     ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear. Errors as
     ``preview_task_keys``; a damaged token is Invalid."""
-    selection, _ = _task_selection(actor, action, run_pk, task_id, map_index, ids)
+    selection, _ = _task_selection(actor, action, run_pk, task_id, map_index, ids, region_id)
     try:
         listed = Listing.from_token(token)
     except Invalid as exc:

@@ -156,6 +156,7 @@ def set_task_key(
         run_id=scope.run_id,
         task_id=scope.task_id,
         map_index=scope.map_index,
+        region_id=scope.region_id,
         key=key,
         value=text,
         updated_at=now,

@@ -1,0 +1,345 @@
+"""Airflow 3.4's dynamic regions of a DAG run as operators think of them: ``run_regions(run)`` reads the run's
+``dynamic_region`` rows (3.4 only; on 3.3 it reads nothing and every coordinate is plain) and tells, for each
+coordinate ``(region_id, index)`` a key or task instance sits at, its path from the outermost region in
+(``Coordinate``: "loop refine · iteration 2 › map 1", or "iteration 2 › map 1" beside the task's name), whether
+that execution is current or was replaced by a clear (a fork whose ``resumes_from_index`` covers it, at any
+level), and a loop iteration's decision reason (the ``_airflow_loop_decision_reason`` XCom the loop's gate
+task writes). A region is a loop when a gate task (``LoopGateOperator``) runs in it, a mapped task's expansion
+when its node is the task itself, and a mapped task group's expansion otherwise. Iterations and map positions
+are numbered from 0, as Airflow stores them and as Airflow's own UI shows them ("Iteration 0"), so a number
+here is the one typed into Airflow's ``?iteration=`` filter and API; an execution's iterations are listed
+oldest first, newest last, and a replaced execution before the one that replaced it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from uuid import UUID
+
+from django.db import connections
+from django.db.models import Exists, OuterRef, Q
+
+from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
+
+# Airflow 3.4's names (airflow.models.task_coordinates.LOOP_GATE_OPERATOR, dynamic_region.LOOP_DECISION_REASON_KEY)
+LOOP_GATE_OPERATOR = "LoopGateOperator"
+LOOP_DECISION_REASON_KEY = "_airflow_loop_decision_reason"
+LOOP, MAP, GROUP = "loop", "map", "group"
+_MAX_REGION_INDEX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Region:
+    """One ``dynamic_region`` row: one execution of a loop (``kind`` LOOP), of a mapped task (MAP) or of a
+    mapped task group (GROUP)."""
+
+    id: UUID
+    node_id: str
+    kind: str
+    parent_id: UUID | None
+    parent_index: int | None
+    forked_from: UUID | None
+    family_root: UUID
+    path: bytes
+    resumes_from: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Step:
+    """One level of a coordinate's path: the ``index`` inside region ``region_id`` (a loop's iteration, a
+    mapped task's map position, a mapped group's expansion); ``decision``: the reason the loop's gate recorded
+    at that iteration, if any."""
+
+    kind: str
+    node_id: str
+    index: int
+    region_id: UUID
+    decision: str | None = None
+
+    @property
+    def short(self) -> str:
+        return {LOOP: "iteration", MAP: "map", GROUP: "expansion"}.get(self.kind, "index") + f" {self.index}"
+
+    @property
+    def label(self) -> str:
+        if self.kind == LOOP:
+            return f"loop {self.node_id} · {self.short}"
+        if self.kind == GROUP:
+            return f"group {self.node_id} · {self.short}"
+        if self.kind == MAP:
+            return self.short
+        return f"region {self.node_id} · {self.short}"
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """Where a key or task instance sits: ``region_id`` (the sentinel outside any region) and ``index`` in it.
+    ``steps``: its path, outermost first (empty outside any region); ``replaced``: a clear re-created that
+    execution (its keys are the replaced execution's); ``order`` sorts coordinates newest last."""
+
+    region_id: UUID
+    index: int
+    steps: tuple[Step, ...] = ()
+    replaced: bool = False
+    order: tuple = ()
+
+    @property
+    def in_region(self) -> bool:
+        return self.region_id != SENTINEL_REGION_ID
+
+    @property
+    def label(self) -> str:
+        """The whole path: "loop refine · iteration 2 › map 1"."""
+        return " › ".join(step.label for step in self.steps)
+
+    @property
+    def short_label(self) -> str:
+        """The path without the regions' names: "iteration 2 › map 1"."""
+        return " › ".join(step.short for step in self.steps)
+
+    @property
+    def decision(self) -> str | None:
+        """The loop's decision reason at this iteration, for a coordinate directly in a loop (a region nested in
+        the iteration does not repeat it: the run page's Loops list shows it once)."""
+        return self.steps[-1].decision if self.steps and self.steps[-1].kind == LOOP else None
+
+    @property
+    def public_map_index(self) -> int:
+        """The map index Airflow shows for it: the index in a mapped task's or group's expansion, -1 directly
+        in a loop (``TaskCoordinateResolver.public_map_index``)."""
+        if not self.steps:
+            return self.index
+        return self.index if self.steps[-1].kind in (MAP, GROUP) else -1
+
+    @property
+    def iteration(self) -> int | None:
+        """The innermost loop iteration this coordinate sits in (None: in no loop)."""
+        return next((s.index for s in reversed(self.steps) if s.kind == LOOP), None)
+
+
+@dataclass(frozen=True)
+class Iteration:
+    index: int
+    region_id: UUID
+    replaced: bool
+    decision: str | None
+
+
+@dataclass(frozen=True)
+class LoopRun:
+    """One loop's executions in a run, at one place (its ``parent`` coordinate's label; '' at the top):
+    its iterations oldest first, newest last, replaced ones before those that replaced them."""
+
+    node_id: str
+    parent: str
+    iterations: list[Iteration]
+
+
+@dataclass
+class RunRegions:
+    """A DAG run's regions (empty on 3.3 and for a run without any), read once a page."""
+
+    regions: dict[UUID, Region] = field(default_factory=dict)
+    decisions: dict[tuple[UUID, int], str] = field(default_factory=dict)
+    iterations_seen: dict[UUID, set[int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.regions)
+
+    @cached_property
+    def _successors(self) -> dict[UUID, Region]:
+        return {r.forked_from: r for r in self.regions.values() if r.forked_from is not None}
+
+    def forks_after(self, region_id: UUID):
+        """The successive forks of a region, oldest first (``forked_from_region_id`` is unique: a chain)."""
+        seen = set()
+        while region_id in self._successors and region_id not in seen:
+            seen.add(region_id)
+            region_id = self._successors[region_id].id
+            yield self.regions[region_id]
+
+    def superseded(self, region_id: UUID, index: int) -> bool:
+        """Airflow's ``DynamicRegion.is_coordinate_superseded``: a fork of the region (or of one it sits in)
+        resumes at or before the index."""
+        seen = set()
+        while region_id in self.regions and region_id not in seen:
+            seen.add(region_id)
+            if any(fork.resumes_from <= index for fork in self.forks_after(region_id)):
+                return True
+            region = self.regions[region_id]
+            if region.parent_id is None or region.parent_index is None:
+                break
+            region_id, index = region.parent_id, region.parent_index
+        return False
+
+    def coordinate(self, region_id: UUID, index: int) -> Coordinate:
+        if region_id == SENTINEL_REGION_ID:
+            return Coordinate(region_id, index, order=((0, "", index),))
+        steps: list[Step] = []
+        order: list[tuple] = []
+        current, at, seen = region_id, index, set()
+        while current is not None and current not in seen:
+            seen.add(current)
+            region = self.regions.get(current)
+            if region is None:  # a key whose region row is gone: still its own coordinate
+                steps.append(Step("", str(current)[:8], at, current))
+                order.append((1, str(current), at, ""))
+                break
+            steps.append(Step(region.kind, region.node_id, at, current, self.decisions.get((current, at))))
+            root = self.regions.get(region.family_root, region)
+            order.append((1, root.created_at.isoformat(), at, region.created_at.isoformat()))
+            current, at = region.parent_id, region.parent_index
+        steps.reverse()
+        order.reverse()
+        return Coordinate(region_id, index, tuple(steps), self.superseded(region_id, index), tuple(order))
+
+    def loops(self) -> list[LoopRun]:
+        """Each loop execution of the run (a family: the original and the forks a clear made of it) with the
+        iterations that have task instances, ordered as the run page lists them."""
+        families: dict[UUID, list[Region]] = {}
+        for region in sorted(self.regions.values(), key=lambda r: r.created_at):
+            if region.kind == LOOP:
+                families.setdefault(region.family_root, []).append(region)
+        found = []
+        for members in families.values():
+            first, created = members[0], {m.id: n for n, m in enumerate(members)}
+            parent = None if first.parent_id is None else self.coordinate(first.parent_id, first.parent_index)
+            iterations = [
+                Iteration(index, m.id, self.superseded(m.id, index), self.decisions.get((m.id, index)))
+                for m in members
+                for index in self.iterations_seen.get(m.id, ())
+            ]
+            iterations.sort(key=lambda it: (it.index, created[it.region_id]))
+            place = (parent.order if parent else (), first.created_at.isoformat())
+            found.append((place, LoopRun(first.node_id, parent.label if parent else "", iterations)))
+        return [loop for _, loop in sorted(found, key=lambda pair: pair[0])]
+
+
+def regions_enabled() -> bool:
+    return schema_of(connections[airflow_alias()]).regions
+
+
+def _decoded(value) -> str:
+    """The reason as the gate wrote it: a JSON string (``serialize=False`` stores the text as JSON)."""
+    if isinstance(value, (bytes, memoryview)):
+        value = bytes(value).decode(errors="replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _decisions(gates: list[tuple]) -> dict[tuple[UUID, int], str]:
+    """The decision reasons the gates recorded, by the gate's coordinate (the loop region and iteration)."""
+    if not gates:
+        return {}
+    connection = connections[airflow_alias()]
+    prep = TaskInstance._meta.get_field("id").get_db_prep_value
+    by_id = {UUID(str(ti_id)): (region_id, index) for ti_id, region_id, index in gates}
+    marks = ", ".join(["%s"] * len(by_id))
+    sql = (
+        f"SELECT task_instance_id, value FROM xcom_v2 WHERE {connection.ops.quote_name('key')} = %s "
+        f"AND task_instance_id IN ({marks})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [LOOP_DECISION_REASON_KEY, *(prep(i, connection) for i in by_id)])
+        rows = cursor.fetchall()
+    found = {}
+    for ti_id, value in rows:
+        coordinate = by_id.get(ti_id if isinstance(ti_id, UUID) else UUID(str(ti_id)))
+        if coordinate is not None and value is not None:
+            found[coordinate] = _decoded(value)
+    return found
+
+
+def run_regions(run: DagRun) -> RunRegions:
+    """The regions of ``run``: three or four short queries on 3.4 (none on 3.3, or none beyond the first for a
+    run without regions)."""
+    if not regions_enabled():
+        return RunRegions()
+    rows = list(DynamicRegion.objects.filter(dag_id=run.dag_id, run_id=run.run_id))
+    if not rows:
+        return RunRegions()
+    gates = list(
+        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, operator=LOOP_GATE_OPERATOR).values_list(
+            "id", "region_id", "map_index"
+        )
+    )
+    loop_regions = {region_id for _, region_id, _ in gates}
+    loop_nodes = {r.node_id for r in rows if r.id in loop_regions}
+    node_ids = {r.node_id for r in rows}
+    mapped_tasks = set(
+        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=node_ids)
+        .values_list("task_id", flat=True)
+        .distinct()
+    )
+    regions = {}
+    for r in rows:
+        kind = LOOP if r.node_id in loop_nodes else MAP if r.node_id in mapped_tasks else GROUP
+        regions[r.id] = Region(
+            r.id,
+            r.node_id,
+            kind,
+            r.parent_region_id,
+            r.parent_region_index,
+            r.forked_from_region_id,
+            r.family_root_id,
+            bytes(r.path),
+            r.resumes_from_index,
+            r.created_at,
+        )
+    seen: dict[UUID, set[int]] = {}
+    for _, region_id, index in gates:
+        seen.setdefault(region_id, set()).add(index)
+    for region in regions.values():  # an iteration holds a nested region, or the loop's own task instances
+        if region.parent_id in regions and regions[region.parent_id].kind == LOOP:
+            seen.setdefault(region.parent_id, set()).add(region.parent_index)
+    return RunRegions(regions, _decisions(gates), seen)
+
+
+def _pack(index: int) -> bytes:
+    return struct.pack(">I", index)
+
+
+def in_iteration_q(iteration: int, loop: str = "", dag_ids=None, run_ids=None) -> Q:
+    """Task state rows in loop iteration ``iteration`` (of any loop, or of the loop named ``loop``), at any depth:
+    directly in a loop's region at that index, or in a region nested under that iteration (Airflow's ``path``
+    encoding: the loop family's root id and the iteration follow the loop's own path). ``dag_ids``/``run_ids``
+    narrow the loops read. Nothing on 3.3."""
+    if not regions_enabled() or not 0 <= iteration <= _MAX_REGION_INDEX:
+        return Q(pk__in=[])
+    gate = TaskInstance.objects.filter(
+        dag_id=OuterRef("dag_id"), run_id=OuterRef("run_id"), region_id=OuterRef("id"), operator=LOOP_GATE_OPERATOR
+    )
+    loops = DynamicRegion.objects.filter(Exists(gate))
+    if loop:
+        loops = loops.filter(node_id=loop)
+    if dag_ids is not None:
+        loops = loops.filter(dag_id__in=dag_ids)
+    if run_ids is not None:
+        loops = loops.filter(run_id__in=run_ids)
+    condition = Q(region_id__in=loops.values("id"), map_index=iteration)
+    families = {(r.family_root_id, bytes(r.path)) for r in loops.only("family_root_id", "path")}
+    nested = Q()
+    for root, path in families:
+        prefix = path + root.bytes
+        nested |= Q(path__gte=prefix + _pack(iteration), path__lt=prefix + _pack(iteration + 1))
+    if families:
+        condition |= Q(region_id__in=DynamicRegion.objects.filter(nested).values("id"))
+    return condition
+
+
+def key_coordinate(key: TaskStateStore) -> Coordinate | None:
+    """A task key's coordinate with its path (None on 3.3, and outside any region)."""
+    if key.region_id == SENTINEL_REGION_ID or not regions_enabled():
+        return None
+    return run_regions(key.dag_run).coordinate(key.region_id, key.map_index)
