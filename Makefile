@@ -51,8 +51,10 @@ lint: install-dev
 	$(VENV)/bin/ruff format --check statestore_admin tests bench scripts manage.py
 	$(VENV)/bin/lint-imports --no-logo
 
-# Real Airflow 3.3.2 (in its own virtualenv) beside the dashboard, on PostgreSQL: see docs/compat.md.
+# Real Airflow beside the dashboard, on PostgreSQL, for each version pinned in scripts/airflow_versions (3.3.2
+# and 3.4.0b2), each in its own virtualenv (built once, cached in ~/.cache/statestore-admin): docs/compat.md.
 test-compat: install-dev
+	while read -r version; do bash scripts/airflow_venv.sh "$$version" >/dev/null; done <scripts/airflow_versions
 	$(PY) -m pytest -m compat tests/compat
 
 # Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real

@@ -66,7 +66,7 @@ def main() -> None:
     pg += clean_pg_dump(args.postgres_dump.read_text()) + "\n" + revision_row(revision)
     (args.out / "postgresql.sql").write_text(pg)
     lite = HEADER.format(version=args.version, dialect="SQLite") + "\n" + sqlite_ddl(args.sqlite_db)
-    lite += revision_row(revision)
+    lite += "\n" + revision_row(revision)  # the committed fixtures have two blank lines before it
     (args.out / "sqlite.sql").write_text(lite)
 
 

@@ -1,7 +1,9 @@
-"""Run with the Airflow 3.3.2 virtualenv's python: writes and reads state through Airflow's own code.
+"""Run with an Airflow virtualenv's python (3.3.2 or 3.4.0b2): writes and reads state through Airflow's own code.
 
     python airflow_side.py write-metastore DAG_ID RUN_ID ASSET_ID
-    python airflow_side.py get-task DAG_ID RUN_ID TASK_ID MAP_INDEX KEY      -> JSON {"value": <text or null>}
+    python airflow_side.py get-task DAG_ID RUN_ID TASK_ID MAP_INDEX KEY [REGION_ID]
+                                                                             -> JSON {"value": <text or null>}
+    python airflow_side.py sdk-get-ti JSON     JSON: [[task_instance_id, key], …] -> JSON {"values": [...]}
     python airflow_side.py get-asset ASSET_ID KEY                            -> JSON {"value": <text or null>}
     python airflow_side.py sdk-set-task JSON   JSON: [[dag_id, run_id, task_id, map_index, key, value], …]
     python airflow_side.py sdk-read JSON       JSON: [["task", dag_id, run_id, task_id, map_index, key] or
@@ -13,12 +15,18 @@ loader, ``serialize_task_state_store_to_ref`` and the ``{"__airflow_state_ref__"
 the configured state backend as the execution API stores it (``json.dumps`` of the body's value); reading
 unwraps the marker and calls ``deserialize_*_from_ref`` (a value without the marker is returned as is).
 
+``get-task`` with REGION_ID (3.4) addresses the key by region_id and region_index (MAP_INDEX), as
+``MetastoreBackend`` stores it. ``sdk-get-ti`` (3.4) reads as a running task does: the task SDK's client
+(``TaskStateStoreOperations.get``) against the execution API served in process, as `airflow dags test` runs
+it; the API finds the task instance's region_id and region_index itself. A missing key reads as null.
+
 The database comes from Airflow's own configuration (AIRFLOW_HOME / AIRFLOW__DATABASE__SQL_ALCHEMY_CONN).
 """
 
 import json
 import sys
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 from airflow._shared.state import AssetScope, AssetStateStoreWriterKind, TaskScope
 from airflow.state.metastore import MetastoreBackend
@@ -95,6 +103,18 @@ def sdk_read(entries: list) -> list:
     return values
 
 
+def sdk_get_ti(entries: list) -> list:
+    from airflow.sdk.execution_time.comms import ErrorResponse
+    from airflow.sdk.execution_time.supervisor import InProcessTestSupervisor
+
+    client = InProcessTestSupervisor._api_client()
+    values = []
+    for ti_id, key in entries:
+        answer = client.task_state_store.get(UUID(ti_id), key)
+        values.append(None if isinstance(answer, ErrorResponse) else answer.value)
+    return values
+
+
 def main() -> None:
     command, *args = sys.argv[1:]
     if command == "write-metastore":
@@ -107,10 +127,15 @@ def main() -> None:
     if command == "sdk-read":
         print(json.dumps({"values": sdk_read(json.loads(args[0]))}))
         return
+    if command == "sdk-get-ti":
+        print(json.dumps({"values": sdk_get_ti(json.loads(args[0]))}))
+        return
     backend = MetastoreBackend()
     if command == "get-task":
-        dag_id, run_id, task_id, map_index, key = args
-        value = backend.get(TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index)), key)
+        dag_id, run_id, task_id, map_index, key, *region = args
+        where = {"region_id": UUID(region[0])} if region else {}
+        scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index), **where)
+        value = backend.get(scope, key)
     elif command == "get-asset":
         asset_id, key = args
         value = backend.get(AssetScope(asset_id=int(asset_id)), key)

@@ -1,9 +1,15 @@
-"""The compat stage's harness: real Airflow 3.3.2 in its own virtualenv, and the dashboard as operators run it.
+"""The compat stage's harness: real Airflow (3.3.2 and 3.4.0b2, each in its own virtualenv), and the
+dashboard as operators run it.
 
 Both sides are separate processes. Airflow writes state through its own task SDK (`airflow dags test`)
-and its own ``MetastoreBackend`` into a "golden" PostgreSQL database; every test works on copies of it
-(``CREATE DATABASE … TEMPLATE``). The dashboard is configured only through an ``AIRFLOW_HOME`` whose
-``airflow.cfg`` names the database, as on a host that runs Airflow.
+and its own ``MetastoreBackend`` into a "golden" PostgreSQL database, one per Airflow version; every test
+works on copies of it (``CREATE DATABASE … TEMPLATE``). The dashboard is configured only through an
+``AIRFLOW_HOME`` whose ``airflow.cfg`` names the database, as on a host that runs Airflow.
+
+The versions are the pins of ``scripts/airflow_versions``: ``airflow``/``golden`` are the 3.3 pin's (the
+DAGs of ``dags/``), ``airflow34``/``golden34`` the 3.4 pin's (the DAGs of ``dags34/``, which write inside
+loops and mapped task groups); ``side_of(request, version)`` gives either pair to a test parametrized by
+version.
 """
 
 import json
@@ -26,6 +32,11 @@ HERE = Path(__file__).resolve().parent
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 PREFIX = f"ssa_compat_{uuid.uuid4().hex[:6]}"
 DAG_ID = "compat_state_store"
+DAG_ID_34 = "compat_regions"
+# One pin per line; moving a pin there moves the stage with it.
+VERSIONS = (ROOT / "scripts" / "airflow_versions").read_text().split()
+AIRFLOW_33 = next(v for v in VERSIONS if v.startswith("3.3."))
+AIRFLOW_34 = next(v for v in VERSIONS if v.startswith("3.4."))
 
 
 def admin(sql: str) -> None:
@@ -57,9 +68,22 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
     raise RuntimeError(f"{url} did not answer within {seconds}s")
 
 
+def airflow_venv(version: str) -> Path:
+    """The virtualenv of one pinned Airflow version (made once by scripts/airflow_venv.sh, then reused)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "airflow_venv.sh"), version], capture_output=True, text=True, timeout=1800
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/airflow_venv.sh {version} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip())
+
+
 class AirflowSide:
-    def __init__(self, venv: Path, workdir: Path):
-        self.venv, self.workdir = venv, workdir
+    def __init__(self, venv: Path, workdir: Path, version: str = AIRFLOW_33, dags: Path = HERE / "dags"):
+        self.venv, self.workdir, self.version, self.dags = venv, workdir, version, dags
+        self.series = ".".join(version.split(".")[:2])
+        # Each version's databases have names of their own (3.3's keep the names they always had).
+        self.prefix = PREFIX if self.series == "3.3" else f"{PREFIX}_{self.series.replace('.', '')}"
         self.databases: list[str] = []
         self.extra_cfg: dict[str, str] = {}  # database -> more airflow.cfg sections (copies inherit them)
 
@@ -72,7 +96,7 @@ class AirflowSide:
             f"sql_alchemy_conn = postgresql+psycopg2://postgres@127.0.0.1:5432/{db}\n"
             "[core]\n"
             "load_examples = False\n"
-            f"dags_folder = {HERE / 'dags'}\n"
+            f"dags_folder = {self.dags}\n"
             "auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager\n"
             "simple_auth_manager_all_admins = True\n" + self.extra_cfg.get(db, "")
         )
@@ -112,7 +136,7 @@ class AirflowSide:
         return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
 
     def copy(self, golden: str, name: str) -> str:
-        db = f"{PREFIX}_{name}"
+        db = f"{self.prefix}_{name}"
         admin(f'DROP DATABASE IF EXISTS "{db}"')
         admin(f'CREATE DATABASE "{db}" TEMPLATE "{golden}"')
         self.databases.append(db)
@@ -196,32 +220,70 @@ class Dashboard:
         return process, url
 
 
-@pytest.fixture(scope="session")
-def airflow(tmp_path_factory):
-    venv = Path(
-        subprocess.run(
-            ["bash", str(ROOT / "scripts" / "airflow_venv.sh")], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
-    side = AirflowSide(venv, tmp_path_factory.mktemp("airflow"))
+def _side(tmp_path_factory, version: str, dags: Path):
+    side = AirflowSide(airflow_venv(version), tmp_path_factory.mktemp(f"airflow-{version}"), version, dags)
     yield side
     for db in side.databases:
         admin(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
+def _new_golden(side: AirflowSide) -> str:
+    db = f"{side.prefix}_golden"
+    admin(f'DROP DATABASE IF EXISTS "{db}"')
+    admin(f'CREATE DATABASE "{db}"')
+    side.databases.append(db)
+    side.run(db, "db", "migrate")
+    return db
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory):
+    """Airflow 3.3 (the pin of scripts/airflow_versions) with the DAGs of dags/."""
+    yield from _side(tmp_path_factory, AIRFLOW_33, HERE / "dags")
+
+
 @pytest.fixture(scope="session")
 def golden(airflow):
     """Airflow's schema by `airflow db migrate`, state by `airflow dags test` and by MetastoreBackend."""
-    db = f"{PREFIX}_golden"
-    admin(f'DROP DATABASE IF EXISTS "{db}"')
-    admin(f'CREATE DATABASE "{db}"')
-    airflow.databases.append(db)
-    airflow.run(db, "db", "migrate")
+    db = _new_golden(airflow)
     airflow.run(db, "dags", "test", DAG_ID)
     run_id = query(db, "SELECT run_id FROM dag_run WHERE dag_id = %s", [DAG_ID])[0][0]
     asset_id = query(db, "SELECT id FROM asset WHERE name = 'compat_orders'")[0][0]
     airflow.python(db, "write-metastore", DAG_ID, run_id, str(asset_id))
-    return {"db": db, "run_id": run_id, "asset_id": asset_id}
+    return {"db": db, "run_id": run_id, "asset_id": asset_id, "dag_id": DAG_ID}
+
+
+@pytest.fixture(scope="session")
+def airflow34(tmp_path_factory):
+    """Airflow 3.4 (the pin of scripts/airflow_versions) with the DAGs of dags34/."""
+    yield from _side(tmp_path_factory, AIRFLOW_34, HERE / "dags34")
+
+
+@pytest.fixture(scope="session")
+def golden34(airflow34):
+    """Airflow 3.4's schema by `airflow db migrate`; state written by task SDK 1.4 inside a loop, a mapped
+    task in a loop, a mapped task group and to an asset (`airflow dags test compat_regions`, which runs
+    loops: each iteration's task instances are created as the previous one ends)."""
+    db = _new_golden(airflow34)
+    airflow34.run(db, "dags", "test", DAG_ID_34)
+    run_id = query(db, "SELECT run_id FROM dag_run WHERE dag_id = %s", [DAG_ID_34])[0][0]
+    asset_id = query(db, "SELECT id FROM asset WHERE name = 'compat_regions_orders'")[0][0]
+    return {"db": db, "run_id": run_id, "asset_id": asset_id, "dag_id": DAG_ID_34}
+
+
+def side_of(request, version: str) -> tuple[AirflowSide, dict]:
+    """(side, golden) of one pinned version, for a test parametrized by version."""
+    if version == AIRFLOW_33:
+        return request.getfixturevalue("airflow"), request.getfixturevalue("golden")
+    return request.getfixturevalue("airflow34"), request.getfixturevalue("golden34")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 @pytest.fixture
@@ -230,11 +292,7 @@ def servers():
     started: list[subprocess.Popen] = []
     yield started
     for process in started:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
