@@ -58,10 +58,12 @@ def required_privileges(audit_to_airflow_log: bool, regions: bool = False) -> li
     """(object kind, name, privilege) the dashboard needs on Airflow's database: README, Production →
     Database privileges. Reads of Airflow's tables; reads and writes of the two state tables; the
     sequence of ``task_state_store.id`` for adds; with ``AUDIT_TO_AIRFLOW_LOG`` appends to ``log``; on
-    Airflow 3.4 (``regions``) reads of ``dynamic_region``."""
-    read_only = [DagRun, TaskInstance, Asset, AssetActive, *([DynamicRegion] if regions else [])]
+    Airflow 3.4 (``regions``) reads of ``dynamic_region``, ``serialized_dag`` and ``xcom_v2``."""
+    read_only = [DagRun, TaskInstance, Asset, AssetActive]
     needed = [("table", model._meta.db_table, "SELECT") for model in read_only]
     needed.append(("table", "alembic_version", "SELECT"))  # which Airflow schema (airflow/versions.py)
+    if regions:  # the regions, the DAG structure that resolves coordinates, the loops' decisions (an XCom)
+        needed += [("table", name, "SELECT") for name in (DynamicRegion._meta.db_table, "serialized_dag", "xcom_v2")]
     needed += [
         ("table", model._meta.db_table, privilege)
         for model in (TaskStateStore, AssetStateStore)

@@ -209,7 +209,8 @@ def classify(columns: dict[str, set[str]], revision: str | None) -> AirflowSchem
         if not problems:
             notes = ()
             if revision == UNREADABLE:
-                revision, notes = None, (
+                revision = None
+                notes = (
                     "the dashboard's role may not read alembic_version (GRANT SELECT ON alembic_version), so "
                     f"only the columns tell the schema: {NAMES[series]}'s",
                 )

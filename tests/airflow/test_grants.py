@@ -27,7 +27,8 @@ PASSWORD_IN_README = "change-me"
 
 
 def readme_grants() -> list[str]:
-    """The ```sql blocks of README → Production → Database privileges: the base grants, then the log's."""
+    """The ```sql blocks of README → Production → Database privileges: the base grants, the log's, then
+    Airflow 3.4's."""
     section = (ROOT / "README.md").read_text().split("### Database privileges", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sql\n(.*?)```", section, re.S)
 
@@ -124,8 +125,10 @@ def deployment(server, tmp_path):
                 "INSERT INTO asset_state_store (asset_id, key, value, updated_at, last_updated_by_kind) "
                 "SELECT id, 'watermark', '\"2026-11-30\"', now(), 'api' FROM asset"
             )
-        base, _ = readme_grants()
+        base, _, regions = readme_grants()
         deployment.grant(base)
+        if fixture_index_column() == "region_index":  # an Airflow 3.4 database: its tables too
+            deployment.grant(regions)
         migrated = deployment.manage("migrate", "--database", "default", "-v", "0")
         assert migrated.returncode == 0, migrated.stderr
         yield deployment
@@ -223,7 +226,7 @@ def test_airflow_log_grants_are_checked_only_when_auditing_to_it(deployment):
         assert f"lacks {missing} " in check.stderr, check.stderr
     assert "GRANT SELECT (id) ON TABLE log" in check.stderr
 
-    _, log_grants = readme_grants()
+    _, log_grants, _ = readme_grants()
     deployment.grant(log_grants)
     check = deployment.manage("check", AUDIT_TO_AIRFLOW_LOG="1")
     assert check.returncode == 0, check.stderr
@@ -231,3 +234,21 @@ def test_airflow_log_grants_are_checked_only_when_auditing_to_it(deployment):
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout.strip().splitlines()[-1])["PUT new task key"] == 204
     assert deployment.scalar("SELECT count(*) FROM log") > 0
+
+
+def test_without_alembic_version_the_columns_decide_and_check_names_the_grant(deployment):
+    deployment.grant(f"REVOKE SELECT ON alembic_version FROM {ROLE_IN_README};")
+    check = deployment.manage("check")
+    assert check.returncode != 0
+    assert "statestore.W003" in check.stderr and "may not read alembic_version" in check.stderr
+    assert f'GRANT SELECT ON TABLE alembic_version TO "{deployment.role}"' in check.stderr
+
+
+def test_on_airflow_34_the_region_tables_are_checked(deployment):
+    if fixture_index_column() != "region_index":
+        pytest.skip("Airflow 3.4's tables: runs with AIRFLOW_FIXTURE_SERIES=3.4")
+    deployment.grant(f"REVOKE SELECT ON dynamic_region, serialized_dag, xcom_v2 FROM {ROLE_IN_README};")
+    check = deployment.manage("check")
+    assert check.returncode != 0
+    for table in ("dynamic_region", "serialized_dag", "xcom_v2"):
+        assert f"lacks SELECT on table {table} " in check.stderr, check.stderr
