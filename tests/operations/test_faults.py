@@ -253,7 +253,10 @@ def test_a_hung_database_delays_only_what_needs_it_then_recovers(proxy, web, ope
         time.sleep(0.3)  # both are now waiting on Airflow's database
         for path in NOT_AIRFLOW:
             response, elapsed = timed(lambda path=path: get(web, path))
-            assert response.status_code == 200 and elapsed < FAST, (path, response.status_code, elapsed)
+            # A request that waited on Airflow's (black-holed) database would take at least the connect timeout;
+            # the OpenAPI schema alone took 1.7 s once under CI's parallel stages, so that is the bound that
+            # tells the two apart, not a second.
+            assert response.status_code == 200 and elapsed < CONNECT_TIMEOUT, (path, response.status_code, elapsed)
         assert not page.done() and not api.done()
         page, api = page.result(), api.result()
         elapsed = time.monotonic() - start
