@@ -47,11 +47,7 @@ def task_instance_keys_export(request, run_pk, task_id):
     except Invalid as exc:
         return bad_request(exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
-    if region_id is not None:  # Airflow 3.4: the keys of that region only, as the page shows them
-        rows = selectors.coordinate_keys(run, task_id, map_index, region_id)
-        name = f"run-{run.pk}-{task_id}-{region_id}-{'all' if map_index is None else map_index}-keys"
-        return export_download(exports.keys_export(name, rows, task_order=exports.IN_RUN), chosen)
-    return export_download(exports.task_instance_keys(run, task_id, map_index), chosen)
+    return export_download(exports.task_instance_keys(run, task_id, map_index, region_id), chosen)
 
 
 @requires_view(permissions.ASSET)

@@ -45,6 +45,7 @@ from . import audit, formatting, permissions
 from .errors import Invalid
 from .models import AuditEvent
 from .pagination import keyset_chunks
+from .selectors import shown_keys
 from .values import (
     MAX_DEPTH,
     DuplicateKey,
@@ -332,13 +333,13 @@ def run_keys(run: DagRun) -> Export:
     return keys_export(f"run-{run.pk}-keys", TaskStateStore.objects.filter(dag_run=run), task_order=IN_RUN)
 
 
-def task_instance_keys(run: DagRun, task_id: str, map_index: int | None) -> Export:
-    """A task instance's keys, or every map index's (``map_index`` None)."""
-    rows = TaskStateStore.objects.filter(dag_run=run, task_id=task_id)
-    if map_index is not None:
-        rows = rows.filter(map_index=map_index)
-    suffix = "all" if map_index is None else map_index
-    return keys_export(f"run-{run.pk}-{task_id}-{suffix}-keys", rows, task_order=IN_RUN)
+def task_instance_keys(run: DagRun, task_id: str, map_index: int | None, region_id: UUID | None = None) -> Export:
+    """A task instance's keys as its page shows them (``selectors.shown_keys``), or every map index's
+    (``map_index`` None); on Airflow 3.4 the file is named by the region too."""
+    rows = shown_keys(run, task_id, map_index, region_id)
+    parts = [f"run-{run.pk}", task_id, *([] if region_id is None else [str(region_id)])]
+    parts.append("all" if map_index is None else str(map_index))
+    return keys_export("-".join([*parts, "keys"]), rows, task_order=IN_RUN)
 
 
 def asset_keys(asset) -> Export:

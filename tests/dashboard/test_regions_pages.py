@@ -324,3 +324,24 @@ def test_an_asset_keys_writer_in_a_region_links_to_that_coordinate(client, opera
     response = client.get(link)
     assert response.status_code == 302
     assert response["Location"] == f"/runs/{run.pk}/tasks/{PROCESS}/?map_index=1&region_id={expansion.pk}"
+
+
+@pytest.mark.parametrize(
+    "coordinates",
+    ["map_index=1", "map_index=0", "map_index=all", "map_index=2&region_id={loop}", "map_index=1&region_id={last}"],
+)
+def test_a_task_instance_download_lists_what_its_page_lists(client, operator, looped, coordinates):
+    """Without ``region_id`` a number is Airflow's public map index, as on the page: the keys of every loop
+    iteration at that index are not merged into one file."""
+    client.force_login(operator)
+    run, query = looped["run"], coordinates.format(loop=looped["loop"].pk, last=looped["expansions"][2].pk)
+    task = CHOOSE if f"region_id={looped['loop'].pk}" in query else PROCESS
+    shown = values_in(client.get(f"/runs/{run.pk}/tasks/{task}/?{query}").content.decode())
+    response = client.get(f"/runs/{run.pk}/tasks/{task}/export/?{query}&format=json")
+    assert response.status_code == 200
+    document = json.loads(b"".join(response.streaming_content))
+    assert sorted(json.dumps(k["value"]) for k in document["keys"]) == sorted(shown)
+    if query == "map_index=1":  # nothing outside a region at index 1: four iterations' keys were merged before
+        assert shown == []
+    if query == "map_index=all":
+        assert len(shown) == 8

@@ -248,6 +248,21 @@ def coordinate_keys(run: DagRun, task_id: str, map_index: int | None, region_id:
     return instance_keys(run, task_id, map_index).filter(region_id=region_id)
 
 
+def shown_keys(run: DagRun, task_id: str, map_index: int | None, region_id: UUID | None) -> QuerySet:
+    """The keys the task's page shows at these coordinates (its downloads list the same): a region's with
+    ``region_id``; else, on Airflow 3.4, a number is the public map index (``_public_region``), so the keys
+    of other loop iterations or expansions at that index are never merged in; ``map_index`` None is every
+    coordinate."""
+    if region_id is not None:
+        return coordinate_keys(run, task_id, map_index, region_id)
+    if map_index is None or not regions_enabled():
+        return instance_keys(run, task_id, map_index)
+    keys = instance_keys(run, task_id, None)
+    instances = TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id)
+    region = _public_region(instances, keys, task_id, map_index, run_regions(run))
+    return keys.filter(region_id=region, map_index=map_index)
+
+
 def instance_state(run: DagRun, task_id: str, map_index: int, cursor: str | None = None, size: int = 100) -> Page:
     return paginate(with_previews(instance_keys(run, task_id, map_index)), ["key", "id"], cursor, size)
 
