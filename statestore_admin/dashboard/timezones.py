@@ -8,11 +8,15 @@ or no cookie, means ``settings.TIME_ZONE``. The data stays in UTC: only its disp
 """
 
 import zoneinfo
+from datetime import UTC, datetime
 from functools import cache
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from statestore_admin.state.values import parse_datetime_aware
 from statestore_admin.web import is_api
 
 ZONE_COOKIE = "tz"
@@ -41,6 +45,38 @@ def zone_name(request) -> str:
         return "UTC"
     name = request.COOKIES.get(ZONE_COOKIE, "")
     return name if name in _known() else settings.TIME_ZONE
+
+
+def local_to_utc(
+    text: str, zone_name: str, field: str = "expires_at", empty: str = "Pick a date and time, or choose another expiry."
+) -> datetime:
+    """The instant a date-time input of the pages means (the expiry dialog, the GC page's cutoff, the Audit
+    page's Since and Until): ``text`` is what ``<input type="datetime-local">`` sends (a date and time without
+    a zone, read in ``zone_name``, the zone the form was shown in, which it carries as ``tz``) or ISO 8601
+    with an offset. A date and time without a zone and without ``zone_name`` is refused, as everywhere else;
+    so is a wall time the clocks skip. ``ValidationError`` on ``field``."""
+    text = (text or "").strip()
+    if not text:
+        raise ValidationError({field: empty})
+    try:
+        parsed = parse_datetime(text)
+    except ValueError:  # well-formed but impossible: Feb 30, hour 25
+        parsed = None
+    if parsed is None or timezone.is_aware(parsed) or not zone_name:
+        return parse_datetime_aware(text, field)  # its messages: not a date, impossible, naive, out of range
+    zone = known_zone(zone_name)
+    if zone is None:
+        shown = zone_name if len(zone_name) <= 64 else zone_name[:64] + "…"
+        raise ValidationError({field: f"Unknown time zone {shown!r}; reload the page."})
+    local = parsed.replace(tzinfo=zone)
+    try:
+        instant = local.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError({field: "That date and time is out of range."}) from None
+    if instant.astimezone(zone).replace(tzinfo=None) != parsed:
+        skipped = f"{parsed:%Y-%m-%d %H:%M} does not exist in {zone_name}: the clocks skip it. Pick another time."
+        raise ValidationError({field: skipped})
+    return instant
 
 
 class DisplayTimeZoneMiddleware:
