@@ -14,11 +14,10 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from statestore_admin.dashboard.templatetags.display import absolute, relative
-from statestore_admin.dashboard.timezones import known_zone, local_to_utc
+from statestore_admin.dashboard.timezones import PICKER_FORMAT, known_zone, local_to_utc
 from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
-PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
 
 
 def apply_errors(form: forms.Form, error: ValidationError) -> None:

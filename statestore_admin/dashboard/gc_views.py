@@ -21,13 +21,11 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.state import formatting, gc, selectors
@@ -36,9 +34,8 @@ from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import scope_of
 
-from .forms import PICKER_FORMAT
 from .htmx import dialog
-from .timezones import local_to_utc
+from .timezones import as_wall_time, local_to_utc
 
 # A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
 DEFAULT_BATCH_SIZE = 1_000
@@ -103,7 +100,7 @@ def _plan(params, now, *, bounded: bool = False) -> gc.GcPlan:
         cutoff = gc.page_cutoff(
             params.get("cutoff"), age=params.get("age"), unit=params.get("unit"), before=_before(params), now=now
         )
-    except ValidationError as exc:
+    except Invalid as exc:
         errors.update(exc.message_dict)
     dag_id = (params.get("dag_id") or "").strip()
     limits = {}
@@ -119,12 +116,7 @@ def _values(params) -> dict[str, str]:
     """The form's fields as given, to show them again."""
     values = {name: params.get(name, "") for name in (*PREVIEW_FIELDS, *LIMITS)}
     values["cutoff"] = values["cutoff"] or "now"
-    try:  # a link's ISO 8601 cutoff, shown in the date-time input as the reader's wall time
-        before = parse_datetime(values["before"])
-    except ValueError:
-        before = None
-    if before is not None and timezone.is_aware(before):
-        values["before"] = timezone.localtime(before).strftime(PICKER_FORMAT)
+    values["before"] = as_wall_time(values["before"])  # a link's ISO 8601 cutoff, in the reader's zone
     values["unit"] = values["unit"] or "days"
     for name, (_, default, _) in LIMITS.items():
         values[name] = values[name] or str(default)
