@@ -18,6 +18,7 @@ from statestore_admin.state.checks import check_gc_page_settings
 from statestore_admin.state.models import AuditEvent, GcRun
 from statestore_admin.state.scopes import EVERYTHING
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.objects_helpers import file_storage
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
@@ -439,3 +440,14 @@ def test_a_partial_run_names_the_forms_limit(client, admin_user, store):
     page = client.get("/gc/").content.decode()
     assert "It stopped at the batch limit (2 batches): expired keys remain; run GC again to go on." in page
     assert "--max-batches" not in page.split('id="gc-history-title"')[0]  # the message, above the runs
+
+
+def test_the_objects_option_comes_after_what_the_run_deletes(client, admin_user, store, tmp_path, monkeypatch):
+    """Issue 23, item 12: the confirmation says what goes first; deleting the worker-side files too is an option
+    after it, in words for people."""
+    file_storage(tmp_path, monkeypatch)
+    client.force_login(admin_user)
+    text = client.get("/gc/run/", HTTP_HX_REQUEST="true").content.decode()
+    rows, option = text.index('data-testid="gc-confirm-rows"'), text.index('data-testid="gc-with-objects"')
+    assert rows < option < text.index("Delete expired keys now")
+    assert "Also delete the files these keys point to in worker-side storage" in text
