@@ -171,6 +171,9 @@ AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
 AIRFLOW_UI_URL = env.str("AIRFLOW_UI_URL", default="")
 # Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
+# Seconds an exact count on a large table (the overview's figures, the GC preview) may take on PostgreSQL before
+# the planner's estimate is shown instead, with the age of its statistics (state/counting.py).
+COUNT_BUDGET_SECONDS = env.float("COUNT_BUDGET_SECONDS", default=0.3)
 # The GC page warns when the last successful state_store_clean run finished more than this many hours ago,
 # or when at least this many task state rows have expired (docs/gc.md, The GC page).
 GC_STALE_AFTER_HOURS = env.float("GC_STALE_AFTER_HOURS", default=26.0)

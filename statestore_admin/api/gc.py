@@ -34,13 +34,15 @@ class GcDryRun(OwnView):
         """What `state_store_clean` would delete now: the same summary as its --dry-run --json.
 
         Answers in about the same time whatever the table size. Up to 10,000 expired rows every figure is
-        exact (`rows_more_than` null, `by_dag_source` "exact"). Past that, the count stops at the cap:
-        `rows_more_than` is the cap, and `rows` is the planner's estimate (`rows_estimated` true; null
-        where there is none); `by_dag` and `dags` come from the latest statistics snapshot (`by_dag_source`
-        "snapshot": its expired rows by DAG as of `snapshot_taken_at`, `snapshot_age_seconds` old) or are
-        unknown (`by_dag_source` null: `by_dag` empty, `dags` null). `oldest_expiry`, `newest_expiry` and
-        `sample` (the oldest expired rows) are always exact. With a backend other than the metastore's
-        (`backend_is_metastore` false) nothing would be deleted and nothing is counted.
+        exact (`rows_more_than` null, `by_dag_source` "exact"). Past that, when the table's statistics are
+        stale PostgreSQL first counts them exactly within `COUNT_BUDGET_SECONDS` (then `rows` is exact and
+        `rows_more_than` null); otherwise the count stops at the cap: `rows_more_than` is the cap, and
+        `rows` is the planner's estimate (`rows_estimated` true; null where there is none); `by_dag` and
+        `dags` come from the latest statistics snapshot (`by_dag_source` "snapshot": its expired rows by
+        DAG as of `snapshot_taken_at`, `snapshot_age_seconds` old) or are unknown (`by_dag_source` null:
+        `by_dag` empty, `dags` null). `oldest_expiry`, `newest_expiry` and `sample` (the oldest expired
+        rows) are always exact. With a backend other than the metastore's (`backend_is_metastore` false)
+        nothing would be deleted and nothing is counted.
         """
         params = request.query_params
         try:

@@ -18,6 +18,8 @@ def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:
         estimate = "no estimate here"
         if summary.rows_estimated:
             estimate = f"≈ {formatting.short_count(summary.rows)} by the planner's estimate"
+            if summary.estimate_basis:
+                estimate += f" {summary.estimate_basis}"
         lines = [
             f"Dry run: more than {summary.rows_more_than:,} task state rows expired before {before} would be "
             f"deleted ({estimate}; counted exactly up to {summary.rows_more_than:,})."

@@ -32,6 +32,7 @@ from .actions import task_selection
 from .downloads import bad_request, export_download
 from .htmx import dialog, error_messages
 from .pages import render_page, requires_view
+from .timezones import as_wall_time, wall_times_as_instants
 
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
 COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters
@@ -49,6 +50,7 @@ FILTER_LABELS = {
     "since": "Since",
     "until": "Until",
 }
+TIME_FILTERS = ("since", "until")
 RESOLUTION = re.compile(r"resolutions\[(.+)\]")
 
 
@@ -149,14 +151,15 @@ def key_history(keys: list[AuditKey]) -> list[KeyChange]:
 # The Audit page -----------------------------------------------------------------------------------
 def _filter_fields(params, errors: dict) -> list[dict]:
     choices = {"action": AuditEvent.Action.choices, "via": AuditEvent.Via.choices}
-    placeholders = {"since": "2026-11-30T00:00:00+00:00", "until": "2026-12-01T00:00:00Z"}
     return [
         {
             "name": name,
             "label": label,
-            "value": params.get(name, ""),
+            "value": as_wall_time(params.get(name, "")) if name in TIME_FILTERS else params.get(name, ""),
             "choices": choices.get(name),
-            "placeholder": placeholders.get(name, ""),
+            # Since and Until: the one date-time input of the pages, in the reader's zone (shown beside it)
+            "type": "datetime-local" if name in TIME_FILTERS else "text",
+            "zone": timezone.get_current_timezone_name() if name in TIME_FILTERS else "",
             "error": bool(errors.get(name)),
         }
         for name, label in FILTER_LABELS.items()
@@ -168,7 +171,7 @@ def audit_list(request):
     stores = _require_any_view(request.user)
     errors: dict[str, list[str]] = {}
     try:
-        query = selectors.AuditQuery.from_params(request.GET)
+        query = selectors.AuditQuery.from_params(wall_times_as_instants(request.GET, TIME_FILTERS))
     except Invalid as exc:
         errors, query = exc.message_dict, None
     page = (
@@ -185,6 +188,7 @@ def audit_list(request):
         "can_upload": any(permissions.can_restore(request.user, store) for store in permissions.STORES),
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "now": timezone.now(),
+        "zone": timezone.get_current_timezone_name(),
     }
     response = render_page(request, "audit/list.html", context, "audit/_panel.html")
     if errors:

@@ -17,6 +17,7 @@ from statestore_admin.state.scopes import scope_of
 from . import params
 from .downloads import bad_request, export_download
 from .pages import requires_view
+from .timezones import wall_times_as_instants
 
 
 def _format(request) -> str:
@@ -88,7 +89,7 @@ def audit_export(request):
         raise Forbidden("You do not have permission to view task or asset state.")
     try:
         chosen = _format(request)
-        query = selectors.AuditQuery.from_params(request.GET)
+        query = selectors.AuditQuery.from_params(wall_times_as_instants(request.GET, ("since", "until")))
     except Invalid as exc:
         return bad_request(exc)
     return export_download(

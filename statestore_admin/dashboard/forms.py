@@ -7,19 +7,17 @@ refused with a message on its field until the user ticks the box that confirms i
 """
 
 import zoneinfo
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from statestore_admin.dashboard.templatetags.display import absolute, relative
-from statestore_admin.dashboard.timezones import known_zone
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices, parse_datetime_aware
+from statestore_admin.dashboard.timezones import PICKER_FORMAT, known_zone, local_to_utc
+from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
-PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
 
 
 def apply_errors(form: forms.Form, error: ValidationError) -> None:
@@ -40,34 +38,6 @@ def expiry_text(at: datetime | None, now: datetime) -> str:
 
 def _zone(name: str) -> zoneinfo.ZoneInfo | None:
     return known_zone(name) if name else None
-
-
-def local_to_utc(text: str, zone_name: str) -> datetime:
-    """The instant the user picked: ``text`` is what the picker sends (a date and time without a zone, read
-    in ``zone_name``, the zone the form was shown in) or ISO 8601 with an offset. A date and time without
-    a zone and without ``zone_name`` is refused, as everywhere else."""
-    text = (text or "").strip()
-    if not text:
-        raise ValidationError({"expires_at": "Pick a date and time, or choose another expiry."})
-    try:
-        parsed = parse_datetime(text)
-    except ValueError:  # well-formed but impossible: Feb 30, hour 25
-        parsed = None
-    if parsed is None or timezone.is_aware(parsed) or not zone_name:
-        return parse_datetime_aware(text)  # its messages: not a date, impossible, naive, out of range
-    zone = _zone(zone_name)
-    if zone is None:
-        shown = zone_name if len(zone_name) <= 64 else zone_name[:64] + "…"
-        raise ValidationError({"expires_at": f"Unknown time zone {shown!r}; reload the page."})
-    local = parsed.replace(tzinfo=zone)
-    try:
-        instant = local.astimezone(UTC)
-    except OverflowError:
-        raise ValidationError({"expires_at": "That date and time is out of range."}) from None
-    if instant.astimezone(zone).replace(tzinfo=None) != parsed:
-        skipped = f"{parsed:%Y-%m-%d %H:%M} does not exist in {zone_name}: the clocks skip it. Pick another time."
-        raise ValidationError({"expires_at": skipped})
-    return instant
 
 
 class ExpiryFields(forms.Form):

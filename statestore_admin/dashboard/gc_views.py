@@ -28,13 +28,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.state import formatting, gc
+from statestore_admin.state import formatting, gc, selectors
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import scope_of
 
 from .htmx import dialog
+from .timezones import as_wall_time, local_to_utc
 
 # A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
 DEFAULT_BATCH_SIZE = 1_000
@@ -46,6 +47,7 @@ LIMITS = {  # field: (label, default, maximum)
     "time_limit": ("The time limit", DEFAULT_TIME_LIMIT, gc.PAGE_MAX_SECONDS),
 }
 PREVIEW_FIELDS = ("cutoff", "age", "unit", "before", "dag_id")
+DAG_CHOICES = 500  # the DAG field's list of existing DAGs: one index probe each
 # What a scheduled run does: bounded work per run (docs/gc.md, Scheduling).
 SCHEDULE_OPTIONS = ("--batch-size", "10000", "--max-batches", "500", "--json")
 # The environment variables the command reads, when this server has them (names only: values may be secret).
@@ -79,6 +81,16 @@ def _limit(params, name: str, errors: dict) -> int:
     return value
 
 
+def _before(params) -> str:
+    """The "Before" cutoff as ISO 8601 with its offset: the date-time input's wall time read in the zone the
+    page was shown in (``tz``), as every date-time input of the pages."""
+    text = (params.get("before") or "").strip()
+    if not text or params.get("cutoff") != "date":
+        return text  # page_cutoff refuses a date typed for another cutoff
+    empty = "Pick a date and time, or choose another cutoff."
+    return local_to_utc(text, params.get("tz") or "", "before", empty).isoformat()
+
+
 def _plan(params, now, *, bounded: bool = False) -> gc.GcPlan:
     """The plan the query string or form asks for; ``bounded``: with the run's limits. ``Invalid`` names
     every field in error."""
@@ -86,7 +98,7 @@ def _plan(params, now, *, bounded: bool = False) -> gc.GcPlan:
     cutoff = now
     try:
         cutoff = gc.page_cutoff(
-            params.get("cutoff"), age=params.get("age"), unit=params.get("unit"), before=params.get("before"), now=now
+            params.get("cutoff"), age=params.get("age"), unit=params.get("unit"), before=_before(params), now=now
         )
     except Invalid as exc:
         errors.update(exc.message_dict)
@@ -104,6 +116,7 @@ def _values(params) -> dict[str, str]:
     """The form's fields as given, to show them again."""
     values = {name: params.get(name, "") for name in (*PREVIEW_FIELDS, *LIMITS)}
     values["cutoff"] = values["cutoff"] or "now"
+    values["before"] = as_wall_time(values["before"])  # a link's ISO 8601 cutoff, in the reader's zone
     values["unit"] = values["unit"] or "days"
     for name, (_, default, _) in LIMITS.items():
         values[name] = values[name] or str(default)
@@ -166,6 +179,8 @@ def gc_page(request):
         "limits": {name: maximum for name, (_, _, maximum) in LIMITS.items()},
         "schedule": schedule(),
         "now": now,
+        "zone": timezone.get_current_timezone_name(),
+        "dag_choices": selectors.distinct_dags("", "", DAG_CHOICES),
     }
     return render(request, "gc/index.html", context, status=422 if errors else 200)
 
@@ -184,7 +199,8 @@ def gc_run(request):
         return dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
     if request.method == "GET":
         preview = gc.dry_run(replace(plan, with_objects=False), scope=scope_of(request.user))  # rows only
-        context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects()}
+        nothing = preview.backend.is_metastore and preview.rows == 0 and preview.rows_more_than is None
+        context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects(), "nothing": nothing}
         return dialog(request, "gc/_run_confirm.html", context)
     try:
         result = gc.run_gc(plan, actor=Actor.from_request(request))
@@ -205,6 +221,17 @@ def gc_run(request):
     return redirect(page)
 
 
+def _partial(result: gc.GcResult) -> str:
+    """Why a bounded run stopped, in the words of the form's fields (the domain's message names the command's
+    options)."""
+    plan = result.plan
+    if plan.max_batches is not None and result.batches >= plan.max_batches:
+        reached = f"{LIMITS['max_batches'][0]} ({formatting.plural(plan.max_batches, 'batch', 'batches')})"
+    else:
+        reached = f"{LIMITS['time_limit'][0]} ({plan.time_limit:g} s)"
+    return f"It stopped at {reached[0].lower() + reached[1:]}: expired keys remain; run GC again to go on."
+
+
 def _report(request, result: gc.GcResult) -> None:
     outcome = result.outcome
     if outcome in gc.WITHOUT_DELETING:
@@ -214,7 +241,9 @@ def _report(request, result: gc.GcResult) -> None:
             f"GC run #{result.record.pk}: deleted {formatting.plural(result.rows_deleted, 'expired task state row')} "
             f"in {formatting.plural(result.batches, 'batch', 'batches')}, {formatting.duration(result.duration)}."
         )
-        if result.message:
+        if outcome == GcRun.Outcome.PARTIAL:
+            text += " " + _partial(result)
+        elif result.message:
             text += " " + result.message
         if result.object_deletes is not None:
             text += " " + result.object_deletes.summary()

@@ -9,14 +9,16 @@ table for screen readers and anyone who would rather read. The figures come from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 
-from django.shortcuts import render
+from django.contrib import messages
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from statestore_admin.state import formatting, insights, permissions, status
-from statestore_admin.state.errors import Invalid
+from statestore_admin.state import formatting, history, insights, permissions, status
+from statestore_admin.state.errors import Conflict, Invalid
 from statestore_admin.state.permissions import ASSET, TASK
 from statestore_admin.state.scopes import scope_of
 
@@ -41,6 +43,41 @@ def _nice_max(value: float) -> float:
         if step * magnitude >= value:
             return step * magnitude
     return 10 * magnitude
+
+
+# A time axis's labels, from the coarsest to the finest, in the app's style ("30 Nov", "30 Nov, 16:43"): the
+# first that tells every tick apart, so that a range of minutes does not read as one repeated minute.
+TIME_LABELS = (
+    lambda t: f"{t.day} {t:%b}",
+    lambda t: f"{t.day} {t:%b}, {t:%H:%M}",
+    lambda t: f"{t:%H:%M:%S}",
+)
+
+
+def time_labels(times: list[datetime]) -> list[str]:
+    """Labels for ``times`` (in the user's zone): the coarsest format that gives each a label of its own,
+    dates alone for a range of days, the time for a range of hours, seconds for a range of seconds; a
+    label equal to its left neighbour's is left blank."""
+    for fmt in TIME_LABELS:
+        labels = [fmt(t) for t in times]
+        if len(set(labels)) == len(labels):
+            return labels
+    shown = [TIME_LABELS[-1](t) for t in times]
+    return [label if i == 0 or label != shown[i - 1] else "" for i, label in enumerate(shown)]
+
+
+def _axis(largest: float, fmt) -> tuple[float, list[str]]:
+    """A y axis from 0: its top and the labels of its five ticks. Counts: a round top (at least 4, so that
+    the quarters are whole); sizes: a round top in the unit of the largest value, every label in that unit
+    (not "1,000 B" beside "1.5 KiB")."""
+    if fmt is size:
+        unit = formatting.size_unit(largest)
+        top = _nice_max(largest / unit) * unit
+        return top, [formatting.size_in(top * i / 4, unit) for i in range(5)]
+    top = _nice_max(largest)
+    if fmt is compact:
+        top = max(top, 4)
+    return top, [fmt(top * i / 4) for i in range(5)]
 
 
 @dataclass
@@ -84,7 +121,7 @@ def line_chart(
     """Lines over time on one axis from 0. ``named``: (name, one value per time; None: hidden)."""
     named = [(name, values) for name, values in named if any(v is not None for v in values)]
     values = [v for _, vs in named for v in vs if v is not None]
-    top = _nice_max(max(values, default=0))
+    top, y_labels = _axis(max(values, default=0), fmt)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     first, last = (times[0], times[-1]) if times else (None, None)
     span = (last - first).total_seconds() if times else 0
@@ -106,13 +143,12 @@ def line_chart(
         ]
         dots = coords if len(coords) <= 40 else []
         lines.append(Line(name, f"s{index % SERIES}", " ".join(f"{a},{b}" for a, b, _ in coords), dots))
-    y_ticks = [Tick(y(top * i / 4), fmt(top * i / 4)) for i in range(5)]
+    y_ticks = [Tick(y(top * i / 4), label) for i, label in enumerate(y_labels)]
     x_ticks = []
     if times:
         count = 1 if span <= 0 else 5
-        for i in range(count):
-            t = first + (last - first) * (i / (count - 1) if count > 1 else 0)
-            x_ticks.append(Tick(x(t), f"{t:%b %d}" if span > 2 * 86400 else f"{t:%b %d %H:%M}"))
+        at = [first + (last - first) * (i / (count - 1) if count > 1 else 0) for i in range(count)]
+        x_ticks = [Tick(x(t), label) for t, label in zip(at, time_labels(at), strict=True)]
     rows = [[f"{t:%Y-%m-%d %H:%M}", *(fmt(vs[i]) for _, vs in named)] for i, t in enumerate(times)]
     description = f"{title}: " + "; ".join(
         f"{name} from {fmt(next((v for v in vs if v is not None), None))} to {fmt(vs[-1])}" for name, vs in named
@@ -164,7 +200,7 @@ def bar_chart(
     rows: list[list[str]] | None = None,
 ) -> BarChart:
     """Vertical bars from 0. ``items``: (label, value, css class); a label under every ``every``-th bar."""
-    top = _nice_max(max((v for _, v, _ in items), default=0))
+    top, y_labels = _axis(max((v for _, v, _ in items), default=0), fmt)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     slot = plot_w / max(len(items), 1)
     gap = min(4, slot * 0.2)
@@ -175,7 +211,7 @@ def bar_chart(
         bars.append(Bar(bar_x, round(TOP + plot_h - h, 1), round(max(slot - gap, 1), 1), h, label, fmt(value), css))
         if i % every == 0:
             x_ticks.append(Tick(round(LEFT + i * slot + slot / 2, 1), label))
-    y_ticks = [Tick(round(TOP + plot_h - plot_h * i / 4, 1), fmt(top * i / 4)) for i in range(5)]
+    y_ticks = [Tick(round(TOP + plot_h - plot_h * i / 4, 1), label) for i, label in enumerate(y_labels)]
     rows = rows if rows is not None else [[label, fmt(value)] for label, value, _ in items]
     biggest = max(items, key=lambda item: item[1], default=None)
     description = f"{title}: {len(items)} bars" + (
@@ -248,6 +284,12 @@ def _url(name: str, arg) -> str:
         return ""
 
 
+def _day_label(day: str) -> str:
+    """A UTC day of the expiry histogram ("2026-12-03") as the app writes dates: "3 Dec"."""
+    parsed = date.fromisoformat(day)
+    return f"{parsed.day} {parsed:%b}"
+
+
 def _bucket_label(up_to: int | None, previous: int | None) -> str:
     if up_to is None:
         return f"> {size(previous)}" if previous is not None else "any"
@@ -281,7 +323,7 @@ def charts(data: insights.Insights) -> dict:
             out["expiry"] = bar_chart(
                 "expiry",
                 "Task keys expiring on each of the next 30 days",
-                [(d.day[5:], d.keys, "s1") for d in data.expiry.days],
+                [(_day_label(d.day), d.keys, "s1") for d in data.expiry.days],
                 ["Day (UTC)", "Keys", "Bytes"],
                 every=5,
                 rows=[[d.day, compact(d.keys), size(d.bytes)] for d in data.expiry.days],
@@ -366,12 +408,13 @@ def charts(data: insights.Insights) -> dict:
         ]
         headers = ["Started", "Outcome", "Rows deleted", "Duration", "Batches"]
         every = max(1, len(runs) // 6)
+        started = time_labels([timezone.localtime(r.started_at) for r in runs])
         out["gc_rows"] = bar_chart(
             "gc-rows",
             "Rows deleted per GC run",
             [
-                (f"{timezone.localtime(r.started_at):%m-%d %H:%M}", r.rows_deleted, OUTCOME_CSS.get(r.outcome, "bad"))
-                for r in runs
+                (label, r.rows_deleted, OUTCOME_CSS.get(r.outcome, "bad"))
+                for label, r in zip(started, runs, strict=True)
             ],
             headers,
             every=every,
@@ -382,12 +425,8 @@ def charts(data: insights.Insights) -> dict:
             "gc-duration",
             "GC run duration",
             [
-                (
-                    f"{timezone.localtime(r.started_at):%m-%d %H:%M}",
-                    r.duration_seconds or 0,
-                    OUTCOME_CSS.get(r.outcome, "bad"),
-                )
-                for r in runs
+                (label, r.duration_seconds or 0, OUTCOME_CSS.get(r.outcome, "bad"))
+                for label, r in zip(started, runs, strict=True)
             ],
             headers,
             fmt=duration,
@@ -427,7 +466,14 @@ def insights_page(request):
     except Invalid as exc:
         days, error = insights.DEFAULT_DAYS, " ".join(exc.messages)
     data = insights.insights(days, now, scope=scope, stores=stores) if stores else None
-    context = {"data": data, "days": days, "choices": insights.DAYS, "error": error, "now": now}
+    context = {
+        "data": data,
+        "days": days,
+        "choices": insights.DAYS,
+        "error": error,
+        "now": now,
+        "may_snapshot": history.may_take_snapshot(request.user),
+    }
     if data is not None:
         context["charts"] = charts(data)
         if data.latest is not None:
@@ -435,3 +481,21 @@ def insights_page(request):
             context["took"] = duration(data.latest.snapshot.duration_seconds)
             context["cards"] = cards(data.latest)
     return render(request, "insights/index.html", context)
+
+
+@require_POST
+def take_snapshot(request):
+    """ "Take a snapshot now" (the Admin role, no scope; CSRF as every form): the pass of ``state_store_stats``,
+    then back to the page, which draws it."""
+    try:
+        snapshot = history.take_snapshot_for(request.user)
+    except Conflict as exc:
+        messages.warning(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Statistics snapshot #{snapshot.pk} taken in {duration(snapshot.duration_seconds)}: "
+            f"{formatting.plural(snapshot.task_keys, 'task key')}, "
+            f"{formatting.plural(snapshot.asset_keys, 'asset key')}.",
+        )
+    return redirect("insights")

@@ -8,14 +8,19 @@ or no cookie, means ``settings.TIME_ZONE``. The data stays in UTC: only its disp
 """
 
 import zoneinfo
+from datetime import UTC, datetime
 from functools import cache
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.values import parse_datetime_aware
 from statestore_admin.web import is_api
 
 ZONE_COOKIE = "tz"
+PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
 UTC_COOKIE = "tz_utc"
 
 
@@ -41,6 +46,70 @@ def zone_name(request) -> str:
         return "UTC"
     name = request.COOKIES.get(ZONE_COOKIE, "")
     return name if name in _known() else settings.TIME_ZONE
+
+
+def local_to_utc(
+    text: str, zone_name: str, field: str = "expires_at", empty: str = "Pick a date and time, or choose another expiry."
+) -> datetime:
+    """The instant a date-time input of the pages means (the expiry dialog, the GC page's cutoff, the Audit
+    page's Since and Until): ``text`` is what ``<input type="datetime-local">`` sends (a date and time without
+    a zone, read in ``zone_name``, the zone the form was shown in, which it carries as ``tz``) or ISO 8601
+    with an offset. A date and time without a zone and without ``zone_name`` is refused, as everywhere else;
+    so is a wall time the clocks skip. ``Invalid`` on ``field``."""
+    text = (text or "").strip()
+    if not text:
+        raise Invalid({field: empty})
+    try:
+        parsed = parse_datetime(text)
+    except ValueError:  # well-formed but impossible: Feb 30, hour 25
+        parsed = None
+    if parsed is None or timezone.is_aware(parsed) or not zone_name:
+        return parse_datetime_aware(text, field)  # its messages: not a date, impossible, naive, out of range
+    zone = known_zone(zone_name)
+    if zone is None:
+        shown = zone_name if len(zone_name) <= 64 else zone_name[:64] + "…"
+        raise Invalid({field: f"Unknown time zone {shown!r}; reload the page."})
+    local = parsed.replace(tzinfo=zone)
+    try:
+        instant = local.astimezone(UTC)
+    except OverflowError:
+        raise Invalid({field: "That date and time is out of range."}) from None
+    if instant.astimezone(zone).replace(tzinfo=None) != parsed:
+        skipped = f"{parsed:%Y-%m-%d %H:%M} does not exist in {zone_name}: the clocks skip it. Pick another time."
+        raise Invalid({field: skipped})
+    return instant
+
+
+def wall_times_as_instants(params, names: tuple[str, ...]):
+    """``params`` (a QueryDict) with each of ``names`` that holds a date-time input's wall time read in the
+    form's zone (``tz``) and written as ISO 8601 in UTC, for the domain's parsers, which refuse a naive time;
+    a value with an offset, or without a ``tz``, is left for them to judge. Refused, on a name
+    whose wall time cannot be read (an unknown zone, a time the clocks skip): ``Invalid``."""
+    zone_name = params.get("tz") or ""
+    if not zone_name:
+        return params
+    converted = params.copy()
+    for name in names:
+        text = (params.get(name) or "").strip()
+        try:
+            parsed = parse_datetime(text) if text else None
+        except ValueError:
+            parsed = None
+        if parsed is not None and timezone.is_naive(parsed):
+            converted[name] = local_to_utc(text, zone_name, name).isoformat()
+    return converted
+
+
+def as_wall_time(text: str) -> str:
+    """An ISO 8601 time with an offset (a link's) as a date-time input shows it: the reader's wall time
+    ("2026-12-31T22:00"); anything else as it is."""
+    try:
+        parsed = parse_datetime(text or "")
+    except ValueError:
+        parsed = None
+    if parsed is None or timezone.is_naive(parsed):
+        return text
+    return timezone.localtime(parsed).strftime(PICKER_FORMAT)
 
 
 class DisplayTimeZoneMiddleware:

@@ -21,6 +21,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("overview/largest/", views.largest_values, name="largest-values"),
     path("insights/", insights_views.insights_page, name="insights"),
+    path("insights/snapshot/", insights_views.take_snapshot, name="insights-snapshot"),
     path("gc/", gc_views.gc_page, name="gc"),
     path("gc/run/", gc_views.gc_run, name="gc-run"),
     path("orphans/", orphans_views.orphans_page, name="orphans"),

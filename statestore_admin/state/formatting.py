@@ -99,3 +99,24 @@ def task_index(map_index: int, region_id=None, *, regions: bool) -> str:
     if region_id is not None and getattr(region_id, "int", 1):
         return f"region_id {region_id} region_index {map_index}"
     return f"region_index {map_index}"
+
+
+def size_unit(n: float | int) -> int:
+    """The unit ``size(n)`` writes ``n`` in, in bytes: 1 below 1 KiB, else 1024, 1024², …"""
+    exponent = 0
+    while exponent < len(SIZE_UNITS) and abs(n) >= 1024 ** (exponent + 1):
+        exponent += 1
+    return 1024**exponent
+
+
+def size_in(n: float | int | None, unit: int) -> str:
+    """``n`` bytes in ``unit`` (a ``size_unit``), as ``size`` writes that unit, so that a chart's axis reads one
+    unit: size_in(512, 1024) is "0.5 KiB" beside "2.0 KiB". Zero is "0 B" in any unit."""
+    if n is None:
+        return MISSING
+    if unit == 1 or n == 0:
+        return size(n)
+    exponent = 1
+    while 1024**exponent < unit:
+        exponent += 1
+    return f"{n / unit:,.1f} {SIZE_UNITS[exponent - 1]}"

@@ -1,5 +1,5 @@
 // statestore-admin: the expiry picker of the expiry and add-key dialogs (templates/actions/_form_fields.html).
-// The quick choices fill the date-time picker, in the time zone the form was shown in (its "tz" field);
+// The quick choices ("in 1 day", "in 7 days"; "Never" is one of the options) fill the date-time picker, in the time zone the form was shown in (its "tz" field);
 // picking a date chooses "At a date and time"; a time that has passed shows the warning and the box that
 // confirms it. The server checks all of it again. Loaded by each dialog: the listeners are added once.
 (function () {
@@ -48,16 +48,14 @@
   }
 
   document.addEventListener("click", (event) => {
-    const button = event.target.closest("form[data-expiry-form] [data-add-days], form[data-expiry-form] [data-never]");
+    const button = event.target.closest("form[data-expiry-form] [data-add-days]");
     if (!button) return;
     const form = button.closest("form");
-    if (button.dataset.addDays) {
-      const zone = field(form, "tz") ? field(form, "tz").value : "";
-      field(form, "expires_at").value = wallTime(new Date(Date.now() + Number(button.dataset.addDays) * DAY), zone);
-      choice(form, "at").checked = true;
-    } else {
-      choice(form, "never").checked = true;
-    }
+    const zone = field(form, "tz") ? field(form, "tz").value : "";
+    const picker = field(form, "expires_at");
+    picker.value = wallTime(new Date(Date.now() + Number(button.dataset.addDays) * DAY), zone);
+    picker.dispatchEvent(new Event("change", { bubbles: true })); // datetime.js writes it the app's way
+    choice(form, "at").checked = true;
     update(form);
   });
   ["input", "change"].forEach((type) => document.addEventListener(type, (event) => {

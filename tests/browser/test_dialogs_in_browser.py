@@ -108,6 +108,7 @@ def test_a_past_expiry_warns_and_needs_a_confirmation(signed_in, live_server, de
     expect(warning).to_contain_text("the next garbage collection deletes the key")
     dialog.get_by_role("button", name="Set expiry").click()
     expect(dialog.locator("#id_expires_at_error")).to_contain_text("This time has passed")
+    expect(dialog.get_by_text("This time has passed")).to_have_count(1)  # issue 23, item 11: said once
     screenshot("expiry-dialog-past")
     assert TaskStateStore.objects.get(key="job_id").expires_at == before
     dialog.get_by_label("Yes, expire it now").check()
@@ -117,11 +118,12 @@ def test_a_past_expiry_warns_and_needs_a_confirmation(signed_in, live_server, de
     assert TaskStateStore.objects.get(key="job_id").expires_at < timezone.now()
 
 
-def test_never_from_the_quick_choices(signed_in, live_server, deployment):
+def test_never_is_offered_once_as_an_option(signed_in, live_server, deployment):
+    """Issue 23, item 11: "Never" is one of the expiry options, not also a quick choice."""
     page = signed_in
     dialog = open_expiry(page, live_server, "job_id")
-    dialog.get_by_role("button", name="Never", exact=True).click()
-    expect(dialog.get_by_label("Never expires")).to_be_checked()
+    expect(dialog.get_by_role("button", name="Never", exact=True)).to_have_count(0)
+    dialog.get_by_label("Never expires").check()
     dialog.get_by_role("button", name="Set expiry").click()
     expect(toast(page)).to_contain_text("'job_id' never expires.")
     assert TaskStateStore.objects.get(key="job_id").expires_at is None

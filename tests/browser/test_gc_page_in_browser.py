@@ -119,7 +119,7 @@ def test_preview_and_a_bounded_run_from_the_gc_page(signed_in, live_server, depl
 
     page.get_by_role("button", name="Run GC now…").click()
     expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name="Delete expired rows now").click()
+    dialog.get_by_role("button", name="Delete expired keys now").click()
     expect(page.locator("#toasts .toast").last).to_contain_text("deleted 6 expired task state rows in 2 batches")
     newest = page.locator("table.gc-history tbody tr").first
     expect(newest).to_contain_text("operator")

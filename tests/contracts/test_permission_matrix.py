@@ -79,7 +79,7 @@ OPERATOR = frozenset({s[a] for s in (TASK, ASSET) for a in ("view", "add", "chan
 ADMIN = frozenset(
     {s[a] for s in (TASK, ASSET) for a in ("view", "add", "change", "delete")}
     | {TOKENS["view"], TOKENS["change"], TOKENS["delete"], "state.view_auditevent", GCRUN["view"], GCRUN["add"]}
-    | {SNAPSHOTS["view"]}  # no access scopes, users or groups: those are a superuser's
+    | {SNAPSHOTS["view"], SNAPSHOTS["add"]}  # no access scopes, users or groups: those are a superuser's
 )
 SCOPE_MANAGER = frozenset({*SCOPES.values(), GROUPS["view"], USERS["view"]})
 
@@ -452,6 +452,16 @@ def dashboard_cases(w) -> list[Case]:
         Case("", "GET", "/"),
         Case("overview/largest/", "GET", "/overview/largest/", any_of=VIEW_ANY),
         Case("insights/", "GET", "/insights/"),  # a message without view, as the overview
+        # Taking a statistics snapshot reads every DAG: view on task state, no scope, and "Can add stats snapshot"
+        # (the Admin role); POST only.
+        Case(
+            "insights/snapshot/",
+            "POST",
+            "/insights/snapshot/",
+            needs=(TASK["view"], SNAPSHOTS["add"]),
+            unscoped_only=True,
+            ok=Expect(302, "/insights/", exact=True),
+        ),
         # The GC page spans every DAG (as the API's dry run): view on task state and no scope; running GC also
         # needs delete on task state and "Can add gc run" (the Admin role).
         Case("gc/", "GET", "/gc/", needs=(TASK["view"],), unscoped_only=True),

@@ -171,3 +171,14 @@ def test_demo_data_scale_prints_how_many_keys_it_added():
     out = StringIO()
     call_command("demo_data", allow_any_database=True, scale=5000, stdout=out)
     assert "Scale data: 0 task keys added" in out.getvalue()
+
+
+# The overview's long values (issue 23, item 1) ------------------------------------------------------------
+def test_wrap_at_separators_escapes_and_breaks_after_dots_slashes_and_underscores():
+    from statestore_admin.dashboard.templatetags.wrapping import wrap_at_separators
+
+    assert wrap_at_separators("airflow.state.Backend") == "airflow.<wbr>state.<wbr>Backend"
+    assert wrap_at_separators("s3://b/k") == "s3:/<wbr>/<wbr>b/<wbr>k"
+    assert wrap_at_separators("AIRFLOW__WORKERS__X_Y") == "AIRFLOW__<wbr>WORKERS__<wbr>X_<wbr>Y"
+    assert wrap_at_separators('<b a="1">.x') == "&lt;b a=&quot;1&quot;&gt;.<wbr>x"
+    assert wrap_at_separators(None) == ""

@@ -18,6 +18,7 @@ from statestore_admin.state.checks import check_gc_page_settings
 from statestore_admin.state.models import AuditEvent, GcRun
 from statestore_admin.state.scopes import EVERYTHING
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.objects_helpers import file_storage
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
@@ -172,7 +173,7 @@ def test_the_preview_past_the_exact_cap_says_more_than(client, viewer, dag_run_f
         ({"cutoff": "someday"}, "Unknown cutoff 'someday': choose now, an age or a date."),
         ({"cutoff": "date", "before": "2026-11-01T00:00:00"}, "time zone"),
         ({"cutoff": "date", "before": "next tuesday"}, "before"),
-        ({"cutoff": "date", "before": ""}, "Give a date and time with a time zone"),
+        ({"cutoff": "date", "before": ""}, "Pick a date and time, or choose another cutoff"),
         ({"cutoff": "date", "before": "2999-01-01T00:00:00Z"}, "This is in the future"),
         ({"cutoff": "age", "age": "-3", "unit": "days"}, "The age must be a number above 0."),
         ({"cutoff": "age", "age": "nan", "unit": "days"}, "The age must be a number above 0."),
@@ -276,7 +277,7 @@ def test_the_confirmation_fixes_the_cutoff_and_shows_what_would_go(client, admin
     response = client.get("/gc/run/", limits, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     page = response.content.decode()
-    assert re.search(r'data-testid="gc-confirm-rows">Expired now: <strong>10</strong>', page)
+    assert re.search(r'data-testid="gc-confirm-rows"><strong>10</strong> keys have expired', page)
     assert '<input type="hidden" name="cutoff" value="date">' in page
     assert re.search(r'<button type="submit" class="secondary" data-close autofocus>Cancel</button>', page)
     assert not GcRun.objects.exists() and len(expired()) == 10
@@ -367,7 +368,7 @@ def test_bad_run_input_is_refused_and_nothing_changes(client, admin_user, store,
         page = response.content.decode()
         errors = re.search(r'data-testid="gc-run-errors">(.*?)</div>', page, re.S).group(1)
         assert message in errors and "Nothing was deleted." in errors
-        assert "Delete expired rows now" not in page
+        assert "Delete expired keys now" not in page
     assert rows() == before
     assert not GcRun.objects.exists() and not AuditEvent.objects.filter(action="gc").exists()
 
@@ -381,3 +382,72 @@ def test_without_javascript_the_confirmation_is_a_page_and_the_run_redirects(cli
     response = client.post("/gc/run/", {"batch_size": "100"})
     assert response.status_code == 302 and response["Location"] == "/gc/"
     assert not expired()
+
+
+# The cutoff as typed, the DAG field, a confirmation with nothing to delete (issue 23, items 2, 11, 12) ----------
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"cutoff": "now", "age": "20", "unit": "hours"},
+        {"cutoff": "now", "before": "2026-11-01T00:00", "tz": "UTC"},
+        {"cutoff": "age", "age": "2", "unit": "days", "before": "2026-11-01T00:00", "tz": "UTC"},
+        {"cutoff": "date", "age": "2", "unit": "days", "before": "2026-11-01T00:00", "tz": "UTC"},
+    ],
+)
+def test_a_cutoff_typed_for_another_option_is_refused_not_counted_for_the_chosen_one(client, viewer, store, query):
+    client.force_login(viewer)
+    response = client.get("/gc/", query)
+    assert response.status_code == 422
+    page = response.content.decode()
+    errors = re.search(r'data-testid="gc-errors">(.*?)</div>', page, re.S).group(1)
+    assert "is filled in: choose the option you typed into, or clear the other field." in errors
+    assert 'data-testid="gc-preview-rows"' not in page
+
+
+def test_the_before_cutoff_is_a_wall_time_in_the_readers_zone(client, viewer, store):
+    """What the date-time input sends (no zone) is read in the zone the page was shown in (``tz``); a zone the
+    form did not carry is refused, as a naive ISO 8601 time is."""
+    client.force_login(viewer)
+    cutoff = timezone.localtime(store - timedelta(hours=2), timezone.get_fixed_timezone(0)).replace(tzinfo=None)
+    in_tokyo = (cutoff + timedelta(hours=9)).strftime("%Y-%m-%dT%H:%M")
+    page = client.get("/gc/", {"cutoff": "date", "before": in_tokyo, "tz": "Asia/Tokyo"}).content.decode()
+    assert re.search(r'data-testid="gc-preview-count">7<', page)  # the 7 keys of 3 days ago, not the 3 of 1 hour
+    refused = client.get("/gc/", {"cutoff": "date", "before": in_tokyo, "tz": "Mars/Olympus"})
+    assert refused.status_code == 422 and "Unknown time zone" in refused.content.decode()
+    naive = client.get("/gc/", {"cutoff": "date", "before": in_tokyo})
+    assert naive.status_code == 422 and "Give a time zone" in naive.content.decode()
+
+
+def test_the_dag_field_says_its_rule_and_offers_the_dags(client, viewer, store):
+    client.force_login(viewer)
+    page = client.get("/gc/").content.decode()
+    assert "The exact DAG id, as GC matches it" in page
+    options = re.search(r'<datalist id="gc-dag-choices">(.*?)</datalist>', page, re.S).group(1)
+    assert options == '<option value="etl_orders"><option value="ml_train">'
+
+
+def test_a_confirmation_with_nothing_expired_offers_no_delete(client, admin_user, store):
+    client.force_login(admin_user)
+    page = client.get("/gc/run/", {"cutoff": "age", "age": "30", "unit": "days"}, HTTP_HX_REQUEST="true")
+    text = page.content.decode()
+    assert page.status_code == 200 and "Nothing to delete" in text and "a run would delete nothing" in text
+    assert "Delete expired keys now" not in text and "gc-with-objects" not in text
+
+
+def test_a_partial_run_names_the_forms_limit(client, admin_user, store):
+    client.force_login(admin_user)
+    client.post("/gc/run/", {"batch_size": "3", "max_batches": "2", "time_limit": "10"})
+    page = client.get("/gc/").content.decode()
+    assert "It stopped at the batch limit (2 batches): expired keys remain; run GC again to go on." in page
+    assert "--max-batches" not in page.split('id="gc-history-title"')[0]  # the message, above the runs
+
+
+def test_the_objects_option_comes_after_what_the_run_deletes(client, admin_user, store, tmp_path, monkeypatch):
+    """Issue 23, item 12: the confirmation says what goes first; deleting the worker-side files too is an option
+    after it, in words for people."""
+    file_storage(tmp_path, monkeypatch)
+    client.force_login(admin_user)
+    text = client.get("/gc/run/", HTTP_HX_REQUEST="true").content.decode()
+    rows, option = text.index('data-testid="gc-confirm-rows"'), text.index('data-testid="gc-with-objects"')
+    assert rows < option < text.index("Delete expired keys now")
+    assert "Also delete the files these keys point to in worker-side storage" in text

@@ -59,3 +59,17 @@ def test_plural():
     assert formatting.plural(12_345, "key") == "12,345 keys"
     assert formatting.plural(2, "entry", "entries") == "2 entries"
     assert formatting.plural(1, "entry", "entries") == "1 entry"
+
+
+def test_an_axis_of_sizes_reads_one_unit():
+    """A chart's ticks are written in the unit of its top (issue 23, item 5: not "1,000 B" beside "1.5 KiB")."""
+    unit = formatting.size_unit(2048)
+    assert unit == 1024 and formatting.size_unit(1000) == 1 and formatting.size_unit(3 * 1024**3) == 1024**3
+    assert [formatting.size_in(n, unit) for n in (0, 512, 1024, 1536, 2048)] == [
+        "0 B",
+        "0.5 KiB",
+        "1.0 KiB",
+        "1.5 KiB",
+        "2.0 KiB",
+    ]
+    assert formatting.size_in(1536 * 1024, 1024**2) == "1.5 MiB" and formatting.size_in(None, 1024) == "–"

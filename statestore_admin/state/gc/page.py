@@ -59,15 +59,25 @@ def require_run(user) -> None:
 def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: str | None, now: datetime) -> datetime:
     """The GC page's cutoff: ``now`` (every key past its own expiry), an ``age`` (keys that expired more than
     ``age`` hours or days ago) or a ``date`` (``parse_cutoff``'s rules: ISO 8601 with a time zone, not in the
-    future). ``Invalid`` on field cutoff, age or before."""
+    future). A field of another kind filled in is refused, not ignored: counting for a cutoff other than the
+    one typed would answer another question. ``Invalid`` on field cutoff, age or before."""
     kind = kind or "now"
     if kind not in CUTOFF_KINDS:
         raise Invalid({"cutoff": f"Unknown cutoff {kind!r}: choose now, an age or a date."})
+    others = (("age", age, "an age"), ("date", before, "a date"))
+    typed = [label for name, text, label in others if name != kind and text]
+    if typed:
+        raise Invalid(
+            {
+                "cutoff": f"The cutoff chosen is {CUTOFF_KINDS[kind]} but {' and '.join(typed)} is filled in: "
+                "choose the option you typed into, or clear the other field."
+            }
+        )
     if kind == "now":
         return now
     if kind == "date":
         if not before:
-            raise Invalid({"before": "Give a date and time with a time zone, e.g. 2026-11-01T00:00:00Z."})
+            raise Invalid({"before": "Pick a date and time, or choose another cutoff."})
         return parse_cutoff(before, now)
     try:
         amount = float(age or "")

@@ -46,7 +46,9 @@ DRY_RUN_EXACT_CAP = 10_000
 @dataclass(frozen=True)
 class DryRunSummary:
     """What a run would delete. ``rows`` is exact unless ``rows_more_than`` is set (the exact count stopped
-    past that cap): then ``rows`` is the planner's estimate (``rows_estimated``, PostgreSQL) or None (SQLite).
+    past that cap): then ``rows`` is the planner's estimate (``rows_estimated``, PostgreSQL, with the
+    ``statistics`` it comes from) or None (SQLite). Past the cap on stale statistics PostgreSQL first counts
+    exactly within the count budget (``rows_counted_in_budget``; ``counting.count_within``).
     ``by_dag`` and ``dags`` come from the expired rows (``by_dag_source`` "exact"), or past the cap from the
     latest statistics snapshot ("snapshot": its ``expired`` figures as of ``snapshot_taken_at``), or are
     unknown (None: no snapshot)."""
@@ -66,6 +68,13 @@ class DryRunSummary:
     answered_at: datetime = field(default_factory=timezone.now)
     references: ExpiredReferences | None = None  # the plan is with_objects
     regions: bool = False  # Airflow 3.4's schema: rows are addressed by region_id and region_index
+    rows_counted_in_budget: bool = False  # past the cap, PostgreSQL counted them all within the count budget
+    statistics: counting.Statistics | None = None  # rows_estimated: the statistics of the estimate
+
+    @property
+    def estimate_basis(self) -> str:
+        """Where the estimated rows come from ("from statistics last refreshed 3 days ago"), or ""."""
+        return self.statistics.basis(self.answered_at) if self.rows_estimated and self.statistics else ""
 
     def coordinates(self, row) -> str:
         """A sample row's task instance index as Airflow's own dry run names it."""
@@ -185,20 +194,28 @@ def dry_run(
             regions=regions,
         )
     ends = rows.aggregate(oldest=Min("expires_at"), newest=Max("expires_at"))  # two index lookups
-    connection = connections[airflow_alias()]
-    estimate = sql.estimated_rows(connection, sql.expired_where(plan.dag_ids), sql.expired_params(plan))
     taken_at, dags, by_dag = _snapshot_by_dag(plan, top)
+    statistics = counting.table_statistics(TaskStateStore._meta.db_table)
+    # Stale statistics (never analysed, much changed): the planner may be far off, so count exactly if that
+    # takes no longer than the count budget (PostgreSQL).
+    exact = counting.count_within(rows) if statistics is None or statistics.stale else None
+    estimate = None
+    if exact is None:
+        connection = connections[airflow_alias()]
+        estimate = sql.estimated_rows(connection, sql.expired_where(plan.dag_ids), sql.expired_params(plan))
     return DryRunSummary(
         plan,
         status,
-        max(estimate, cap + 1) if estimate is not None else None,
+        exact if exact is not None else None if estimate is None else max(estimate, cap + 1),
         dags,
         by_dag,
         ends["oldest"],
         ends["newest"],
         examples,
         rows_estimated=estimate is not None,
-        rows_more_than=cap,
+        rows_more_than=None if exact is not None else cap,
+        rows_counted_in_budget=exact is not None,
+        statistics=statistics if estimate is not None else None,
         by_dag_source="snapshot" if taken_at else None,
         snapshot_taken_at=taken_at,
         references=references,

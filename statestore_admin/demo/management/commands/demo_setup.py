@@ -9,7 +9,7 @@ from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
-from statestore_admin.state import scopes
+from statestore_admin.state import history, scopes
 from statestore_admin.state.roles import OPERATOR, VIEWER
 
 DEMO_USERNAME = "demo"
@@ -43,6 +43,7 @@ class Command(BaseCommand):
         else:
             call_command("create_airflow_schema", stdout=self.stdout)
             call_command("demo_data", stdout=self.stdout)
+            history.seed_history()  # Insights draws days of history on a fresh demo
         password_file = settings.VAR_DIR / "demo_password"
         if not password_file.exists():
             password_file.write_text(secrets.token_urlsafe(12))

@@ -1,0 +1,54 @@
+// statestore-admin: the one date-time input of the pages (the expiry dialogs, the GC page's "Before", the Audit
+// page's "Since" and "Until"): the browser's <input type="datetime-local">, in the reader's time zone (named
+// beside it, sent with the form as "tz"), and under it the time picked written as the app writes times,
+// "31 Dec 2026, 22:00", whatever format the browser's own picker uses. Loaded by each page or dialog that has
+// one; the listeners are added once.
+(function () {
+  "use strict";
+  if (window.statestoreDateTime) {
+    window.statestoreDateTime.setUp();
+    return;
+  }
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  const SELECTOR = "input[type=datetime-local]";
+
+  // "2026-12-31T22:00" (what the input holds: a wall time, no zone) as "31 Dec 2026, 22:00".
+  function appFormat(value) {
+    const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(value || "");
+    if (!m) return "";
+    return Number(m[3]) + " " + MONTHS[Number(m[2]) - 1] + " " + m[1] + ", " + m[4] + ":" + m[5];
+  }
+
+  function shownAs(input) {
+    let shown = input.parentElement.querySelector("[data-shown-as='" + input.id + "']");
+    if (!shown) {
+      shown = document.createElement("span");
+      shown.className = "muted small shown-as";
+      shown.dataset.shownAs = input.id;
+      shown.setAttribute("aria-hidden", "true"); // the input itself is what assistive technology reads
+      const after = input.parentElement.querySelector("#" + CSS.escape(input.id) + "-zone") || input;
+      after.insertAdjacentElement("afterend", shown);
+    }
+    return shown;
+  }
+
+  function show(input) {
+    if (!input.id) return;
+    const text = appFormat(input.value);
+    const shown = shownAs(input);
+    shown.textContent = text;
+    shown.hidden = !text;
+  }
+
+  function setUp() {
+    document.querySelectorAll(SELECTOR).forEach(show);
+  }
+
+  ["input", "change"].forEach((type) => document.addEventListener(type, (event) => {
+    if (event.target.matches(SELECTOR)) show(event.target);
+  }));
+  document.addEventListener("htmx:afterSwap", setUp);
+
+  window.statestoreDateTime = { setUp: setUp };
+  setUp();
+})();
