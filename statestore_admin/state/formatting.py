@@ -99,3 +99,16 @@ def task_index(map_index: int, region_id=None, *, regions: bool) -> str:
     if region_id is not None and getattr(region_id, "int", 1):
         return f"region_id {region_id} region_index {map_index}"
     return f"region_index {map_index}"
+
+
+def chart_time(value: datetime) -> str:
+    """A time on a chart's axis, short, in the zone ``value`` is in (the reader's): "30 Nov 16:43"."""
+    return f"{value.day} {value:%b %H:%M}"
+
+
+def number(value: float) -> str:
+    """A value read from a key (a watermark, a row count) for people: an integer with separators, a fraction with
+    up to three significant decimals ("12,345", "0.125", "1,234.5")."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.3f}".rstrip("0").rstrip(".")
