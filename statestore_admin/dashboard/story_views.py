@@ -54,6 +54,11 @@ def _label(kind: str, value: float) -> str:
     return formatting.number(value)
 
 
+def _run_time(run) -> datetime:
+    """When a run is for: its logical date (None for runs Airflow 3 triggers without one), else its run_after."""
+    return run.logical_date or run.run_after
+
+
 def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart:
     """``series`` (one point per run of ``runs``, oldest first) as a line: runs evenly along x, the values'
     range on y."""
@@ -72,7 +77,7 @@ def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart
 
     dots = [(x(i), y(v), f"{runs[i].run_id}: {_label(series.kind, v)}") for i, v in known]
     y_ticks = [Tick(y(low + (high - low) * q / 2), _label(series.kind, low + (high - low) * q / 2)) for q in range(3)]
-    x_ticks = [Tick(x(i), formatting.chart_time(timezone.localtime(runs[i].run_after))) for i in {0, len(runs) - 1}]
+    x_ticks = [Tick(x(i), formatting.chart_time(timezone.localtime(_run_time(runs[i])))) for i in {0, len(runs) - 1}]
     rows = [(runs[i].run_id, _label(series.kind, v)) for i, v in known]
     title = "The value" if series.name == "value" else series.name
     description = f"{title} over {formatting.plural(len(known), 'run')}: from {rows[0][1]} to {rows[-1][1]}"
@@ -91,7 +96,12 @@ def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart
 
 def _diff(before: str | None, after: str | None) -> dict:
     lines, hidden = diff_lines(before, after)
-    return {"lines": lines[:MAX_DIFF_LINES], "hidden": hidden + max(0, len(lines) - MAX_DIFF_LINES)}
+    return {
+        "lines": lines[:MAX_DIFF_LINES],
+        "hidden": hidden + max(0, len(lines) - MAX_DIFF_LINES),
+        "added": sum(line.kind == "add" for line in lines),
+        "removed": sum(line.kind == "del" for line in lines),
+    }
 
 
 @requires_view(permissions.TASK)
