@@ -64,7 +64,7 @@ from .figures import (
     store_totals,
 )
 from .index_scan import DISTINCT_DAGS, codepoint_order, distinct_dags
-from .key_story import FULL_VALUE_CHARS, RUN_WINDOW, STORY_PAGE, KeyStory, Series, StoryEntry, key_story
+from .key_story import FULL_VALUE_CHARS, RUN_WINDOW, STORY_PAGE, KeyStory, Series, StoryEntry, key_story, numeric_series
 from .regions import (
     Coordinate,
     LoopRun,
@@ -210,6 +210,7 @@ __all__ = [
     "StoryEntry",
     "compare_runs",
     "key_story",
+    "numeric_series",
     "runs_to_compare",
     # Airflow 3.4's regions
     "Coordinate",
