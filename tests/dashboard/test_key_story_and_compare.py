@@ -271,6 +271,13 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(signed_in, two_runs):
     assert response.status_code == 404 and b"No DAG run &#x27;nope&#x27;" in response.content
     assert signed_in.get(f"/dags/etl_orders/compare/?a={a.run_id}&b={a.run_id}&cursor=%%%").status_code == 200
     assert signed_in.get("/keys/task/999999/story/").status_code == 404
+    assert signed_in.get(f"/keys/task/{10**19}/story/").status_code == 404
+    key = make_task_key(a, key="k", value=1)
+    huge = "WzEwMDAwMDAwMDAwMDAwMDAwMDAwMF0"  # [10**20]: beyond 64 bits, the first page
+    assert signed_in.get(f"/keys/task/{key.id}/story/?cursor={huge}").status_code == 200
+    assert (
+        signed_in.get(f"/keys/task/{key.id}/story/?cursor=WzkyMjMzNzIwMzY4NTQ3NzU4MDdd").status_code == 200
+    )  # [2**63 - 1]
 
 
 # Airflow 3.4: keys in dynamic regions -----------------------------------------------------------------------------
