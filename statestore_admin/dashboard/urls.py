@@ -2,7 +2,17 @@ from django.urls import path, register_converter
 
 from statestore_admin.tokens import views as tokens
 
-from . import actions, audit_views, export_views, gc_views, insights_views, orphans_views, search_views, views
+from . import (
+    actions,
+    audit_views,
+    export_views,
+    gc_views,
+    insights_views,
+    orphans_views,
+    search_views,
+    story_views,
+    views,
+)
 
 
 class TaskActionConverter:
@@ -27,6 +37,7 @@ urlpatterns = [
     path("orphans/", orphans_views.orphans_page, name="orphans"),
     path("dags/", views.dag_list, name="dag-list"),
     path("dags/<str:dag_id>/", views.dag_runs, name="dag-runs"),
+    path("dags/<str:dag_id>/compare/", story_views.run_compare, name="run-compare"),
     path("runs/<int:run_pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:run_pk>/tasks/<str:task_id>/", views.task_instance, name="task-instance"),
     path("task-instance/", views.task_instance_lookup, name="task-instance-lookup"),
@@ -41,6 +52,7 @@ urlpatterns = [
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.revoke_api_token, name="api-token-revoke"),
     path("keys/task/<int:key_id>/", views.task_key, name="task-key"),
+    path("keys/task/<int:key_id>/story/", story_views.key_story, name="key-story"),
     path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),
     path("keys/task/export/", audit_views.task_keys_export, name="task-keys-export"),

@@ -120,3 +120,16 @@ def size_in(n: float | int | None, unit: int) -> str:
     while 1024**exponent < unit:
         exponent += 1
     return f"{n / unit:,.1f} {SIZE_UNITS[exponent - 1]}"
+
+
+def chart_time(value: datetime) -> str:
+    """A time on a chart's axis, short, in the zone ``value`` is in (the reader's): "30 Nov 16:43"."""
+    return f"{value.day} {value:%b %H:%M}"
+
+
+def number(value: float) -> str:
+    """A value read from a key (a watermark, a row count) for people: an integer with separators, a fraction with
+    up to three significant decimals ("12,345", "0.125", "1,234.5")."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:,.3f}".rstrip("0").rstrip(".")

@@ -615,6 +615,20 @@ def dashboard_cases(w) -> list[Case]:
             ),
             Case("keys/task/<int:key_id>/", "GET", f"/keys/task/{key.pk}/", target=target, needs=(TASK["view"],)),
             Case(
+                "keys/task/<int:key_id>/story/",
+                "GET",
+                f"/keys/task/{key.pk}/story/",
+                target=target,
+                needs=(TASK["view"],),
+            ),
+            Case(
+                "dags/<str:dag_id>/compare/",
+                "GET",
+                f"/dags/{run.dag_id}/compare/?a={run.run_id}&b={run.run_id}",
+                target=target,
+                needs=(TASK["view"],),
+            ),
+            Case(
                 "keys/task/<int:key_id>/edit/",
                 "GET",
                 f"/keys/task/{key.pk}/edit/",

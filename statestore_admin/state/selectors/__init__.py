@@ -6,7 +6,8 @@ By concern: ``scoped`` (what an access scope reaches), ``index_scan`` (the disti
 scan), ``figures`` (the overview's store-wide figures, snapshots and largest values), ``backends`` (Airflow's
 backend settings read for people), ``dags`` (the DAG list and a DAG's runs), ``tasks`` (a run's and a task
 instance's keys), ``asset_keys`` (assets and their keys), ``airflow_api`` (the ``/api/v2`` offset reads) and
-``audit_trail``. The names below are what the faces use; the key-status rule (``status``) and the figures
+``audit_trail``; ``key_story`` (a key across the runs of its DAG) and ``run_compare`` (two runs key by key).
+The names below are what the faces use; the key-status rule (``status``) and the figures
 (``counting``) are re-exported for them.
 """
 
@@ -63,6 +64,7 @@ from .figures import (
     store_totals,
 )
 from .index_scan import DISTINCT_DAGS, codepoint_order, distinct_dags
+from .key_story import FULL_VALUE_CHARS, RUN_WINDOW, STORY_PAGE, KeyStory, Series, StoryEntry, key_story, numeric_series
 from .regions import (
     Coordinate,
     LoopRun,
@@ -72,6 +74,7 @@ from .regions import (
     regions_enabled,
     run_regions,
 )
+from .run_compare import COMPARE_CAP, ComparedKey, RunComparison, compare_runs, runs_to_compare
 from .scoped import (
     DAG_IDS_CACHE_SECONDS,
     all_dag_ids_with_state,
@@ -197,6 +200,20 @@ __all__ = [
     "task_view",
     "with_previews",
     "writer_run",
+    # a key's story, two runs compared
+    "COMPARE_CAP",
+    "ComparedKey",
+    "FULL_VALUE_CHARS",
+    "KeyStory",
+    "RUN_WINDOW",
+    "RunComparison",
+    "STORY_PAGE",
+    "Series",
+    "StoryEntry",
+    "compare_runs",
+    "key_story",
+    "numeric_series",
+    "runs_to_compare",
     # Airflow 3.4's regions
     "Coordinate",
     "LoopRun",
