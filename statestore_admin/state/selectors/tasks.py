@@ -214,7 +214,8 @@ class RunTasks:
 
 def run_tasks(run: DagRun, prefix: str = "", listed_max: int = 10_000) -> RunTasks:
     """The run's tasks with keys, by a loose index scan of Airflow's unique index (dag_run_id, task_id, …): one
-    probe a task, then a capped count of each task's keys starting with ``prefix``."""
+    probe a task, then a capped count of each task's keys starting with ``prefix`` (with one, only the tasks
+    with such keys)."""
     with connections[airflow_alias()].cursor() as db:
         db.execute(_DISTINCT_TASKS, [run.pk, run.pk, RUN_TASKS_SHOWN + 1])
         task_ids = [row[0] for row in db.fetchall()]
@@ -223,7 +224,10 @@ def run_tasks(run: DagRun, prefix: str = "", listed_max: int = 10_000) -> RunTas
     rows = TaskStateStore.objects.filter(dag_run=run)
     if prefix:
         rows = rows.filter(key__istartswith=prefix)
-    return RunTasks(_capped_counts(rows, task_ids, TASK_COUNT_CAP), more, capped_count(rows, listed_max))
+    counts = _capped_counts(rows, task_ids, TASK_COUNT_CAP)
+    if prefix:  # the tasks with matching keys only
+        counts = {task_id: figure for task_id, figure in counts.items() if figure.value}
+    return RunTasks(counts, more, capped_count(rows, listed_max))
 
 
 def _capped_counts(rows: QuerySet, task_ids: list[str], cap: int) -> dict[str, Figure]:
