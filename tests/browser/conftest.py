@@ -66,3 +66,12 @@ def signed_in(page, live_server, operator, deployment):
     page.click("button[type=submit]")
     expect(page.locator("h1")).to_have_text("Task & asset state")
     return page
+
+
+# Run and task pages (H1, issue 23 item 4): a task key row's actions are one menu (includes/_task_keys_table.html).
+def row_action(row, name: str, exact: bool = False):
+    """The button ``name`` of the key ``row``'s actions menu, the menu opened first."""
+    menu = row.locator("details.row-menu")
+    if not menu.evaluate("(details) => details.open"):
+        menu.locator("summary").click()
+    return row.get_by_role("button", name=name, exact=exact)

@@ -3,6 +3,8 @@ bar sat at the top of the page with no count and was gone once one scrolled down
 more than the keys of one page; no way to set the expiry of several keys at once, nor to clear or expire a whole
 run. Every dialog opens and closes with no console error (CSP included)."""
 
+import re
+
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
