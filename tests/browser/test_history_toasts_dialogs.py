@@ -95,7 +95,7 @@ def test_back_after_an_action_shows_the_full_search_page(signed_in, live_server,
 def test_back_after_an_action_shows_the_full_asset_page(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/assets/{deployment['asset'].pk}/")
-    row_action(row_of(page, "cursor"), "Delete cursor").click()
+    row_of(page, "cursor").get_by_role("button", name="Delete cursor").click()
     page.locator("dialog#modal").get_by_role("button", name="Delete 1 key").click()
     expect(last_toast(page)).to_contain_text("Deleted 1 key")
     expect(row_of(page, "cursor")).to_have_count(0)
@@ -129,8 +129,8 @@ def test_a_long_keys_toast_is_clipped_in_the_corner_and_closable(signed_in, live
     assert box["height"] <= 130 and box["width"] <= 24 * 16 + 1, box  # four lines at most, 24rem
     assert viewport["width"] - 40 <= box["x"] + box["width"] <= viewport["width"]  # bottom right corner
     assert viewport["height"] - 40 <= box["y"] + box["height"] <= viewport["height"]
-    edit = row_action(row_of(page, "checkpoint"), "Edit checkpoint")
-    edit.click(trial=True)  # the rows' buttons stay clickable: nothing lies over them
+    menu = row_of(page, "checkpoint").locator("summary")
+    menu.click(trial=True)  # the rows' action menus stay clickable: nothing lies over them
     shown.get_by_role("button", name="Dismiss notification").click()
     expect(page.locator("#toasts .toast")).to_have_count(0)
 
