@@ -30,7 +30,7 @@ from statestore_admin.state.stats import take_snapshot
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage, ref_value, write_object
-from .conftest import SCREENSHOTS
+from .conftest import SCREENSHOTS, row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -190,7 +190,7 @@ def test_axe_finds_nothing_serious_on_any_page(browser, live_server, operator, d
         visit(page, live_server.url + path)
         findings[name] = serious(axe, page)
     visit(page, live_server.url + pages(deployment)["task-instance"])  # a dialog open over the page
-    page.locator("tr", has=page.locator("td.key code", has_text="job_id")).locator("button", has_text="Edit").click()
+    row_action(page.locator("tr", has=page.locator("td.key code", has_text="job_id")), "Edit").click()
     expect(page.locator("dialog#modal")).to_be_visible()
     findings["edit dialog"] = serious(axe, page)
     page.context.close()
