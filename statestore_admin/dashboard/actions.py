@@ -241,13 +241,21 @@ TASK_ACTIONS = {
         "expires_at is set to now: tasks can still read the keys until the next garbage collection deletes them.",
     ),
 }
+# The bulk expiry's confirmation (task_keys_expiry): a form as well as a list, so not one of TASK_ACTIONS' URLs.
+EXPIRY_ACTION = (
+    "Set the expiry of",
+    "Set the expiry of",
+    "Each key gets the expiry chosen below; garbage collection deletes a key once its expiry has passed.",
+)
 
 
 def _task_target(params) -> dict:
     """The keys a confirmation shows and posts, as the services take them: a task instance (``run``,
-    ``task_id``, ``map_index`` or ``all``) or key ids. An unknown run is a 404 like any page of it (the
-    service's lookup, so a run that is not a number is one too); a map index or id that is not a number
-    is Invalid."""
+    ``task_id``, ``map_index`` or ``all``), a run's keys matching its page's filter (``in_run``, ``in_task``,
+    ``key_prefix``) or key ids. An unknown run is a 404 like any page of it (the service's lookup, so a run
+    that is not a number is one too); a map index or id that is not a number is Invalid."""
+    if params.get("in_run"):
+        return _run_match(params)
     if params.get("run"):
         map_index = params.get("map_index", "-1")
         target = {
@@ -260,10 +268,24 @@ def _task_target(params) -> dict:
     return {"ids": tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))}
 
 
+def _run_match(params) -> dict:
+    return {
+        "in_run": params_.whole_number(params.get("in_run"), "in_run"),
+        "in_task": params.get("in_task", ""),
+        "key_prefix": params.get("key_prefix", ""),
+    }
+
+
 def task_selection(params, user) -> tuple[services.TaskSelection, object]:
     """The selection a confirmation's download reads (``audit_views.task_keys_export``): a task instance
-    (``run``, ``task_id``, ``map_index`` or ``all``) or key ids; and the DAG run for a task instance (in the
-    user's scope)."""
+    (``run``, ``task_id``, ``map_index`` or ``all``), a run's matching keys (``in_run``, …) or key ids; and the
+    DAG run for a task instance or a run (in the user's scope)."""
+    if params.get("in_run"):
+        match = _run_match(params)
+        run = selectors.get_run(match["in_run"], scope=scope_of(user))
+        return services.TaskSelection(
+            run_match=services.RunMatch(run.dag_id, run.run_id, match["in_task"], match["key_prefix"])
+        ), run
     if params.get("run"):
         run = selectors.get_run(params_.whole_number(params.get("run"), "run"), scope=scope_of(user))
         map_index = params.get("map_index", "-1")
@@ -299,6 +321,37 @@ def task_keys_action(request, action):
     return _task_keys_confirm(request, action, preview, [])
 
 
+@require_http_methods(["GET", "POST"])
+def task_keys_expiry(request):
+    """Set the expiry of several task keys at once: the selected ones, or a run's keys matching its filter. The
+    dialog lists them as the expire and delete confirmations do, with the expiry's fields; the POST sets that
+    expiry on exactly the keys it listed, in one audited change that the audit trail can undo. A form with a
+    mistake (a time that has passed, not confirmed) is shown again with a fresh list (422); nothing changes."""
+    actor = Actor.from_request(request)
+    form = ExpiryForm(request.POST or None)
+    params = request.POST if request.method == "POST" else request.GET
+    try:
+        if request.method == "POST" and form.is_valid():
+            outcome = services.apply_task_keys(
+                actor=actor,
+                action="expiry",
+                token=request.POST.get("listed", ""),
+                expiry=form.chosen_expiry(),
+                **_task_target(request.POST),
+            )
+            if not outcome.changed and not outcome.kept and not outcome.gone:
+                raise services.nothing_to("change")
+            when = expiry_text(form.chosen_expiry().resolve(timezone.now()), timezone.now())
+            message = outcome.describe("Set the expiry of").removesuffix(".") + f": each {when}."
+            return _done(request, message, reverse("home"), _level(outcome))
+        preview = services.preview_task_keys(actor=actor, action="expiry", sample=SAMPLE, **_task_target(params))
+        if not preview.listing.count:
+            raise services.nothing_to("change")
+    except ValidationError as exc:
+        return _task_keys_confirm(request, "expiry", None, _error_messages(exc), form)
+    return _task_keys_confirm(request, "expiry", preview, [], form, status=422 if request.method == "POST" else 200)
+
+
 def _task_keys_apply(request, actor: Actor, action: str):
     outcome = services.apply_task_keys(
         actor=actor, action=action, token=request.POST.get("listed", ""), **_task_target(request.POST)
@@ -308,8 +361,11 @@ def _task_keys_apply(request, actor: Actor, action: str):
     return _done(request, outcome.describe(TASK_ACTIONS[action][1]), reverse("home"), _level(outcome))
 
 
-def _task_keys_confirm(request, action: str, preview: services.Preview | None, errors: list[str]):
-    label, _, effect = TASK_ACTIONS[action]
+def _task_keys_confirm(
+    request, action: str, preview: services.Preview | None, errors: list[str], form=None, status: int = 200
+):
+    """The confirmation of an action on several task keys; ``form``: the expiry's fields (``expiry``)."""
+    label, _, effect = TASK_ACTIONS.get(action, EXPIRY_ACTION)
     shown = _listing_context(preview.listing) if preview else {"count": 0, "sample": []}
     refs = preview.listing.refs if preview and action == "delete" else 0
     context = {
@@ -325,8 +381,11 @@ def _task_keys_confirm(request, action: str, preview: services.Preview | None, e
         "refs": refs,
         "object_storage": _object_storage(refs),
         "show_values": permissions.can(request.user, permissions.TASK, "view"),
+        "match": preview.selection.run_match if preview else None,
+        "form": form,
+        "now": timezone.now(),
     }
-    return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else 200)
+    return _dialog(request, "actions/_task_confirm.html", context, status=422 if errors else status)
 
 
 # Asset keys ---------------------------------------------------------------------------------------

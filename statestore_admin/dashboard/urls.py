@@ -56,6 +56,7 @@ urlpatterns = [
     path("keys/task/<int:key_id>/edit/", actions.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", actions.task_key_expiry, name="task-key-expiry"),
     path("keys/task/export/", audit_views.task_keys_export, name="task-keys-export"),
+    path("keys/task/bulk-expiry/", actions.task_keys_expiry, name="task-keys-expiry"),
     path("keys/task/<action>/", actions.task_keys_action, name="task-keys-action"),
     path("assets/<int:asset_id>/export/", audit_views.asset_keys_export, name="asset-keys-export"),
     path("audit/", audit_views.audit_list, name="audit"),

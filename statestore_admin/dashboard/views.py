@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from statestore_admin.state import objects, permissions, selectors
+from statestore_admin.state import objects, permissions, selectors, services
 from statestore_admin.state.errors import Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
 
@@ -55,18 +55,31 @@ def dag_runs(request, dag_id):
 
 @requires_view(permissions.TASK)
 def run_detail(request, run_pk):
+    """A run's keys, a table a task, with each task's capped count; ``q`` keeps keys starting with it (any case),
+    ``sort`` orders them (``selectors.SORTS``). Both stay in every link of the page."""
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
     regions = selectors.run_regions(run)  # Airflow 3.4's loops and expansions (none on 3.3)
-    groups, page = selectors.run_state(run, request.GET.get("cursor"), regions=regions)
+    sort, prefix = _sort_and_filter(request)
+    groups, page = selectors.run_state(run, request.GET.get("cursor"), regions=regions, sort=sort, prefix=prefix)
+    tasks = selectors.run_tasks(run, prefix, listed_max=services.LISTED_MAX)
+    for group in groups:
+        group.count = tasks.counts.get(group.task_id)
     context = {
         "run": run,
         "groups": groups,
         "page": page,
+        "tasks": tasks,
+        "sort": sort,
+        "q": prefix,
         "loops": regions.loops(),
         "now": timezone.now(),
         **_refresh(run),
     }
     return render_page(request, "runs/detail.html", context, "runs/_panel.html")
+
+
+def _sort_and_filter(request) -> tuple[str, str]:
+    return selectors.key_sort(request.GET.get("sort")), request.GET.get("q", "").strip()[:512]
 
 
 def _refresh(run) -> dict:
@@ -84,8 +97,15 @@ def task_instance(request, run_pk, task_id):
     except Invalid as exc:
         return invalid_page(request, exc)
     run = selectors.get_run(run_pk, scope=scope_of(request.user))
+    sort, prefix = _sort_and_filter(request)
     view = selectors.task_view(
-        run, task_id, request.GET.get("map_index"), request.GET.get("cursor"), region_id=region_id
+        run,
+        task_id,
+        request.GET.get("map_index"),
+        request.GET.get("cursor"),
+        region_id=region_id,
+        sort=sort,
+        prefix=prefix,
     )
     context = {
         "run": run,
@@ -95,6 +115,8 @@ def task_instance(request, run_pk, task_id):
         "ti": view.task_instance,
         "map_indexes": view.map_indexes,
         "page": view.page,
+        "sort": sort,
+        "q": prefix,
         "now": timezone.now(),
         **_refresh(run),
     }

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop
@@ -66,3 +67,20 @@ def signed_in(page, live_server, operator, deployment):
     page.click("button[type=submit]")
     expect(page.locator("h1")).to_have_text("Task & asset state")
     return page
+
+
+# Run and task pages (H1, issue 23 item 4): a task key row's actions are one menu (includes/_task_keys_table.html).
+def row_action(row, name: str, exact: bool = False):
+    """The button ``name`` of the key ``row``'s actions menu, the menu opened first (again, if a refresh of the
+    panel after an action replaced the row meanwhile)."""
+    button = row.get_by_role("button", name=name, exact=exact)
+    for _ in range(3):
+        menu = row.locator("details.row-menu")
+        if not menu.evaluate("(details) => details.open"):
+            menu.locator("summary").click()
+        try:
+            button.first.wait_for(state="visible", timeout=2000)
+            break
+        except PlaywrightTimeoutError:
+            continue
+    return button

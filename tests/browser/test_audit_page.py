@@ -17,6 +17,7 @@ from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.state.models import AuditEvent
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -56,13 +57,13 @@ def test_delete_find_the_event_and_restore(signed_in, live_server, deployment, s
     row = page.locator("tr", has=page.locator("td.key code", has_text="job_id"))
 
     # An edit, so that the trail has a diff of a value, then the delete to undo.
-    row.get_by_role("button", name="Edit").click()
+    row_action(row, "Edit").click()
     dialog.locator("textarea").fill(
         '{"job": "spark-8", "cluster": "emr-prod", "attempt": 2, "submitted": "2026-11-29T00:09:52Z"}'
     )
     dialog.get_by_role("button", name="Save value").click()
     expect(dialog).to_be_hidden()
-    row.get_by_role("button", name="Delete").click()
+    row_action(row, "Delete").click()
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     dialog.get_by_role("button", name="Delete 1 key").click()
     expect(page.locator("#toasts .toast").last).to_have_text("Deleted 1 key.")

@@ -12,6 +12,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -52,7 +53,7 @@ def expect_full_page(page, heading: str):
 
 def expire_now(page, key: str):
     """An action on the page: its panel is then refreshed by htmx at the page's own URL."""
-    row_of(page, key).get_by_role("button", name=f"Expire now: {key}").click()
+    row_action(row_of(page, key), f"Expire now: {key}").click()
     dialog = page.locator("dialog#modal")
     dialog.get_by_role("button", name="Expire 1 key").click()
     expect(last_toast(page)).to_have_text(re.compile("Expired 1 key"))
@@ -117,7 +118,7 @@ def test_a_long_keys_toast_is_clipped_in_the_corner_and_closable(signed_in, live
     task_key = TaskStateStore.objects.get(key="job_id")
     TaskStateStore.objects.filter(pk=task_key.pk).update(key=LONG_KEY[:500])
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    page.locator("#keys-panel tr").last.get_by_role("button", name="Edit").click()
+    row_action(page.locator("#keys-panel tr").last, "Edit").click()
     dialog = page.locator("dialog#modal")
     dialog.locator("textarea").fill('{"job": "spark-8"}')
     dialog.get_by_role("button", name="Save value").click()
@@ -128,8 +129,8 @@ def test_a_long_keys_toast_is_clipped_in_the_corner_and_closable(signed_in, live
     assert box["height"] <= 130 and box["width"] <= 24 * 16 + 1, box  # four lines at most, 24rem
     assert viewport["width"] - 40 <= box["x"] + box["width"] <= viewport["width"]  # bottom right corner
     assert viewport["height"] - 40 <= box["y"] + box["height"] <= viewport["height"]
-    edit = row_of(page, "checkpoint").get_by_role("button", name="Edit checkpoint")
-    edit.click(trial=True)  # the rows' buttons stay clickable: nothing lies over them
+    menu = row_of(page, "checkpoint").locator("summary")
+    menu.click(trial=True)  # the rows' action menus stay clickable: nothing lies over them
     shown.get_by_role("button", name="Dismiss notification").click()
     expect(page.locator("#toasts .toast")).to_have_count(0)
 
@@ -141,7 +142,7 @@ def test_success_goes_errors_stay_until_closed_and_both_are_announced(signed_in,
     toasts = page.locator("#toasts")
     expect(toasts).to_have_attribute("aria-live", "polite")
     TaskStateStore.objects.filter(key="checkpoint").delete()  # deleted meanwhile: the dialog's GET is a 404
-    row_of(page, "checkpoint").get_by_role("button", name="Edit checkpoint").click()
+    row_action(row_of(page, "checkpoint"), "Edit checkpoint").click()
     error = toasts.locator(".toast-error")
     expect(error).to_have_text(re.compile("it may have been deleted"))
     expect(error).to_have_attribute("role", "alert")  # assertive
@@ -159,7 +160,7 @@ def test_success_goes_errors_stay_until_closed_and_both_are_announced(signed_in,
 def test_a_toast_shown_while_a_dialog_is_open_can_be_read_and_closed(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    row_of(page, "job_id").get_by_role("button", name="Edit job_id").click()
+    row_action(row_of(page, "job_id"), "Edit job_id").click()
     dialog = page.locator("dialog#modal")
     expect(dialog).to_be_visible()
     fire_toast(page, "The server cannot be reached.", "error")
@@ -201,7 +202,7 @@ def test_at_most_a_few_toasts_pile_up(signed_in, live_server, deployment):
 def test_enter_in_a_task_delete_confirmation_does_not_delete(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    row_of(page, "job_id").get_by_role("button", name="Delete job_id").click()
+    row_action(row_of(page, "job_id"), "Delete job_id").click()
     dialog = page.locator("dialog#modal")
     expect(dialog.get_by_role("button", name="Delete 1 key")).to_be_visible()
     expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
@@ -230,7 +231,7 @@ def test_enter_in_an_asset_clear_confirmation_does_not_delete(signed_in, live_se
 def test_a_form_dialog_still_focuses_its_field(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    row_of(page, "job_id").get_by_role("button", name="Edit job_id").click()
+    row_action(row_of(page, "job_id"), "Edit job_id").click()
     textarea = page.locator("dialog#modal textarea")
     expect(textarea).to_be_focused()
     textarea.fill("{")
@@ -244,7 +245,7 @@ def test_row_buttons_say_which_key(signed_in, live_server, deployment):
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
     for key in ("checkpoint", "job_id"):
         for name in (f"Edit {key}", f"Expiry of {key}", f"Expire now: {key}", f"Delete {key}"):
-            expect(page.get_by_role("button", name=name, exact=True)).to_have_count(1)
+            expect(row_action(row_of(page, key), name, exact=True)).to_have_count(1)
     page.goto(f"{live_server.url}/assets/{deployment['asset'].pk}/")
     for key in ("watermark", "cursor"):
         for name in (f"Edit {key}", f"Delete {key}"):
@@ -326,7 +327,10 @@ def test_aria_references_exist_on_every_page_and_in_every_dialog(signed_in, live
         "add": ("Add key", "Add key", "{"),
     }
     for name, (opener, submit, bad_value) in dialogs.items():
-        page.get_by_role("button", name=opener, exact=True).first.click()
+        if name == "add":
+            page.get_by_role("button", name=opener, exact=True).first.click()
+        else:  # a key row's action: in its menu
+            row_action(row_of(page, "job_id"), opener, exact=True).click()
         dialog = page.locator("dialog#modal")
         expect(dialog).to_be_visible()
         problems[f"dialog {name}"] = page.evaluate(DANGLING)

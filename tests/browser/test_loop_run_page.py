@@ -4,6 +4,7 @@ keys under it, and a key of one iteration edited through the page changes that r
 page (light, and 390 px wide) go to docs/screenshots/loop-run-page*.png."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from tests.factories import (
 )
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -60,8 +62,9 @@ def deployment(regions_cleanup):
 
 
 def block(page, iteration: int, position: int):
-    heading = f"loop refine · iteration {iteration} › map {position}"
-    return page.locator(".ti-block", has=page.locator("h3 .region-path", has_text=heading))
+    """The key rows of one coordinate: its region path in the row's region column."""
+    path = re.compile(f"^{re.escape(f'loop refine · iteration {iteration} › map {position}')}$")
+    return page.locator("#keys-panel tr", has=page.locator("td.region .region-path", has_text=path))
 
 
 def test_each_iterations_keys_appear_under_it_and_an_edit_changes_that_row_only(
@@ -70,8 +73,9 @@ def test_each_iterations_keys_appear_under_it_and_an_edit_changes_that_row_only(
     page = signed_in
     page.emulate_media(color_scheme="light")
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/")
-    expect(page.locator(".ti-block")).to_have_count(ITERATIONS * POSITIONS)
-    paths = page.locator(".ti-block h3 .region-path").all_inner_texts()
+    mapped = page.locator("section.task-group", has=page.locator("h2 a", has_text=re.compile(f"^{MAPPED}$")))
+    expect(mapped.locator("table")).to_have_count(1)  # one table for the task, a row a key with its path
+    paths = mapped.locator("td.region .region-path").all_inner_texts()
     assert paths == [
         f"loop refine · iteration {i} › map {p}" for i in range(ITERATIONS) for p in range(POSITIONS)
     ]  # newest last
@@ -88,7 +92,7 @@ def test_each_iterations_keys_appear_under_it_and_an_edit_changes_that_row_only(
 
     before = {row.pk: row.value for row in TaskStateStore.objects.all()}
     target = TaskStateStore.objects.get(value=json.dumps({"iteration": 1, "at": 0}))
-    block(page, 1, 0).get_by_role("button", name="Edit offset").click()
+    row_action(block(page, 1, 0), "Edit offset").click()
     dialog = page.locator("dialog#modal")
     dialog.locator("textarea").fill('{"iteration": 1, "at": 0, "edited": true}')
     dialog.get_by_role("button", name="Save value").click()

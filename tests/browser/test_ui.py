@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -55,9 +56,9 @@ def test_sign_in_and_browse_dag_run_task_instance(signed_in, live_server, deploy
     screenshot("dag-runs")
     page.get_by_role("link", name="scheduled__2026-11-29T00:00:00+00:00").click()
     expect(page.locator("h1")).to_have_text("scheduled__2026-11-29T00:00:00+00:00")
-    expect(page.get_by_text("map index 1")).to_be_visible()
+    expect(page.locator("td.map-index a", has_text="[1]").first).to_be_visible()  # one table, a map index column
     screenshot("dag-run")
-    page.get_by_role("link", name="submit", exact=True).click()
+    page.get_by_role("heading", name="submit").get_by_role("link", name="submit", exact=True).click()
     expect(page.locator("h1")).to_contain_text("submit")
     expect(page.locator("td.key code", has_text="job_id")).to_be_visible()
     screenshot("task-instance")
@@ -68,7 +69,7 @@ def test_edit_a_value(signed_in, live_server, deployment):
     run = deployment["run"]
     page.goto(f"{live_server.url}/runs/{run.pk}/tasks/submit/")
     row = page.locator("tr", has=page.locator("code", has_text="job_id"))
-    row.get_by_role("button", name="Edit").click()
+    row_action(row, "Edit").click()
     dialog = page.locator("dialog#modal")
     expect(dialog).to_be_visible()
     dialog.locator("textarea").fill('{"job": "spark-8",')
@@ -87,7 +88,7 @@ def test_expire_a_key(signed_in, live_server, deployment, screenshot):
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/submit/")
     row = page.locator("tr", has=page.locator("code", has_text="job_id"))
     expect(row.locator(".badge")).to_have_text("live")
-    row.get_by_role("button", name="Expire now").click()
+    row_action(row, "Expire now").click()
     dialog = page.locator("dialog#modal")
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     screenshot("confirm-expire")
@@ -136,7 +137,7 @@ def test_keyboard_bulk_selection(signed_in, live_server, deployment):
     page = signed_in
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/")
     page.locator("th.select input").first.check()
-    page.get_by_role("button", name="Delete selected").focus()
+    page.get_by_role("toolbar", name="Selected keys").get_by_role("button", name="Delete", exact=True).focus()
     page.keyboard.press("Enter")
     dialog = page.locator("dialog#modal")
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("2")

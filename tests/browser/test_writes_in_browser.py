@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -74,7 +75,7 @@ def test_non_ascii_and_right_to_left_text(signed_in, live_server, deployment, sc
     assert RLO not in evil.inner_text() and evil.inner_text().strip() == "report\\u202efdp.exe"
     screenshot("non-ascii-and-rtl")
     row = page.locator("tr", has=evil)
-    row.get_by_role("button", name="Delete").click()
+    row_action(row, "Delete").click()
     dialog = page.locator("dialog#modal")
     expect(dialog.locator(".confirm-list .hidden-char").first).to_be_visible()
     expect(dialog.locator(".confirm-list")).to_contain_text("x\\u202ey")
@@ -85,7 +86,7 @@ def test_non_ascii_and_right_to_left_text(signed_in, live_server, deployment, sc
 
 def open_editor(page, live_server, deployment, key="greeting"):
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/submit/")
-    page.locator("tr", has=page.locator("code", has_text=key)).get_by_role("button", name="Edit").click()
+    row_action(page.locator("tr", has=page.locator("code", has_text=key)), "Edit").click()
     dialog = page.locator("dialog#modal")
     expect(dialog.locator("textarea")).to_be_visible()
     return dialog

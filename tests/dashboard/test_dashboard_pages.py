@@ -179,11 +179,14 @@ def test_overview_shows_an_invalid_option_instead_of_failing(client, operator, w
 
 
 def test_run_page_groups_by_task_and_map_index(client, operator, world):
+    """One table a task, a mapped task's with a map index column whose links name the task instance."""
     client.force_login(operator)
     html = client.get(f"/runs/{world['run'].pk}/").content.decode()
     assert html.index(">submit<") < html.index(">train<")
+    train = html[html.index('<h2 id="task-2"><a href') :]  # the second task's section
+    assert ">train</a>" in train[:200] and train.count("<table") == 1 and "<th>Map index</th>" in train
     for map_index in (0, 1, 2):
-        assert f"map index {map_index}" in html
+        assert f">train[{map_index}]</a>" in train
     assert "badge-expired" in html and "badge-expiring" in html and "badge-never" in html and "worker ref" in html
 
 

@@ -86,46 +86,52 @@ def values_in(html: str) -> list[str]:
     return [htmllib.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in cells]
 
 
-def blocks(html: str) -> list[tuple[str, list[str]]]:
-    """Each block's heading (its path, and its badges) and the values listed under it, in page order."""
+def rows(html: str) -> list[tuple[str, str, str]]:
+    """Each key row's region path, the rest of its region cell (badges, decision) and its value, in page order
+    (one table a task; a path is empty outside any region)."""
     found = []
-    for block in re.findall(r'<div class="ti-block">(.*?)</table></div>\s*</div>', html, re.S):
-        heading = text(re.search(r"<h3>(.*?)</h3>", block, re.S).group(1)).strip()
-        found.append((heading, values_in(block)))
+    for row in re.findall(r"<tr>(.*?)</tr>", html, re.S):
+        if '<td class="value">' not in row:
+            continue
+        cell = re.search(r'<td class="region">(.*?)</td>', row, re.S)
+        path = re.search(r'<span class="region-path"[^>]*>(.*?)</span>', cell.group(1)) if cell else None
+        rest = text(cell.group(1)).strip() if cell else ""
+        label = htmllib.unescape(path.group(1)) if path else ""
+        found.append((label, rest[len(label) :].strip() if label else rest, values_in(row)[0]))
     return found
 
 
 def test_the_run_page_lists_each_coordinates_keys_under_its_path_newest_last(client, operator, looped):
+    """One table a task, each key with its region path, the coordinates in Airflow's order (newest last)."""
     client.force_login(operator)
     html = client.get(f"/runs/{looped['run'].pk}/").content.decode()
-    shown = [(heading.split(" success")[0], values) for heading, values in blocks(html)]
+    assert html.count("<table") == 4  # prepare, the loop's task, the mapped task in it, the group's task
+    shown = [(path, value) for path, _, value in rows(html)]
     assert shown == [
-        ("task instance", ['"outside"']),
-        ("loop process_batch · iteration 0", ['"size-0"']),
-        ("loop process_batch · iteration 1", ['"size-1"']),
-        ("loop process_batch · iteration 2", ['"size-2"']),
-        ("loop process_batch · iteration 0 › map 0", ['"it0-pos0"']),
-        ("loop process_batch · iteration 0 › map 1", ['"it0-pos1"']),
-        ("loop process_batch · iteration 1 › map 0", ['"it1-pos0"']),  # the replaced execution first
-        ("loop process_batch · iteration 1 › map 0", ['"it1-pos0-again"']),
-        ("loop process_batch · iteration 1 › map 1", ['"it1-pos1"']),
-        ("loop process_batch · iteration 1 › map 1", ['"it1-pos1-again"']),
-        ("loop process_batch · iteration 2 › map 0", ['"it2-pos0"']),
-        ("loop process_batch · iteration 2 › map 1", ['"it2-pos1"']),
-        ("group score · expansion 0", ['"model-0"']),
-        ("group score · expansion 1", ['"model-1"']),
+        ("", '"outside"'),
+        ("loop process_batch · iteration 0", '"size-0"'),
+        ("loop process_batch · iteration 1", '"size-1"'),
+        ("loop process_batch · iteration 2", '"size-2"'),
+        ("loop process_batch · iteration 0 › map 0", '"it0-pos0"'),
+        ("loop process_batch · iteration 0 › map 1", '"it0-pos1"'),
+        ("loop process_batch · iteration 1 › map 0", '"it1-pos0"'),  # the replaced execution first
+        ("loop process_batch · iteration 1 › map 0", '"it1-pos0-again"'),
+        ("loop process_batch · iteration 1 › map 1", '"it1-pos1"'),
+        ("loop process_batch · iteration 1 › map 1", '"it1-pos1-again"'),
+        ("loop process_batch · iteration 2 › map 0", '"it2-pos0"'),
+        ("loop process_batch · iteration 2 › map 1", '"it2-pos1"'),
+        ("group score · expansion 0", '"model-0"'),
+        ("group score · expansion 1", '"model-1"'),
     ]
 
 
 def test_a_forked_expansion_says_which_execution_is_current(client, operator, looped):
     client.force_login(operator)
     html = client.get(f"/runs/{looped['run'].pk}/").content.decode()
-    for heading, values in blocks(html):
-        if "iteration 1 › map" in heading:
-            replaced = "from a replaced execution" in heading
-            assert replaced == (not values[0].endswith('again"')), heading
-            assert replaced != (" current" in heading)
-    assert text(html).count("from a replaced execution") == 2
+    for path, badges, value in rows(html):
+        if "iteration 1 › map" in path:
+            assert ("replaced" in badges) == (not value.endswith('again"')), path
+    assert html.count('data-testid="replaced"') == 2
 
 
 def test_the_run_page_lists_the_loops_iterations_with_the_gates_decisions(client, operator, looped):
@@ -138,10 +144,10 @@ def test_the_run_page_lists_the_loops_iterations_with_the_gates_decisions(client
         ("1", "still short"),
         ("2", "every batch ≥ 2: stop"),
     ]
-    # a block directly in the loop shows its iteration's decision; a region nested in it does not repeat it
-    headings = dict(blocks(html)[i] for i in range(len(blocks(html))))
-    assert any("loop process_batch · iteration 2" in h and "decision: every batch ≥ 2: stop" in h for h in headings)
-    assert not any("› map" in h and "decision" in h for h in headings)
+    # a key directly in the loop shows its iteration's decision; a region nested in it does not repeat it
+    shown = rows(html)
+    assert any(p == "loop process_batch · iteration 2" and "decision: every batch ≥ 2: stop" in b for p, b, _ in shown)
+    assert not any("› map" in p and "decision" in b for p, b, _ in shown)
 
 
 def test_a_coordinates_page_shows_its_keys_only(client, operator, looped):

@@ -53,7 +53,8 @@ def test_a_mapped_tasks_heading_opens_every_map_index(client, operator, world):
     html = client.get(f"/runs/{run.pk}/tasks/train_fold/").content.decode()
     assert "no such task instance" not in html and "No keys" not in html
     assert "all map indexes" in html and "Mapped task: 2 map indexes with state." in html
-    assert html.count("map index 0") == 1 and html.count("map index 2") == 1  # one block each, with its keys
+    assert html.count("<table") == 1 and "<th>Map index</th>" in html  # one table, a map index column
+    assert html.count(">train_fold[0]</a>") == 1 and html.count(">train_fold[2]</a>") == 2  # each key's row
     assert html.count('<td class="key">') == 3 and "attempt" in html  # the keys of both
     chips = re.search(r'<nav class="map-indexes".*?</nav>', html, re.S).group(0)
     assert re.findall(r">(\w+)</a>", chips) == ["all", "0", "2"] and 'aria-current="page">all<' in chips
@@ -108,7 +109,7 @@ def test_selection_buttons_start_disabled(client, operator, world):
     client.force_login(operator)
     for url in (f"/runs/{world['run'].pk}/", f"/assets/{world['full'].pk}/"):
         html = client.get(url).content.decode()
-        for label in ("Expire selected", "Delete selected") if "runs" in url else ("Delete selected",):
+        for label in ("Set expiry", "Expire", "Delete") if "runs" in url else ("Delete selected",):
             tag = button(html, label)
             assert " disabled" in tag and "data-needs-selection" in tag, (url, label)
     response = client.get("/keys/task/expire/", **HX)  # nothing selected: refused

@@ -141,7 +141,7 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
     assert loop.iterations[-1].decision.endswith("stop")
     groups, _ = selectors.run_state(run, regions=regions)
     mapped = next(g for g in groups if g.task_id == MAPPED_TASK)
-    labels = [(b.coordinate.label, b.replaced) for b in mapped.instances]
+    labels = [(row.coordinate.label, row.replaced) for row in mapped.coordinates]
     assert labels[:3] == [
         ("loop process_batch · iteration 0 › map 0", False),
         ("loop process_batch · iteration 0 › map 1", False),
@@ -150,4 +150,5 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
     assert sum(replaced for _, replaced in labels) == 2 and len(labels) == 8
     assert DynamicRegion.objects.filter(dag_id=REGION_DAG, forked_from_region_id__isnull=False).count() == 1
     group = next(g for g in groups if g.task_id == "score.fit")
-    assert [b.coordinate.label for b in group.instances] == ["group score · expansion 0", "group score · expansion 1"]
+    labels = [row.coordinate.label for row in group.coordinates]
+    assert labels == ["group score · expansion 0", "group score · expansion 1"]

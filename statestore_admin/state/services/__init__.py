@@ -39,6 +39,7 @@ from .outcomes import CREATE, UPDATE, UPSERT, Outcome
 from .restore import KEEP, OVERWRITE, RestoreOutcome, restore_document, restore_event
 from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
 from .tasks import (
+    RunMatch,
     TaskKeyRef,
     TaskSelection,
     clear_task_instance,
@@ -47,6 +48,7 @@ from .tasks import (
     patch_task_key,
     set_task_expiry,
     set_task_key,
+    set_task_keys_expiry,
 )
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "RestoreOutcome",
     "TaskKeyRef",
     "TaskAddress",
+    "RunMatch",
     "TaskSelection",
     "apply_task_keys",
     "asset_selection",
@@ -85,5 +88,6 @@ __all__ = [
     "restore_event",
     "set_asset_key",
     "set_task_expiry",
+    "set_task_keys_expiry",
     "set_task_key",
 ]

@@ -1,6 +1,7 @@
 """Confirmed actions on many keys as the pages take them: ``preview_task_keys`` lists the task keys an
-expire or delete would take (for its confirmation), ``apply_task_keys`` acts on exactly the keys that
-listing listed; ``preview_asset_keys`` and ``apply_asset_keys`` do the same for an asset's delete or clear.
+expire, delete or expiry change would take (for its confirmation), ``apply_task_keys`` acts on exactly the keys
+that listing listed (a selection of key ids, a task instance's keys, or a run's keys matching its page's filter,
+within ``LISTED_MAX``); ``preview_asset_keys`` and ``apply_asset_keys`` do the same for an asset's delete or clear.
 Each checks the permission, the actor's scope and the selection itself, so that a face parses its input,
 makes one call and renders the answer."""
 
@@ -19,19 +20,31 @@ from ..actors import Actor
 from ..errors import Invalid, NotFound
 from ..scopes import scope_of
 from ..selectors import TaskAddress
+from ..values import Expiry
 from .assets import asset_selection, clear_asset, delete_asset_keys
 from .confirmations import Listing, list_keys
 from .outcomes import Outcome
-from .tasks import TaskSelection, clear_task_instance, delete_task_keys, expire_task_keys
+from .tasks import (
+    RunMatch,
+    TaskSelection,
+    clear_task_instance,
+    delete_task_keys,
+    expire_task_keys,
+    set_task_keys_expiry,
+)
 
 # What each action on task keys needs, and does to a selection of key ids.
-TASK_KEY_ACTIONS = {"delete": ("delete", delete_task_keys), "expire": ("change", expire_task_keys)}
+TASK_KEY_ACTIONS = {
+    "delete": ("delete", delete_task_keys),
+    "expire": ("change", expire_task_keys),
+    "expiry": ("change", set_task_keys_expiry),
+}
 
 
 @dataclass(frozen=True)
 class Preview:
     """What a confirmation shows: the keys listed (``Listing``, its ``sample`` in the order shown), the
-    selection they were listed from, and the DAG run of a task instance's keys (None for key ids)."""
+    selection they were listed from, and the DAG run of a task instance's or a run's keys (None for key ids)."""
 
     listing: Listing
     selection: TaskSelection
@@ -46,12 +59,19 @@ def _task_selection(
     map_index: int | None,
     ids: tuple[int, ...],
     region_id: UUID = SENTINEL_REGION_ID,
+    in_run: int | None = None,
+    in_task: str = "",
+    key_prefix: str = "",
 ) -> tuple[TaskSelection, DagRun | None]:
-    """A task instance's keys (``run_pk``, ``task_id``; ``map_index`` None: every map index) or key ids.
-    An unknown DAG run, or one out of the actor's scope, is NotFound."""
+    """A task instance's keys (``run_pk``, ``task_id``; ``map_index`` None: every map index), a run's keys
+    (``in_run``: of ``in_task`` or every task, starting with ``key_prefix``) or key ids. An unknown DAG run, or
+    one out of the actor's scope, is NotFound."""
     if action not in TASK_KEY_ACTIONS:
         raise NotFound(f"No action {action!r} on task keys.")
     permissions.require(actor, permissions.TASK, TASK_KEY_ACTIONS[action][0])
+    if in_run is not None:
+        run = selectors.get_run(in_run, scope=scope_of(actor))
+        return TaskSelection(run_match=RunMatch(run.dag_id, run.run_id, in_task, key_prefix)), run
     if run_pk is None:
         return TaskSelection(ids=ids), None
     run = selectors.get_run(run_pk, scope=scope_of(actor))
@@ -75,11 +95,16 @@ def preview_task_keys(
     ids: tuple[int, ...] = (),
     sample: int = 0,
     region_id: UUID = SENTINEL_REGION_ID,
+    in_run: int | None = None,
+    in_task: str = "",
+    key_prefix: str = "",
 ) -> Preview:
-    """List the task keys ``action`` ("expire" or "delete") would take, by task, map index and key, the
-    first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
+    """List the task keys ``action`` ("expire", "delete" or "expiry") would take, by task, map index and key,
+    the first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
     found, or no key ids, is Invalid."""
-    selection, run = _task_selection(actor, action, run_pk, task_id, map_index, ids, region_id)
+    selection, run = _task_selection(
+        actor, action, run_pk, task_id, map_index, ids, region_id, in_run, in_task, key_prefix
+    )
     try:
         rows = selection.queryset(scope_of(actor))
     except NotFound as exc:
@@ -97,11 +122,17 @@ def apply_task_keys(
     map_index: int | None = -1,
     ids: tuple[int, ...] = (),
     region_id: UUID = SENTINEL_REGION_ID,
+    in_run: int | None = None,
+    in_task: str = "",
+    key_prefix: str = "",
+    expiry: Expiry | None = None,
 ) -> Outcome:
-    """Expire or delete exactly the keys the confirmation listed (``preview_task_keys``; ``token``: its
-    ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear. Errors as
-    ``preview_task_keys``; a damaged token is Invalid."""
-    selection, _ = _task_selection(actor, action, run_pk, task_id, map_index, ids, region_id)
+    """Expire, delete or set the ``expiry`` of exactly the keys the confirmation listed (``preview_task_keys``;
+    ``token``: its ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear.
+    Errors as ``preview_task_keys``; a damaged token is Invalid."""
+    selection, _ = _task_selection(
+        actor, action, run_pk, task_id, map_index, ids, region_id, in_run, in_task, key_prefix
+    )
     try:
         listed = Listing.from_token(token)
     except Invalid as exc:
@@ -111,6 +142,8 @@ def apply_task_keys(
             return clear_task_instance(
                 actor=actor, scope=selection.scope, all_map_indices=selection.all_map_indices, listed=listed
             )
+        if action == "expiry":
+            return set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
         return TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
     except NotFound as exc:
         raise _instance_gone(exc) from None

@@ -1,5 +1,6 @@
-"""Writes to task keys: set (Airflow's PUT), patch, expiry, expire, delete, and clear of a task instance;
-``TaskKeyRef`` addresses one key, ``TaskSelection`` the keys an action takes."""
+"""Writes to task keys: set (Airflow's PUT), patch, expiry (of one key or of a selection), expire, delete, and
+clear of a task instance; ``TaskKeyRef`` addresses one key, ``TaskSelection`` the keys an action takes (``RunMatch``:
+a run's keys matching its page's filter)."""
 
 from __future__ import annotations
 
@@ -58,15 +59,33 @@ class TaskKeyRef:
 
 
 @dataclass(frozen=True)
+class RunMatch:
+    """The keys of a DAG run, of one task (``task_id``) or of every task, starting with ``prefix`` (any case, as the
+    run page filters): what "select all matching" and clearing or expiring a whole run act on."""
+
+    dag_id: str
+    run_id: str
+    task_id: str = ""
+    prefix: str = ""
+
+    def rows(self) -> QuerySet:
+        rows = TaskStateStore.objects.filter(dag_id=self.dag_id, run_id=self.run_id)
+        if self.task_id:
+            rows = rows.filter(task_id=self.task_id)
+        return rows.filter(key__istartswith=self.prefix) if self.prefix else rows
+
+
+@dataclass(frozen=True)
 class TaskSelection:
     """Task keys to act on: explicit ids, or every key of a task instance (``map_index=None``: of every
-    map index of the task), optionally only the named keys. A task instance selection needs the task
-    instance to exist, as in Airflow."""
+    map index of the task), optionally only the named keys, or a run's keys (``run_match``). A task instance
+    selection needs the task instance to exist, as in Airflow."""
 
     ids: tuple[int, ...] = ()
     scope: TaskAddress | None = None
     all_map_indices: bool = False
     keys: tuple[str, ...] | None = None
+    run_match: RunMatch | None = None
 
     @classmethod
     def of_instance(cls, scope: TaskAddress, all_map_indices: bool = False) -> TaskSelection:
@@ -77,6 +96,9 @@ class TaskSelection:
         exists first (NotFound); with ``check_instance=False`` the rows carry that condition instead, and an
         empty result is to be checked with ``require_instance`` (one query fewer when there are rows).
         A task instance of a DAG out of scope is Forbidden; ids of such keys select nothing."""
+        if self.run_match is not None:
+            allowed.require_dag(self.run_match.dag_id)
+            return self.run_match.rows()
         if self.scope is not None:
             allowed.require_dag(self.scope.dag_id)
             rows = TaskStateStore.objects.filter(
@@ -100,6 +122,10 @@ class TaskSelection:
             selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
 
     def audit_scope(self) -> dict:
+        if self.run_match is not None:
+            match = self.run_match
+            where = {"dag_id": match.dag_id, "run_id": match.run_id}
+            return {**where, "task_id": match.task_id} if match.task_id else where
         if self.scope is None:
             return {}
         scope = {"dag_id": self.scope.dag_id, "run_id": self.scope.run_id, "task_id": self.scope.task_id}
@@ -251,6 +277,25 @@ def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
                 [audit.task_change(r, before=state_of(r), after=(r.value, now), limit=recorder.limit) for r in chunk]
             )
             TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).update(expires_at=now)
+    return outcome_of(recorder, listed, others)
+
+
+def set_task_keys_expiry(
+    *, actor: Actor, selection: TaskSelection, expiry: Expiry, listed: Listing | None = None
+) -> Outcome:
+    """Set when the selected keys expire, all to the same instant (the default retention from now, never, or a
+    given one), in one audited change that can be undone; after a confirmation, only the keys it ``listed``, as
+    it listed them."""
+    permissions.require(actor, permissions.TASK, "change")
+    rows, others = selection.queryset(scope_of(actor)), []
+    expires_at = expiry.resolve(timezone.now())
+    with audit.change(actor, Action.EXPIRY, permissions.TASK, scope=selection.audit_scope()) as recorder:
+        chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
+        for chunk in chunks:
+            limit = recorder.limit
+            after = [audit.task_change(r, before=state_of(r), after=(r.value, expires_at), limit=limit) for r in chunk]
+            recorder.record(after)
+            TaskStateStore.objects.filter(pk__in=[r.pk for r in chunk]).update(expires_at=expires_at)
     return outcome_of(recorder, listed, others)
 
 

@@ -1,0 +1,45 @@
+"""The run and task pages' key tables: a column header that sorts by its column (``sort_th``), and the sort
+orders offered to a phone, whose cards have no header (``SORT_CHOICES``). The sort lives in the query string,
+so a sorted list can be shared; changing it starts again at the first page."""
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+SORT_CHOICES = [
+    ("", "Map index, then key"),
+    ("key", "Key (A–Z, key_2 before key_10)"),
+    ("-key", "Key (Z–A)"),
+    ("size", "Size (smallest first)"),
+    ("-size", "Size (largest first)"),
+    ("updated", "Updated (oldest first)"),
+    ("-updated", "Updated (newest first)"),
+    ("expiry", "Expiry (soonest first, never last)"),
+    ("-expiry", "Expiry (never first)"),
+]
+
+
+@register.simple_tag
+def sort_choices():
+    return SORT_CHOICES
+
+
+@register.simple_tag(takes_context=True)
+def sort_th(context, column: str, label: str, css: str = ""):
+    """A ``<th>`` whose link sorts by ``column`` (ascending, or descending when it already sorts ascending by
+    it), with ``aria-sort`` saying how the table is sorted now."""
+    current = context.get("sort", "")
+    params = context["request"].GET.copy()
+    params.pop("cursor", None)
+    params["sort"] = f"-{column}" if current == column else column
+    state = {column: "ascending", f"-{column}": "descending"}.get(current, "none")
+    arrow = {"ascending": " ↑", "descending": " ↓"}.get(state, "")
+    return format_html(
+        '<th class="{}" aria-sort="{}"><a class="sort" href="?{}">{}<span aria-hidden="true">{}</span></a></th>',
+        css,
+        state,
+        params.urlencode(),
+        label,
+        arrow,
+    )
