@@ -305,7 +305,8 @@ def _task_keys_apply(request, actor: Actor, action: str):
     )
     if not outcome.changed and not outcome.kept and not outcome.gone:
         raise services.nothing_to(action)
-    return _done(request, outcome.describe(TASK_ACTIONS[action][1]), reverse("home"), _level(outcome))
+    message = outcome.describe(TASK_ACTIONS[action][1])
+    return _done(request, message, reverse("home"), _level(outcome), undo=outcome.event)
 
 
 def _task_keys_confirm(request, action: str, preview: services.Preview | None, errors: list[str]):
@@ -385,7 +386,8 @@ def asset_keys_delete(request, asset_id):
             token = request.POST.get("listed", "")
             outcome, asset = services.apply_asset_keys(actor=actor, asset_id=asset_id, keys=keys, token=token)
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
-            return _done(request, outcome.describe(verb), reverse("asset-detail", args=[asset_id]), _level(outcome))
+            fallback = reverse("asset-detail", args=[asset_id])
+            return _done(request, outcome.describe(verb), fallback, _level(outcome), undo=outcome.event)
         preview = services.preview_asset_keys(actor=actor, asset_id=asset_id, keys=keys, sample=SAMPLE)
         asset, shown, refs = preview.asset, _listing_context(preview.listing), preview.listing.refs
     except ValidationError as exc:

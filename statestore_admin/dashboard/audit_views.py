@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from statestore_admin.airflow.models import worker_ref_of
@@ -163,6 +164,17 @@ def _filter_fields(params, errors: dict) -> list[dict]:
     ]
 
 
+LIST_KEYS = 3  # keys an event of the Audit list names, then "and N more"
+
+
+def _name_keys(events: list[AuditEvent]) -> None:
+    """Each event's first keys (``named``) and how many more it has (``unnamed``): one query a page."""
+    first = selectors.first_keys_of(events, LIST_KEYS)
+    for event in events:
+        event.named = first.get(event.pk, [])[:LIST_KEYS]
+        event.unnamed = max(0, event.key_count - len(event.named))
+
+
 def audit_list(request):
     """The audit trail, newest first, of the stores the user may view; filters and cursor in the URL."""
     stores = _require_any_view(request.user)
@@ -176,6 +188,8 @@ def audit_list(request):
         if query
         else None
     )
+    if page:
+        _name_keys(page.items)
     context = {
         "page": page,
         "fields": _filter_fields(request.GET, errors),
@@ -281,11 +295,33 @@ def _resolutions(post) -> dict[str, str]:
     return chosen
 
 
+RESTORED_LINKED = 10  # restored keys the "Restored" dialog links to; the restore's events list them all
+
+
+def _restored_links(request, outcome: services.RestoreOutcome) -> tuple[list[dict], int]:
+    """The first restored keys, each with a link to the key as it is now (a task key restored is a new row:
+    ``selectors.current_task_key``), None for a key the restore deleted; and how many more were restored."""
+    scope, links, total = scope_of(request.user), [], 0
+    for event, keys in selectors.first_keys_of(outcome.events, RESTORED_LINKED).items():
+        total += next(e.key_count for e in outcome.events if e.pk == event)
+        for key in keys[: RESTORED_LINKED - len(links)]:
+            url = None
+            if key.after_value is not None and key.asset_id is not None:
+                url = f"{reverse('asset-key', args=[key.asset_id])}?{urlencode({'key': key.key})}"
+            elif key.after_value is not None:
+                row = selectors.current_task_key(key, scope=scope)
+                url = reverse("task-key", args=[row.pk]) if row is not None else None
+            links.append({"key": key.key, "url": url, "removed": key.after_value is None})
+    return links, total - len(links)
+
+
 def _restored(request, outcome: services.RestoreOutcome, fallback: str):
     """Success: htmx gets the outcome in the dialog (with a toast), a plain form the restore's event."""
     message = outcome.describe()
     if request.htmx:
-        response = render(request, "audit/_restore_done.html", {"outcome": outcome, "message": message})
+        links, more = _restored_links(request, outcome)
+        context = {"outcome": outcome, "message": message, "links": links, "more": more}
+        response = render(request, "audit/_restore_done.html", context)
         response["HX-Trigger"] = json.dumps({"toast": {"level": "success", "message": message}, "stateChanged": True})
         return response
     messages.success(request, message)
