@@ -8,6 +8,7 @@ key and value (a diff is a list of plain text lines, never HTML).
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -356,24 +357,40 @@ def audit_restore(request, event_id):
     return dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
 
 
-def _read_document(upload):
+def _read_upload(upload) -> bytes:
     if upload is None:
         raise Invalid({"file": "Choose an export file (.json)."})
     if upload.size > MAX_UPLOAD_BYTES:
         raise Invalid({"file": f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB."})
-    return exports.read_document(upload.read())
+    return upload.read()
 
 
 @require_POST
 def audit_restore_file(request):
-    """Restore the keys of an export file (``services.restore_document``); on any error nothing changes."""
+    """Restore the keys of an export file in two steps: the upload shows what the restore would do
+    (``services.preview_document``), and the restore (``services.restore_document``) happens only when the
+    same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
     if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""
+    actor = Actor.from_request(request)
     try:
-        document = _read_document(request.FILES.get("file"))
-        outcome = services.restore_document(actor=Actor.from_request(request), document=document, overwrite=overwrite)
+        raw = _read_upload(request.FILES.get("file"))
+        document = exports.read_document(raw)
+        digest = hashlib.sha256(raw).hexdigest()
+        if request.POST.get("confirmed") != digest:  # not confirmed, or another file than the one previewed
+            preview = services.preview_document(actor=actor, document=document, overwrite=overwrite)
+            context = {
+                "preview": preview,
+                "digest": digest,
+                "overwrite": overwrite,
+                "name": request.FILES["file"].name,
+                "another_file": bool(request.POST.get("confirmed")),
+                "conflicts": _conflict_rows(preview.conflicts),
+            }
+            return dialog(request, "audit/_upload_preview.html", context)
+        outcome = services.restore_document(actor=actor, document=document, overwrite=overwrite)
     except Conflict as exc:
         message, conflicts = str(exc), _conflict_rows(exc.details)
     except ValidationError as exc:
