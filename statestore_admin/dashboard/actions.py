@@ -229,18 +229,8 @@ def task_key_add(request, run_pk, task_id):
     return _form_action(request, form, "actions/_task_add.html", context, add)
 
 
-TASK_ACTIONS = {
-    "delete": (
-        "Delete",
-        "Deleted",
-        "The rows are deleted from the Airflow database. Tasks that read these keys get nothing.",
-    ),
-    "expire": (
-        "Expire",
-        "Expired",
-        "expires_at is set to now: tasks can still read the keys until the next garbage collection deletes them.",
-    ),
-}
+# action: (button, toast verb); what each does is said in people's words by actions/_effect.html
+TASK_ACTIONS = {"delete": ("Delete", "Deleted"), "expire": ("Expire", "Expired")}
 
 
 def _task_target(params) -> dict:
@@ -310,13 +300,12 @@ def _task_keys_apply(request, actor: Actor, action: str):
 
 
 def _task_keys_confirm(request, action: str, preview: services.Preview | None, errors: list[str]):
-    label, _, effect = TASK_ACTIONS[action]
+    label, _ = TASK_ACTIONS[action]
     shown = _listing_context(preview.listing) if preview else {"count": 0, "sample": []}
     refs = preview.listing.refs if preview and action == "delete" else 0
     context = {
         "run": preview.run if preview else None,
         "label": label,
-        "effect": effect,
         "action": action,
         "errors": errors,
         **shown,
