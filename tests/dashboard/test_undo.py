@@ -165,3 +165,20 @@ def test_the_audit_list_names_the_keys(op_client, run):
     assert names.count("<code>") == 3
     assert "and 2 more" in names
     assert "<b>x</b>" not in page  # a key is user data: escaped
+
+
+def test_an_old_link_to_a_key_in_a_region_follows_it_after_a_restore(op_client, run, region_factory):
+    """Airflow 3.4: the same key name in two iterations of a loop; the old link finds its own iteration's key."""
+    from tests import factories
+
+    loop = region_factory(run, node_id="loop")
+    factories.make_region_instance(run, "t", loop, 0)
+    factories.make_region_instance(run, "t", loop, 1)
+    first = factories.make_region_key(run, "t", loop, 0, key="job", value="first")
+    factories.make_region_key(run, "t", loop, 1, key="job", value="second")
+    undo = toast_of(act(op_client, "/keys/task/delete/", {"ids": first.pk}))["undo"]
+    op_client.post(undo, **HX)
+    again = TaskStateStore.objects.get(key="job", region_id=loop.pk, map_index=0)
+    response = op_client.get(f"/keys/task/{first.pk}/")
+    assert response.status_code == 302 and response["Location"] == f"/keys/task/{again.pk}/"
+    assert json.loads(again.value) == "first"
