@@ -6,12 +6,14 @@ import re
 from datetime import timedelta
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from ..conftest import BOTH_DATABASES
+from .conftest import SCREENSHOTS
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -110,3 +112,29 @@ def test_the_audit_list_names_the_keys(signed_in, live_server, deployment, conso
     expect(names).to_contain_text("and 1 more")
     expect(names.locator("code")).to_have_count(3)
     assert console_errors == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_on_a_phone_the_undo_toast_and_the_value_tools_fit(browser, live_server, operator, deployment, scheme):
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", operator.username)
+    page.fill("#id_password", operator.raw_password)
+    page.click("button[type=submit]")
+    page.goto(f"{live_server.url}/keys/task/{TaskStateStore.objects.get(key='offset').pk}/")
+    expect(page.locator("[data-json-tools]")).to_be_visible()
+    page.get_by_test_id("expire-now").click()
+    page.locator("dialog#modal").get_by_role("button", name=re.compile("Expire 1 key")).click()
+    toast = page.locator("#toasts .toast", has_text="Expired 1 key")
+    expect(toast.get_by_role("button", name="Undo")).to_be_visible()
+    box = toast.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    violations = Axe().run(page).response["violations"]
+    assert not [v["id"] for v in violations if v["impact"] in ("serious", "critical")]
+    page.screenshot(path=str(SCREENSHOTS / f"undo-toast-phone-{scheme}.png"), full_page=True)
+    context.close()
+    assert errors == []
