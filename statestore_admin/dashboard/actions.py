@@ -85,11 +85,26 @@ def _listing_context(listing: services.Listing) -> dict:
     return {"count": listing.count, "sample": list(listing.sample), "listed": listing.token, "export_until": latest}
 
 
-def _edit_value(request, template: str, fetch, save, fallback: str):
-    """A value editor of the key ``fetch()`` reads; ``save(value, seen_updated_at)`` calls the service. A
-    key written since the editor opened is a conflict: the editor then shows its current value beside the
-    user's, and offers to save the user's over that version or to keep it (no write). A key deleted
-    meanwhile closes the dialog."""
+def _saved(key, row) -> tuple[str, str]:
+    """The toast of a saved value, and its level: with what became of the replaced reference's object when
+    the user asked to delete it (a failure is a warning: the object is an orphan)."""
+    message, deletes = f"Saved the value of {key.key!r}.", getattr(row, "objects", None)
+    if deletes is None:
+        return message, "success"
+    if deletes.deleted:
+        message += " Its worker-side object was deleted."
+    elif deletes.missing:
+        message += " Its worker-side object was already gone."
+    return message + deletes.describe(), "warning" if deletes.failed_count else "success"
+
+
+def _edit_value(request, template: str, fetch, save, fallback: str, store: str):
+    """A value editor of the key ``fetch()`` reads; ``save(value, seen_updated_at, delete_object)`` calls the
+    service. A key written since the editor opened is a conflict: the editor then shows its current value
+    beside the user's, and offers to save the user's over that version or to keep it (no write). A key
+    deleted meanwhile closes the dialog. A key holding a worker-side reference: the editor says that saving
+    replaces it with an inline value and leaves its object behind, and offers (to who may delete) to delete
+    that object too, after the row (``delete_object``)."""
     try:
         key = fetch()
     except NotFound:
@@ -102,7 +117,11 @@ def _edit_value(request, template: str, fetch, save, fallback: str):
         return _done(request, f"Kept the current value of {key.key!r}; nothing was written.", fallback)
     if request.method == "POST" and form.is_valid():
         try:
-            row = save(decode_json_text(form.cleaned_data["value"]), form.cleaned_data.get("seen_updated_at"))
+            row = save(
+                decode_json_text(form.cleaned_data["value"]),
+                form.cleaned_data.get("seen_updated_at"),
+                request.POST.get("delete_object") == "1",
+            )
         except ValidationError as exc:
             apply_errors(form, exc)
         except NotFound as exc:
@@ -116,10 +135,20 @@ def _edit_value(request, template: str, fetch, save, fallback: str):
             conflict = {"value": pretty(current["current"]), "updated_at": current["updated_at"]}
         else:
             if row.written:
-                return _done(request, f"Saved the value of {key.key!r}.", fallback)
+                message, level = _saved(key, row)
+                return _done(request, message, fallback, level)
             return _done(request, f"The value of {key.key!r} is unchanged: nothing was written.", fallback, "info")
     status = 422 if request.method == "POST" else 200
-    context = {"key": key, "form": form, "conflict": conflict, "surrogate": stored_surrogate(key.value)}
+    reference = objects.classify(key.worker_ref, objects.storage()) if isinstance(key.worker_ref, str) else None
+    context = {
+        "key": key,
+        "form": form,
+        "conflict": conflict,
+        "surrogate": stored_surrogate(key.value),
+        "reference": reference,
+        "may_delete_object": permissions.can(request.user, store, "delete"),
+        "delete_object": request.POST.get("delete_object") == "1",
+    }
     return _dialog(request, template, context, status=status)
 
 
@@ -160,15 +189,17 @@ def task_key_edit(request, key_id):
     def fetch():
         return selectors.get_task_key(key_id, scope=scope_of(request.user))
 
-    def save(value, seen_updated_at):
+    def save(value, seen_updated_at, delete_object):
         return services.patch_task_key(
             actor=Actor.from_request(request),
             ref=services.TaskKeyRef(id=key_id),
             value=value,
             seen_updated_at=seen_updated_at,
+            delete_object=delete_object,
         )
 
-    return _edit_value(request, "actions/_task_value.html", fetch, save, reverse("task-key", args=[key_id]))
+    fallback = reverse("task-key", args=[key_id])
+    return _edit_value(request, "actions/_task_value.html", fetch, save, fallback, permissions.TASK)
 
 
 @require_http_methods(["GET", "POST"])
@@ -229,24 +260,10 @@ def task_key_add(request, run_pk, task_id):
     return _form_action(request, form, "actions/_task_add.html", context, add)
 
 
-TASK_ACTIONS = {
-    "delete": (
-        "Delete",
-        "Deleted",
-        "The rows are deleted from the Airflow database. Tasks that read these keys get nothing.",
-    ),
-    "expire": (
-        "Expire",
-        "Expired",
-        "expires_at is set to now: tasks can still read the keys until the next garbage collection deletes them.",
-    ),
-}
+# action: (button, toast verb); what each does is said in people's words by actions/_effect.html
+TASK_ACTIONS = {"delete": ("Delete", "Deleted"), "expire": ("Expire", "Expired")}
 # The bulk expiry's confirmation (task_keys_expiry): a form as well as a list, so not one of TASK_ACTIONS' URLs.
-EXPIRY_ACTION = (
-    "Set the expiry of",
-    "Set the expiry of",
-    "Each key gets the expiry chosen below; garbage collection deletes a key once its expiry has passed.",
-)
+EXPIRY_ACTION = ("Set the expiry of", "Set the expiry of")
 
 
 def _task_target(params) -> dict:
@@ -358,20 +375,20 @@ def _task_keys_apply(request, actor: Actor, action: str):
     )
     if not outcome.changed and not outcome.kept and not outcome.gone:
         raise services.nothing_to(action)
-    return _done(request, outcome.describe(TASK_ACTIONS[action][1]), reverse("home"), _level(outcome))
+    message = outcome.describe(TASK_ACTIONS[action][1])
+    return _done(request, message, reverse("home"), _level(outcome), undo=outcome.event)
 
 
 def _task_keys_confirm(
     request, action: str, preview: services.Preview | None, errors: list[str], form=None, status: int = 200
 ):
     """The confirmation of an action on several task keys; ``form``: the expiry's fields (``expiry``)."""
-    label, _, effect = TASK_ACTIONS.get(action, EXPIRY_ACTION)
+    label, _ = TASK_ACTIONS.get(action, EXPIRY_ACTION)
     shown = _listing_context(preview.listing) if preview else {"count": 0, "sample": []}
     refs = preview.listing.refs if preview and action == "delete" else 0
     context = {
         "run": preview.run if preview else None,
         "label": label,
-        "effect": effect,
         "action": action,
         "errors": errors,
         **shown,
@@ -397,7 +414,7 @@ def asset_key_edit(request, asset_id):
     def fetch():
         return selectors.get_asset_key(asset_id, name, scope=scope_of(request.user))
 
-    def save(value, seen_updated_at):
+    def save(value, seen_updated_at, delete_object):
         return services.set_asset_key(
             actor=Actor.from_request(request),
             asset_id=asset_id,
@@ -405,9 +422,11 @@ def asset_key_edit(request, asset_id):
             value=value,
             mode=services.UPDATE,
             seen_updated_at=seen_updated_at,
+            delete_object=delete_object,
         )
 
-    return _edit_value(request, "actions/_asset_value.html", fetch, save, reverse("asset-detail", args=[asset_id]))
+    fallback = reverse("asset-detail", args=[asset_id])
+    return _edit_value(request, "actions/_asset_value.html", fetch, save, fallback, permissions.ASSET)
 
 
 @require_http_methods(["GET", "POST"])
@@ -444,7 +463,8 @@ def asset_keys_delete(request, asset_id):
             token = request.POST.get("listed", "")
             outcome, asset = services.apply_asset_keys(actor=actor, asset_id=asset_id, keys=keys, token=token)
             verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
-            return _done(request, outcome.describe(verb), reverse("asset-detail", args=[asset_id]), _level(outcome))
+            fallback = reverse("asset-detail", args=[asset_id])
+            return _done(request, outcome.describe(verb), fallback, _level(outcome), undo=outcome.event)
         preview = services.preview_asset_keys(actor=actor, asset_id=asset_id, keys=keys, sample=SAMPLE)
         asset, shown, refs = preview.asset, _listing_context(preview.listing), preview.listing.refs
     except ValidationError as exc:

@@ -8,6 +8,7 @@ key and value (a diff is a list of plain text lines, never HTML).
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from statestore_admin.airflow.models import worker_ref_of
@@ -166,6 +168,17 @@ def _filter_fields(params, errors: dict) -> list[dict]:
     ]
 
 
+LIST_KEYS = 3  # keys an event of the Audit list names, then "and N more"
+
+
+def _name_keys(events: list[AuditEvent]) -> None:
+    """Each event's first keys (``named``) and how many more it has (``unnamed``): one query a page."""
+    first = selectors.first_keys_of(events, LIST_KEYS)
+    for event in events:
+        event.named = first.get(event.pk, [])[:LIST_KEYS]
+        event.unnamed = max(0, event.key_count - len(event.named))
+
+
 def audit_list(request):
     """The audit trail, newest first, of the stores the user may view; filters and cursor in the URL."""
     stores = _require_any_view(request.user)
@@ -179,6 +192,8 @@ def audit_list(request):
         if query
         else None
     )
+    if page:
+        _name_keys(page.items)
     context = {
         "page": page,
         "fields": _filter_fields(request.GET, errors),
@@ -285,11 +300,33 @@ def _resolutions(post) -> dict[str, str]:
     return chosen
 
 
+RESTORED_LINKED = 10  # restored keys the "Restored" dialog links to; the restore's events list them all
+
+
+def _restored_links(request, outcome: services.RestoreOutcome) -> tuple[list[dict], int]:
+    """The first restored keys, each with a link to the key as it is now (a task key restored is a new row:
+    ``selectors.current_task_key``), None for a key the restore deleted; and how many more were restored."""
+    scope, links, total = scope_of(request.user), [], 0
+    for event, keys in selectors.first_keys_of(outcome.events, RESTORED_LINKED).items():
+        total += next(e.key_count for e in outcome.events if e.pk == event)
+        for key in keys[: RESTORED_LINKED - len(links)]:
+            url = None
+            if key.after_value is not None and key.asset_id is not None:
+                url = f"{reverse('asset-key', args=[key.asset_id])}?{urlencode({'key': key.key})}"
+            elif key.after_value is not None:
+                row = selectors.current_task_key(key, scope=scope)
+                url = reverse("task-key", args=[row.pk]) if row is not None else None
+            links.append({"key": key.key, "url": url, "removed": key.after_value is None})
+    return links, total - len(links)
+
+
 def _restored(request, outcome: services.RestoreOutcome, fallback: str):
     """Success: htmx gets the outcome in the dialog (with a toast), a plain form the restore's event."""
     message = outcome.describe()
     if request.htmx:
-        response = render(request, "audit/_restore_done.html", {"outcome": outcome, "message": message})
+        links, more = _restored_links(request, outcome)
+        context = {"outcome": outcome, "message": message, "links": links, "more": more}
+        response = render(request, "audit/_restore_done.html", context)
         response["HX-Trigger"] = json.dumps({"toast": {"level": "success", "message": message}, "stateChanged": True})
         return response
     messages.success(request, message)
@@ -324,24 +361,40 @@ def audit_restore(request, event_id):
     return dialog(request, "audit/_restore_confirm.html", context, status=422 if errors else 200)
 
 
-def _read_document(upload):
+def _read_upload(upload) -> bytes:
     if upload is None:
         raise Invalid({"file": "Choose an export file (.json)."})
     if upload.size > MAX_UPLOAD_BYTES:
         raise Invalid({"file": f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB."})
-    return exports.read_document(upload.read())
+    return upload.read()
 
 
 @require_POST
 def audit_restore_file(request):
-    """Restore the keys of an export file (``services.restore_document``); on any error nothing changes."""
+    """Restore the keys of an export file in two steps: the upload shows what the restore would do
+    (``services.preview_document``), and the restore (``services.restore_document``) happens only when the
+    same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
     if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""
+    actor = Actor.from_request(request)
     try:
-        document = _read_document(request.FILES.get("file"))
-        outcome = services.restore_document(actor=Actor.from_request(request), document=document, overwrite=overwrite)
+        raw = _read_upload(request.FILES.get("file"))
+        document = exports.read_document(raw)
+        digest = hashlib.sha256(raw).hexdigest()
+        if request.POST.get("confirmed") != digest:  # not confirmed, or another file than the one previewed
+            preview = services.preview_document(actor=actor, document=document, overwrite=overwrite)
+            context = {
+                "preview": preview,
+                "digest": digest,
+                "overwrite": overwrite,
+                "name": request.FILES["file"].name,
+                "another_file": bool(request.POST.get("confirmed")),
+                "conflicts": _conflict_rows(preview.conflicts),
+            }
+            return dialog(request, "audit/_upload_preview.html", context)
+        outcome = services.restore_document(actor=actor, document=document, overwrite=overwrite)
     except Conflict as exc:
         message, conflicts = str(exc), _conflict_rows(exc.details)
     except ValidationError as exc:

@@ -9,7 +9,12 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from statestore_admin.state import permissions
+
+UNDO_TAG = "undo:"  # a message's extra_tags: "undo:<event id>", the toast's Undo (templates/includes/_toast_undo.html)
 
 
 def safe_url(request, url: str) -> str:
@@ -30,21 +35,33 @@ def error_messages(exc: Exception) -> list[str]:
     return [str(exc)]
 
 
-def done(request, message: str, fallback: str, level: str = "success"):
+def undo_of(request, event) -> int | None:
+    """The audit event a toast's Undo restores: the action's event, when the user may restore it (the
+    restore checks again, as for any restore)."""
+    if event is None or not event.restorable or not permissions.can_restore(request.user, event.store):
+        return None
+    return event.pk
+
+
+def done(request, message: str, fallback: str, level: str = "success", undo=None):
     """Done (``level`` "info": done by doing nothing): a toast and a refresh of the page's panel, or a
-    move to ``next`` when the form names one (an action that deletes what the page shows)."""
+    move to ``next`` when the form names one (an action that deletes what the page shows). ``undo``: the
+    action's audit event, offered as the toast's Undo (a POST of its restore) to a user who may restore it."""
+    undo_id = undo_of(request, undo)
+    tags = f"{UNDO_TAG}{undo_id}" if undo_id else ""
     if request.htmx and request.POST.get("next"):
-        messages.add_message(request, getattr(messages, level.upper()), message)
+        messages.add_message(request, getattr(messages, level.upper()), message, extra_tags=tags)
         response = HttpResponse(status=204)
         response["HX-Redirect"] = next_url(request, fallback)
         return response
     if request.htmx:
+        toast = {"level": level, "message": message}
+        if undo_id:
+            toast["undo"] = reverse("audit-restore", args=[undo_id])
         response = HttpResponse(status=204)
-        response["HX-Trigger"] = json.dumps(
-            {"toast": {"level": level, "message": message}, "stateChanged": True, "closeModal": True}
-        )
+        response["HX-Trigger"] = json.dumps({"toast": toast, "stateChanged": True, "closeModal": True})
         return response
-    messages.add_message(request, getattr(messages, level.upper()), message)
+    messages.add_message(request, getattr(messages, level.upper()), message, extra_tags=tags)
     return redirect(next_url(request, fallback))
 
 

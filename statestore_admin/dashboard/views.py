@@ -164,7 +164,14 @@ def task_key(request, key_id):
     read only here, never on lists, and only with ``WORKER_BACKEND_READ``) or why that value is not shown."""
     from .audit_views import key_history
 
-    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
+    try:
+        key = selectors.get_task_key(key_id, scope=scope_of(request.user))
+    except NotFound:
+        # A key deleted and restored is a new row: an earlier link to it follows the key (302).
+        successor = selectors.successor_task_key(key_id, scope=scope_of(request.user))
+        if successor is None or successor.pk == key_id:
+            raise
+        return redirect("task-key", successor.pk)
     history = key_history(selectors.task_key_history(key))
     context = {
         "key": key,

@@ -123,6 +123,7 @@ def key_change(
     map_index: int | None = None,
     region_id: UUID | None = None,
     asset_id: int | None = None,
+    row_id: int | None = None,
     limit: int = 0,
 ) -> AuditKey:
     """An (unsaved) AuditKey. ``before``/``after`` are (value, expires_at), or None where no row exists;
@@ -136,6 +137,7 @@ def key_change(
         map_index=map_index,
         region_id=recorded_region(region_id),
         asset_id=asset_id,
+        row_id=row_id,
         key=key,
         before_value=before_value,
         before_expires_at=before[1] if before else None,
@@ -157,6 +159,7 @@ def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: 
         task_id=row.task_id,
         map_index=row.map_index,
         region_id=getattr(row, "region_id", None),
+        row_id=getattr(row, "pk", None),
         limit=limit,
     )
 

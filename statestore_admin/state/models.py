@@ -174,6 +174,9 @@ class AuditKey(models.Model):
     truncated = models.BooleanField(
         default=False, help_text="A value was longer than max_value_storage_bytes and is kept truncated."
     )
+    # The task key row's id when the change was made: a link to a key by its id outlives the row (a restore
+    # inserts a new row with a new id), through this to the natural key (``selectors.successor_task_key``).
+    row_id = models.BigIntegerField(null=True)
 
     class Meta:
         ordering = ["id"]
@@ -184,6 +187,7 @@ class AuditKey(models.Model):
             ),
             models.Index(fields=["asset_id", "key"], name="auditkey_asset_idx"),
             models.Index(fields=["key"], name="auditkey_key_idx"),
+            models.Index(fields=["row_id"], name="auditkey_row_idx"),
         ]
 
     def __str__(self) -> str:

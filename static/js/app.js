@@ -14,6 +14,7 @@
   // after TOAST_MS, not while hovered or focused; errors and warnings stay until closed.
   const MAX_TOASTS = 4;
   const TOAST_MS = 6000;
+  const UNDO_MS = 15000; // a toast with Undo stays longer: time to read it and change one's mind
   const lasting = (box) => box.classList.contains("toast-error") || box.classList.contains("toast-warning");
 
   function dismissLater(box) {
@@ -21,7 +22,8 @@
     let timer = null;
     const start = () => {
       clearTimeout(timer);
-      if (!box.matches(":hover, :focus-within")) timer = setTimeout(() => box.remove(), TOAST_MS);
+      const ms = box.querySelector(".toast-undo") ? UNDO_MS : TOAST_MS;
+      if (!box.matches(":hover, :focus-within")) timer = setTimeout(() => box.remove(), ms);
     };
     box.addEventListener("mouseenter", () => clearTimeout(timer));
     box.addEventListener("focusin", () => clearTimeout(timer));
@@ -30,7 +32,29 @@
     start();
   }
 
-  function toast(message, level) {
+  // A toast's Undo (templates/includes/_toast_undo.html): a POST of the action's restore, CSRF token in the
+  // form and in hx-headers; its answer opens in the dialog.
+  function undoForm(url) {
+    const form = document.createElement("form");
+    form.method = "post";
+    form.action = url;
+    form.className = "toast-undo";
+    form.setAttribute("hx-post", url);
+    form.setAttribute("hx-target", "#modal-body");
+    const token = document.createElement("input");
+    token.type = "hidden";
+    token.name = "csrfmiddlewaretoken";
+    token.value = JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRFToken"];
+    const button = document.createElement("button");
+    button.type = "submit";
+    button.className = "link";
+    button.dataset.testid = "toast-undo";
+    button.textContent = "Undo";
+    form.append(token, button);
+    return form;
+  }
+
+  function toast(message, level, undo) {
     level = level || "info";
     const box = document.createElement("div");
     box.className = "toast toast-" + level;
@@ -45,7 +69,9 @@
     close.dataset.toastClose = "";
     close.setAttribute("aria-label", "Dismiss notification"); // its × is drawn by toasts.css
     box.append(text, close);
+    if (undo) box.insertBefore(undoForm(undo), close);
     toasts().append(box);
+    if (undo) htmx.process(box);
     const boxes = toasts().querySelectorAll(".toast");
     if (boxes.length > MAX_TOASTS) ([...boxes].find((b) => !lasting(b)) || boxes[0]).remove();
     dismissLater(box);
@@ -72,12 +98,15 @@
     }
     if (opening || !modal().contains(document.activeElement)) focusInDialog(); // new, or its form replaced
   });
-  document.body.addEventListener("toast", (event) => toast(event.detail.message, event.detail.level));
+  document.body.addEventListener("toast", (event) => toast(event.detail.message, event.detail.level, event.detail.undo));
   document.body.addEventListener("closeModal", () => { if (modal().open) modal().close(); });
   document.addEventListener("htmx:responseError", (event) => {
     const xhr = event.detail.xhr;
     const text = xhr.getResponseHeader("Content-Type")?.startsWith("text/plain") ? xhr.responseText : "";
     toast(text || "The request failed (" + xhr.status + ").", "error");
+  });
+  document.addEventListener("htmx:afterRequest", (event) => { // an Undo done is gone from its toast
+    if (event.detail.successful && event.detail.elt.matches?.(".toast-undo")) event.detail.elt.closest(".toast")?.remove();
   });
   document.addEventListener("htmx:sendError", () => toast("The server cannot be reached.", "error"));
 

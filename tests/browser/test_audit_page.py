@@ -66,7 +66,7 @@ def test_delete_find_the_event_and_restore(signed_in, live_server, deployment, s
     row_action(row, "Delete").click()
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     dialog.get_by_role("button", name="Delete 1 key").click()
-    expect(page.locator("#toasts .toast").last).to_have_text("Deleted 1 key.")
+    expect(page.locator("#toasts .toast-text").last).to_have_text("Deleted 1 key.")
     expect(page.locator("td.key code", has_text="job_id")).to_have_count(0)
     assert not TaskStateStore.objects.filter(key="job_id").exists()
     deleted = AuditEvent.objects.get(action="delete")

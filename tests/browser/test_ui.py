@@ -93,7 +93,7 @@ def test_expire_a_key(signed_in, live_server, deployment, screenshot):
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     screenshot("confirm-expire")
     dialog.get_by_role("button", name="Expire 1 key").click()
-    expect(toast(page)).to_have_text("Expired 1 key.")
+    expect(toast(page).locator(".toast-text")).to_have_text("Expired 1 key.")
     expect(row.locator(".badge")).to_have_text("expired")
     assert TaskStateStore.objects.get(key="job_id").expires_at <= timezone.now()
 
@@ -110,7 +110,7 @@ def test_clear_an_assets_state(signed_in, live_server, deployment, screenshot):
     expect(dialog.locator(".confirm-scroll table")).to_contain_text('{"id": 991}')
     screenshot("confirm-clear-asset")
     dialog.get_by_role("button", name="Clear 2 keys").click()
-    expect(toast(page)).to_have_text("Cleared the state of asset 'orders_raw': deleted 2 keys.")
+    expect(toast(page).locator(".toast-text")).to_have_text("Cleared the state of asset 'orders_raw': deleted 2 keys.")
     expect(page.locator("#keys-panel")).to_contain_text("No keys.")
     assert not AssetStateStore.objects.exists()
 

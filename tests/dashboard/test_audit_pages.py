@@ -85,7 +85,7 @@ def test_the_list_shows_who_did_what_where_and_the_outcome(op_client, run):
     assert 'href="/dags/etl/"' in row
     assert "/audit/run/?dag_id=etl&amp;run_id=manual__audit" in row
     assert "/task-instance/?dag_id=etl&amp;run_id=manual__audit&amp;task_id=t&amp;map_index=-1" in row
-    assert '<td class="num">1</td>' in row
+    assert '<span class="num">1</span>' in row and "<code>job</code>" in row  # the count, and which key
     assert 'href="/audit/"' in page and ">Audit<" in page  # the nav link
 
 
@@ -327,11 +327,18 @@ def test_gc_and_failed_events_are_not_restorable(op_client):
 
 # Restore from a file -------------------------------------------------------------------------------
 def upload(client, content, overwrite=False):
-    data = {"file": io.BytesIO(content.encode() if isinstance(content, str) else content)}
-    data["file"].name = "keys.json"
-    if overwrite:
-        data["overwrite"] = "1"
-    return client.post("/audit/restore-file/", data, **HX)
+    """The upload's preview (nothing restored yet), then, when it shows one, its "Restore" (the same file)."""
+
+    def data(**extra):
+        file = io.BytesIO(content.encode() if isinstance(content, str) else content)
+        file.name = "keys.json"
+        return {"file": file, **({"overwrite": "1"} if overwrite else {}), **extra}
+
+    preview = client.post("/audit/restore-file/", data(), **HX)
+    confirmed = re.search(r'name="confirmed" value="([0-9a-f]{64})"', text(preview))
+    if not confirmed:
+        return preview
+    return client.post("/audit/restore-file/", data(confirmed=confirmed.group(1)), **HX)
 
 
 def download(client, url):

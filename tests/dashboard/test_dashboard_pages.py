@@ -218,7 +218,7 @@ def test_key_detail_pretty_prints_and_shows_refs(client, operator, world, dag_ru
     big = task_key_factory(run, task_id="submit", key="big", value={"rows": list(range(50)), "meta": {"a": 1}})
     client.force_login(operator)
     html = client.get(f"/keys/task/{big.pk}/").content.decode()
-    assert '<details class="j-fold" open>' in html and "50 items" in html and "Copy value" in html
+    assert '<details class="j-fold" open>' in html and "50 items" in html and "Copy JSON" in html
     ref = TaskStateStore.objects.get(key="ref")
     html = client.get(f"/keys/task/{ref.pk}/").content.decode()
     assert "worker-side ref" in html and "s3://bucket/ref" in html

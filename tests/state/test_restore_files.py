@@ -181,7 +181,11 @@ def test_an_asset_out_of_scope_answers_as_a_missing_one_does(scene, scoped_admin
         assert answers[outside][0] == 200 and "no longer exists" in answers[outside][1]
     upload = {}
     for asset_id in (outside, missing):
-        data = {"file": SimpleUploadedFile("keys.json", asset_document(asset_id).encode()), "overwrite": "1"}
+        content = asset_document(asset_id).encode()
+        data = {"file": SimpleUploadedFile("keys.json", content), "overwrite": "1"}
+        preview = page.post(PAGE, data, **HX)  # what it would do, then "Restore" with the same file
+        confirmed = re.search(r'name="confirmed" value="([0-9a-f]{64})"', preview.content.decode()).group(1)
+        data = {"file": SimpleUploadedFile("keys.json", content), "overwrite": "1", "confirmed": confirmed}
         response = page.post(PAGE, data, **HX)
         assert "secret" not in response.content.decode()
         upload[asset_id] = (response.status_code, without(text(response), asset_id))

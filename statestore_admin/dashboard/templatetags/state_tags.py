@@ -14,6 +14,8 @@ from .user_text import user_text
 
 register = template.Library()
 FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded
+LARGE_VALUE = 8 * 1024  # characters: a value this long opens its first OPEN_LEVELS levels only
+OPEN_LEVELS = 2
 
 
 @register.simple_tag
@@ -24,35 +26,56 @@ def status(expires_at, now=None):
     return format_html('<span class="badge badge-{}" title="{}">{}</span>', state, STATUSES[state], label)
 
 
-def _node(value, depth: int) -> str:
-    if isinstance(value, dict):
-        if not value:
-            return mark_safe('<span class="j-punct">{}</span>')
+COMMA = mark_safe('<span class="j-punct">,</span>')
+
+
+def _node(value, depth: int, open_levels: int | None, after="") -> str:
+    """One JSON value as a tree, ``after`` it (a comma, when items follow). Counts of folded items are drawn
+    by CSS (``data-count``), so that selecting an unfolded tree copies valid JSON."""
+    if isinstance(value, dict) and value:
+        last = len(value) - 1
         items = format_html_join(
             "",
-            '<li><span class="j-key">{}</span>: {}</li>',
-            ((user_text(json.dumps(k, ensure_ascii=False)), _node(v, depth + 1)) for k, v in value.items()),
+            '<li><span class="j-key">{}</span><span class="j-punct">: </span>{}</li>',
+            (
+                (
+                    user_text(json.dumps(k, ensure_ascii=False)),
+                    _node(v, depth + 1, open_levels, COMMA if i < last else ""),
+                )
+                for i, (k, v) in enumerate(value.items())
+            ),
         )
-        return _fold("{", "}", f"{len(value)} key{'s' if len(value) != 1 else ''}", items, depth, len(value))
-    if isinstance(value, list):
-        if not value:
-            return mark_safe('<span class="j-punct">[]</span>')
-        items = format_html_join("", "<li>{}</li>", ((_node(v, depth + 1),) for v in value))
-        return _fold("[", "]", f"{len(value)} item{'s' if len(value) != 1 else ''}", items, depth, len(value))
+        count = f"{len(value)} key{'s' if len(value) != 1 else ''}"
+        return _fold("{", "}", count, items, depth, len(value), open_levels, after)
+    if isinstance(value, list) and value:
+        last = len(value) - 1
+        items = format_html_join(
+            "",
+            "<li>{}</li>",
+            ((_node(v, depth + 1, open_levels, COMMA if i < last else ""),) for i, v in enumerate(value)),
+        )
+        count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
+        return _fold("[", "]", count, items, depth, len(value), open_levels, after)
+    if isinstance(value, dict | list):
+        return format_html('<span class="j-punct">{}</span>{}', "{}" if isinstance(value, dict) else "[]", after)
     kind = "str" if isinstance(value, str) else "bool" if isinstance(value, bool) else "num"
-    return format_html('<span class="j-{}">{}</span>', kind, user_text(json.dumps(value, ensure_ascii=False)))
+    return format_html('<span class="j-{}">{}</span>{}', kind, user_text(json.dumps(value, ensure_ascii=False)), after)
 
 
-def _fold(opening, closing, count, items, depth, size):
-    is_open = " open" if depth == 0 or size <= FOLD_ABOVE else ""
+def _fold(opening, closing, count, items, depth, size, open_levels, after):
+    """A foldable object or array: open at the top, and below it when small (``FOLD_ABOVE``) and, in a large
+    value, within its first ``open_levels`` levels."""
+    shallow = open_levels is None or depth < open_levels
+    is_open = " open" if depth == 0 or (size <= FOLD_ABOVE and shallow) else ""
     return format_html(
-        '<details class="j-fold"{}><summary><span class="j-punct">{}</span><span class="j-count">{}</span></summary>'
-        '<ul>{}</ul><span class="j-punct">{}</span></details>',
+        '<details class="j-fold"{}><summary><span class="j-punct">{}</span><span class="j-count" data-count="{}">'
+        '</span></summary><ul>{}</ul><span class="j-punct">{}</span>{}</details>',
         is_open,
         opening,
         count,
         items,
         closing,
+        after,
     )
 
 
@@ -87,7 +110,8 @@ def _json_tree(text):
         value = stored_value(text)
     except ValueError:
         return format_html('<pre class="code">{}</pre>', text)
-    return format_html('<div class="json-tree">{}</div>', _node(value, 0))
+    open_levels = OPEN_LEVELS if isinstance(text, str) and len(text) > LARGE_VALUE else None
+    return format_html('<div class="json-tree">{}</div>', _node(value, 0, open_levels))
 
 
 register.filter("pretty_json", pretty)

@@ -20,7 +20,7 @@ from django.db.models.functions import RowNumber
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from .. import permissions
-from ..audit import recorded_region
+from ..audit import airflow_region, recorded_region
 from ..errors import Invalid, NotFound
 from ..models import AuditEvent, AuditKey
 from ..pagination import Page, paginate
@@ -184,6 +184,31 @@ def first_keys_of(events: list[AuditEvent], per_event: int) -> dict[int, list[Au
     for key in numbered.filter(n__lte=per_event + 1).order_by("event_id", "id"):
         found[key.event_id].append(key)
     return found
+
+
+def current_task_key(recorded: AuditKey, *, scope: Scope) -> TaskStateStore | None:
+    """The task key row that has ``recorded``'s natural key now (in ``scope``), or None."""
+    if recorded.asset_id is not None or not scope.allows_dag(recorded.dag_id):
+        return None
+    return (
+        TaskStateStore.objects.filter(
+            dag_id=recorded.dag_id,
+            run_id=recorded.run_id,
+            task_id=recorded.task_id,
+            region_id=airflow_region(recorded.region_id),
+            map_index=recorded.map_index,
+            key=recorded.key,
+        )
+        .order_by("pk")
+        .first()
+    )
+
+
+def successor_task_key(key_id: int, *, scope: Scope) -> TaskStateStore | None:
+    """The row that holds the key once held by the row ``key_id`` (deleted, then restored as a new row), or
+    None: the audit trail's latest record of that row names the key by its natural key."""
+    recorded = AuditKey.objects.filter(row_id=key_id, asset_id__isnull=True).order_by("-id").first()
+    return current_task_key(recorded, scope=scope) if recorded is not None else None
 
 
 def confirmed_keys(

@@ -36,7 +36,7 @@ from .confirmed import (
     preview_task_keys,
 )
 from .outcomes import CREATE, UPDATE, UPSERT, Outcome
-from .restore import KEEP, OVERWRITE, RestoreOutcome, restore_document, restore_event
+from .restore import KEEP, OVERWRITE, RestoreOutcome, RestorePreview, preview_document, restore_document, restore_event
 from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
 from .tasks import (
     RunMatch,
@@ -70,6 +70,8 @@ __all__ = [
     "nothing_to",
     "preview_asset_keys",
     "RestoreOutcome",
+    "RestorePreview",
+    "preview_document",
     "TaskKeyRef",
     "TaskAddress",
     "RunMatch",

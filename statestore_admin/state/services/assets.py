@@ -25,6 +25,7 @@ from .rows import (
     holds_ref,
     locked_or_created,
     may,
+    require_object_delete,
     state_of,
     unwritten,
 )
@@ -35,17 +36,27 @@ def _asset_scope(asset: Asset) -> dict:
 
 
 def set_asset_key(
-    *, actor: Actor, asset_id: int, key: str, value, mode: str = UPSERT, seen_updated_at: datetime | None = None
+    *,
+    actor: Actor,
+    asset_id: int,
+    key: str,
+    value,
+    mode: str = UPSERT,
+    seen_updated_at: datetime | None = None,
+    delete_object: bool = False,
 ) -> AssetStateStore:
     """Write an asset key, recorded as written by the API (as Airflow's PUT does). ``mode``: CREATE (add;
     an existing key is a Conflict), UPSERT (Airflow's PUT) or UPDATE (edit; a missing key is NotFound).
     The same value is not written (``written`` False): by an edit, whoever wrote it last; by a PUT, when
-    the API wrote it last (otherwise the PUT records the API as its writer)."""
+    the API wrote it last (otherwise the PUT records the API as its writer). ``delete_object`` (an edit): the
+    worker-side object of the reference the value replaces is deleted after the row, as a delete does."""
     permissions.require_any(
         actor, permissions.ASSET, {CREATE: ("add",), UPDATE: ("change",)}.get(mode, ("add", "change"))
     )
     key = clean_key(key)
     text = encode_value(value)
+    if delete_object:
+        require_object_delete(actor, permissions.ASSET, text)
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     now = timezone.now()
     rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
@@ -74,6 +85,7 @@ def set_asset_key(
             rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
     row = selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
     row.written = True
+    row.objects = delete_objects_of(recorder) if delete_object else None
     return row
 
 

@@ -127,6 +127,55 @@ def restore_document(*, actor: Actor, document, overwrite: bool = False) -> Rest
     return _restore(actor, targets, overwrite, {}, restored_from=None)
 
 
+PREVIEW_LISTED = 20  # keys a file's preview lists, each with what the restore would do to it
+
+
+@dataclass
+class RestorePreview:
+    """What restoring a file would do, planned as the restore plans (rows locked, nothing written): the
+    number of keys per store, the first keys with what would happen to each (``will``: "restore", "unchanged",
+    "conflict" or "missing"), and the counts of each."""
+
+    total: int
+    stores: dict[str, int]
+    listed: list[dict]
+    counts: dict[str, int]
+    conflicts: list[dict]
+
+
+def preview_document(*, actor: Actor, document, overwrite: bool = False) -> RestorePreview:
+    """``restore_document`` planned, not applied: the same refusals (permissions, scope, regions, limits)."""
+    targets = parse_document(document)
+    _require_few_enough(actor, len(targets), "file", "FILE")
+    groups, scope = _checked_groups(actor, targets, "file")
+    result, planned, conflicts = RestoreOutcome(), set(), []
+    with transaction.atomic(using=airflow_alias()):
+        for store, group in groups.items():
+            plan, found = _plan(store, group, overwrite, {}, scope, result)
+            planned.update(id(target) for target, _, _ in plan)
+            conflicts.extend(found)
+    conflicting = {c["id"] for c in conflicts}
+    missing = {m["id"]: m["reason"] for m in result.missing}
+    listed = []
+    for target in targets[:PREVIEW_LISTED]:
+        will = (
+            "restore"
+            if id(target) in planned
+            else "conflict"
+            if target.ident in conflicting
+            else "missing"
+            if target.ident in missing
+            else "unchanged"
+        )
+        entry = {**target.describe(), "will": will, "reason": missing.get(target.ident, "")}
+        entry["value"] = target.state[0] if target.state else None
+        listed.append(entry)
+    counts = {"restore": len(planned), "unchanged": result.unchanged, "conflict": len(conflicts)}
+    counts["missing"] = len(result.missing)
+    stores = {store: len(group) for store, group in groups.items()}
+    return RestorePreview(len(targets), stores, listed, counts, conflicts)
+
+
 def _require_few_enough(actor: Actor, count: int, field: str, argument: str) -> None:
     """A page or an API request restores at most ``RESTORE_MAX_KEYS`` keys, so that one request holds a
     worker (and the rows it locks) for seconds, not minutes; ``state_store_restore``, which no request
@@ -149,7 +198,9 @@ def _same(current: audit.KeyState | None, wanted: audit.KeyState | None, store: 
     return current[0] == wanted[0] and (store == permissions.ASSET or current[1] == wanted[1])
 
 
-def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, restored_from) -> RestoreOutcome:
+def _checked_groups(actor, targets: list[Target], field: str) -> tuple[dict[str, list[Target]], Scope]:
+    """The targets by store, once the actor may restore them all (permissions, scope, regions; refusals
+    named ``field``, as the restore's others are: the event, or the file), and the actor's scope."""
     groups = {store: [t for t in targets if t.store == store] for store in (permissions.TASK, permissions.ASSET)}
     groups = {store: group for store, group in groups.items() if group}
     for store in groups:
@@ -157,8 +208,12 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
             permissions.require(actor, store, action)
     scope = scope_of(actor)
     _require_in_scope(scope, targets)
-    # named as the restore's other refusals are: the event, or the file
-    _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region], "event" if restored_from else "file")
+    _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region], field)
+    return groups, scope
+
+
+def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, restored_from) -> RestoreOutcome:
+    groups, scope = _checked_groups(actor, targets, "event" if restored_from else "file")
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
     with transaction.atomic(using=airflow_alias()):
         conflicts = [

@@ -19,7 +19,7 @@ from statestore_admin.airflow.versions import schema_of
 
 from .. import audit, objects, permissions
 from ..actors import Actor
-from ..errors import Conflict, Forbidden, NotFound
+from ..errors import Conflict, Forbidden, Invalid, NotFound
 from ..models import AuditEvent, AuditKey
 from ..pagination import keyset_chunks
 
@@ -43,10 +43,25 @@ def holds_ref(rows) -> bool:
     return any(r.value and objects.REF_MARKER in r.value for r in rows)
 
 
+def require_object_delete(actor: Actor, store: str, text: str) -> None:
+    """An edit that also deletes the object of the reference it replaces (``delete_objects_of`` once the row
+    is written): a delete, so it needs ``delete``; and the new value must not be a reference itself (it could
+    name the same object)."""
+    permissions.require(actor, store, "delete")
+    if objects.REF_MARKER in text:
+        raise Invalid(
+            {
+                "value": "The new value is a worker-side reference itself: its object is not deleted. Untick "
+                "“Also delete the worker-side object”, or save an inline value."
+            }
+        )
+
+
 def delete_objects_of(recorder) -> objects.ObjectDeletes | None:
-    """Airflow's order for worker-side values: the rows are deleted and committed (the caller's ``audit.change``
-    has finished), then their objects. The references are read back from the change's own audit keys, a chunk
-    at a time (memory stays bounded however many rows went). A failed object delete never brings a row back:
+    """Airflow's order for worker-side values: the rows are deleted (or, by an edit, their references
+    replaced) and committed (the caller's ``audit.change`` has finished), then their objects. The references
+    are read back from the change's own audit keys, a chunk at a time (memory stays bounded however many rows
+    went). A failed object delete never brings a row back:
     it is recorded in the audit event (its reference and error) and reported; the object is an orphan until
     the same key is written again (references are deterministic) or ``state_store_orphans --delete`` removes
     it. None when no deleted row referenced an object (inline references have none)."""

@@ -31,6 +31,7 @@ from .rows import (
     locked_chunks,
     locked_or_created,
     may,
+    require_object_delete,
     state_of,
     unwritten,
 )
@@ -217,12 +218,17 @@ def _run_gone(scope: TaskAddress) -> NotFound:
     )
 
 
-def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None) -> TaskStateStore:
+def patch_task_key(
+    *, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: datetime | None = None, delete_object: bool = False
+) -> TaskStateStore:
     """Replace an existing key's value and keep its expiry (Airflow's PATCH). The key's task instance
     must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write. The same
-    value is not written (``written`` False)."""
+    value is not written (``written`` False). ``delete_object``: the worker-side object of the reference
+    the value replaces is deleted after the row is written, as a delete does (``objects`` on the row)."""
     permissions.require(actor, permissions.TASK, "change")
     text = encode_value(value)
+    if delete_object:
+        require_object_delete(actor, permissions.TASK, text)
     rows = ref.rows(scope_of(actor))
     if ref.scope is not None:
         selectors.require_task_instance(ref.scope)
@@ -241,6 +247,7 @@ def patch_task_key(*, actor: Actor, ref: TaskKeyRef, value, seen_updated_at: dat
         row.value, row.updated_at = text, timezone.now()
         row.save(update_fields=["value", "updated_at"])
     row.written = True
+    row.objects = delete_objects_of(recorder) if delete_object else None
     return row
 
 
