@@ -66,3 +66,24 @@ def signed_in(page, live_server, operator, deployment):
     page.click("button[type=submit]")
     expect(page.locator("h1")).to_have_text("Task & asset state")
     return page
+
+
+# --- Browser-wide console check (H5) -------------------------------------------------------------------------
+# Every test that drives a page fails at teardown when the browser logged an error: a console message of type
+# "error" (CSP violations, failed requests, a script's console.error) or an uncaught exception ("pageerror").
+# A test that provokes errors on purpose says so with @pytest.mark.console_errors_expected.
+
+
+@pytest.fixture(autouse=True)
+def console_errors(request):
+    """The page's console errors and uncaught exceptions, checked when the test ends."""
+    if "page" not in request.fixturenames:
+        yield None
+        return
+    page = request.getfixturevalue("page")
+    found: list[str] = []
+    page.on("console", lambda msg: msg.type == "error" and found.append(f"console: {msg.text} ({msg.location})"))
+    page.on("pageerror", lambda error: found.append(f"pageerror: {error}"))
+    yield found
+    if found and not request.node.get_closest_marker("console_errors_expected"):
+        pytest.fail("the browser logged errors:\n" + "\n".join(found), pytrace=False)

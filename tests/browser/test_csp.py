@@ -127,8 +127,10 @@ def test_django_admin_works_without_violations(page, live_server, user_factory, 
     assert violations == []
 
 
-def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, violations):
-    """The checks above can fail: an inline script and an inline style are blocked, and reported."""
+@pytest.mark.console_errors_expected
+def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, violations, console_errors):
+    """The checks above can fail: an inline script and an inline style are blocked, and reported (here and by
+    the browser-wide console check of tests/browser/conftest.py, which fails any test without this mark)."""
     page = signed_in
     page.goto(f"{live_server.url}/search/")
     seen = page.evaluate(
@@ -150,3 +152,4 @@ def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, 
     assert seen == ["script-src-elem", "style-src-elem"]
     assert page.evaluate("window.inlineRan") is None
     assert any("script-src" in v for v in violations) and any("style-src" in v for v in violations), violations
+    assert any("Content Security Policy" in e for e in console_errors), console_errors
