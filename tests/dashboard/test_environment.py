@@ -28,7 +28,7 @@ def test_the_title_and_band_name_the_environment_escaped(client, settings):
     settings.STATESTORE_ENVIRONMENT = "<prod>"
     settings.STATESTORE_ENVIRONMENT_COLOR = "orange"
     html = client.get("/login/").content.decode()
-    assert "<title>[&lt;prod&gt;] " in html
+    assert "<title>[&lt;prod&gt;] " in html and "{#" not in html and "{%" not in html
     assert 'class="env-band env-orange"' in html and "&lt;prod&gt;</div>" in html
     settings.STATESTORE_ENVIRONMENT = ""
     assert "env-band" not in client.get("/login/").content.decode()
