@@ -113,6 +113,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "statestore_admin.dashboard.context.capabilities",
+                "statestore_admin.dashboard.context.environment",
             ],
         },
     },
@@ -158,6 +159,13 @@ AIRFLOW_DATABASE_GC_QUERY_TIMEOUT = env.float("AIRFLOW_DATABASE_GC_QUERY_TIMEOUT
 DATABASES[AIRFLOW_DB_ALIAS] = with_timeouts(
     DATABASES[AIRFLOW_DB_ALIAS], AIRFLOW_DATABASE_CONNECT_TIMEOUT, AIRFLOW_DATABASE_QUERY_TIMEOUT
 )
+
+# Where am I (README, Configuration) -----------------------------------------------------------
+# A name for this deployment ("production", "staging") shown in a coloured band on every page and in the
+# browser's title, and its colour: one of dashboard.checks.ENVIRONMENT_COLORS (statestore.E020 otherwise).
+# Empty: no band (the demo names itself "demo").
+STATESTORE_ENVIRONMENT = env.str("STATESTORE_ENVIRONMENT", default="demo" if DEMO else "")
+STATESTORE_ENVIRONMENT_COLOR = env.str("STATESTORE_ENVIRONMENT_COLOR", default="green" if DEMO else "grey")
 
 # State store ---------------------------------------------------------------------------------
 # Dotted paths of custom [state_store] backends that subclass MetastoreBackend, for hosts where they

@@ -6,3 +6,6 @@ class DashboardConfig(AppConfig):
 
     name = "statestore_admin.dashboard"
     label = "dashboard"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the system checks)

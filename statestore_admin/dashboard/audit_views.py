@@ -194,9 +194,11 @@ def audit_list(request):
     )
     if page:
         _name_keys(page.items)
+    fields = _filter_fields(request.GET, errors)
     context = {
         "page": page,
-        "fields": _filter_fields(request.GET, errors),
+        "fields": fields,
+        "active_filters": sum(1 for field in fields if field["value"]),  # the folded filters' summary
         "errors": [(FILTER_LABELS.get(name, name), message) for name, ms in errors.items() for message in ms],
         "filtered": bool(errors) or query.active,
         "outcomes": OUTCOMES,

@@ -1,9 +1,29 @@
+from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
-from statestore_admin.state import gc, permissions
+from statestore_admin.state import gc, orphans, permissions
 
 
 def capabilities(request):
     """``caps.task.view``, ``caps.asset.delete``… for templates: buttons only for what the user may do;
-    ``caps.gc.view`` and ``caps.gc.run`` for the GC page."""
-    return {"caps": SimpleLazyObject(lambda: {**permissions.capabilities(request.user), "gc": gc.access(request.user)})}
+    ``caps.gc.view`` and ``caps.gc.run`` for the GC page, ``caps.orphans`` for its menu entry;
+    ``caps.read_only``: may view some state but change none (the header's "Read-only" badge)."""
+
+    def caps():
+        stores = permissions.capabilities(request.user)
+        may_view = any(store["view"] for store in stores.values())
+        may_write = any(store[action] for store in stores.values() for action in ("add", "change", "delete"))
+        return {
+            **stores,
+            "gc": gc.access(request.user),
+            "orphans": orphans.in_menu(request.user),
+            "read_only": may_view and not may_write,
+        }
+
+    return {"caps": SimpleLazyObject(caps)}
+
+
+def environment(request):
+    """``environment.name`` and ``environment.color``: the band on every page and the title's prefix
+    ("Where am I"); no name, no band."""
+    return {"environment": {"name": settings.STATESTORE_ENVIRONMENT, "color": settings.STATESTORE_ENVIRONMENT_COLOR}}

@@ -76,10 +76,14 @@ def _manifest(files: int) -> list[dict]:
     ]
 
 
-# (dag_id, [(day offset, run_type, state)], keys for every run, keys for the latest run only)
+# The run of the README's curl example (README, The REST API): a manual run whose id does not change with the day,
+# as a run triggered with a chosen id ("Trigger DAG" with a run id, or the API's dag_run_id) keeps its id.
+README_RUN_ID = "manual__demo"
+
+# (dag_id, [(day offset, run_type, state[, a fixed run id])], keys for every run, keys for the latest run only)
 DAGS = {
     "etl_orders": {
-        "runs": [(-2, "scheduled", "success"), (-1, "scheduled", "failed"), (0, "manual", "running")],
+        "runs": [(-2, "scheduled", "success"), (-1, "scheduled", "failed"), (0, "manual", "running", README_RUN_ID)],
         "tasks": ["extract", "transform", "load", "submit_spark_job"],
         "keys": [
             DemoKey("extract", "watermark", "2026-11-29T00:00:00+00:00", DEFAULT),
@@ -200,12 +204,12 @@ def load_demo_data() -> dict[str, int]:
     counts = {"dag_runs": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
     runs_by_offset: dict[tuple[str, int], DagRun] = {}
     for dag_id, spec in DAGS.items():
-        for offset, run_type, state in spec["runs"]:
+        for offset, run_type, state, *fixed_run_id in spec["runs"]:
             logical_date = _day(offset)
             start = logical_date + timedelta(hours=1)
             run, _ = DagRun.objects.get_or_create(
                 dag_id=dag_id,
-                run_id=_run_id(run_type, logical_date),
+                run_id=fixed_run_id[0] if fixed_run_id else _run_id(run_type, logical_date),
                 defaults={
                     "state": state,
                     "run_type": run_type,

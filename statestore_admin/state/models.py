@@ -40,6 +40,7 @@ class GcRun(models.Model):
     class Meta:
         ordering = ["-started_at"]
         indexes = [models.Index(fields=["-started_at"], name="gcrun_started_idx")]
+        verbose_name, verbose_name_plural = "GC run", "GC runs"  # Django admin's names
 
     def __str__(self) -> str:
         return f"GC {self.started_at:%Y-%m-%d %H:%M:%S} {self.outcome}: {self.rows_deleted} rows"
@@ -301,6 +302,7 @@ class StatsSnapshot(models.Model):
     class Meta:
         ordering = ["-taken_at"]
         indexes = [models.Index(fields=["status", "-taken_at"], name="statssnap_status_taken_idx")]
+        verbose_name, verbose_name_plural = "statistics snapshot", "statistics snapshots"
 
     def __str__(self) -> str:
         return f"Snapshot {self.taken_at:%Y-%m-%d %H:%M:%S} {self.status}: {self.task_keys} task keys"

@@ -90,6 +90,18 @@ def access(user) -> OrphansAccess:
     return OrphansAccess(True, all(permissions.can(user, s, "delete") for s in stores))
 
 
+def in_menu(user) -> bool:
+    """The Orphans page is offered (the menu) to who may view it, when Airflow's configuration names a
+    worker-side backend or object storage: without either no object can be orphaned (the page stays
+    reachable by its address, and then shows the references no storage holds)."""
+    if not access(user).view:
+        return False
+    try:
+        return objects.storage() is not None or objects.backend_is_object_storage()
+    except AirflowConfigError:  # an invalid configuration: the page names the error
+        return True
+
+
 def require_view(who) -> None:
     """``who``: a user or an ``Actor`` (a command acting as the system may do everything)."""
     require_store_wide(who, "The orphans report", tuple(permissions.STORES))

@@ -50,6 +50,7 @@ class ApiToken(models.Model):
     class Meta:
         db_table = "api_apitoken"  # the table of the API app, where tokens lived before they had an app of their own
         ordering = ["-created_at"]
+        verbose_name, verbose_name_plural = "API token", "API tokens"  # Django admin's names
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}, {self.name or 'unnamed'})"

@@ -100,14 +100,19 @@
   });
   document.body.addEventListener("toast", (event) => toast(event.detail.message, event.detail.level, event.detail.undo));
   document.body.addEventListener("closeModal", () => { if (modal().open) modal().close(); });
-  document.addEventListener("htmx:responseError", (event) => {
-    const xhr = event.detail.xhr;
+  // A refusal (4xx but 422, a form re-shown: base.html's htmx-config) or a server error (5xx): a toast saying why.
+  const failed = (xhr) => {
     const text = xhr.getResponseHeader("Content-Type")?.startsWith("text/plain") ? xhr.responseText : "";
     toast(text || "The request failed (" + xhr.status + ").", "error");
+  };
+  document.addEventListener("htmx:afterRequest", (event) => {
+    const status = event.detail.xhr?.status;
+    if (status >= 400 && status < 500 && status !== 422) failed(event.detail.xhr);
   });
   document.addEventListener("htmx:afterRequest", (event) => { // an Undo done is gone from its toast
     if (event.detail.successful && event.detail.elt.matches?.(".toast-undo")) event.detail.elt.closest(".toast")?.remove();
   });
+  document.addEventListener("htmx:responseError", (event) => failed(event.detail.xhr));
   document.addEventListener("htmx:sendError", () => toast("The server cannot be reached.", "error"));
 
   document.addEventListener("click", (event) => {

@@ -84,3 +84,48 @@ def row_action(row, name: str, exact: bool = False):
         except PlaywrightTimeoutError:
             continue
     return button
+
+
+# --- Browser-wide console check (H5) -------------------------------------------------------------------------
+# Every test that drives a page fails at teardown when the browser logged an error: a console message of type
+# "error" (CSP violations, failed requests, htmx's own errors, a script's console.error) or an uncaught
+# exception ("pageerror"). CSP violations are also caught as events, with the directive and what was blocked.
+# Chromium also logs every answer of 400 or more as "Failed to load resource", whatever the page does with it;
+# an answer of 400 to 499 is the server's deliberate word (a form re-shown with its messages is 422, a key
+# deleted meanwhile 404, a page out of scope 403) that the page shows, so those lines are no fault. 5xx are.
+# A test that provokes other errors on purpose says so with @pytest.mark.console_errors_expected.
+FAILED_LOAD = "Failed to load resource: the server responded with a status of "
+REPORT_CSP = """document.addEventListener("securitypolicyviolation", (e) => window.reportConsoleCsp(
+  [e.violatedDirective, e.blockedURI, e.sourceFile + ":" + e.lineNumber, e.sample].join(" | ")));"""
+
+
+@pytest.fixture(autouse=True)
+def console_errors(request):
+    """The page's console errors, uncaught exceptions and CSP violations, checked when the test ends."""
+    if "page" not in request.fixturenames:
+        yield None
+        return
+    page = request.getfixturevalue("page")
+    found: list[str] = []
+    answered_on_purpose: set[str] = set()  # the URLs answered 4xx
+
+    def response(answer):
+        if 400 <= answer.status < 500:
+            answered_on_purpose.add(answer.url)
+
+    def console(msg):
+        if msg.type == "error":
+            found.append((msg.text, msg.location.get("url", "")))
+
+    page.on("response", response)
+    page.on("console", console)
+    page.on("pageerror", lambda error: found.append((f"pageerror: {error}", "")))
+    page.expose_function("reportConsoleCsp", lambda text: found.append((f"CSP violation: {text}", "")))
+    page.add_init_script(REPORT_CSP)
+    yield found
+    # Filtered once the test is done: a response event may arrive after the console line it explains.
+    found[:] = [
+        f"{text} ({url})" for text, url in found if not (text.startswith(FAILED_LOAD) and url in answered_on_purpose)
+    ]
+    if found and not request.node.get_closest_marker("console_errors_expected"):
+        pytest.fail("the browser logged errors:\n" + "\n".join(found), pytrace=False)

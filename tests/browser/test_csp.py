@@ -105,7 +105,7 @@ def test_swagger_ui_works_without_violations(signed_in, live_server, violations)
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("statestore-admin API")
     expect(page.locator(".opblock-summary-path").first).to_be_visible()  # the schema loaded and rendered
     assert violations == []
-    assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # static/css/swagger-ui.css
+    assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # the app's page (static/css/app.css)
 
 
 def test_django_admin_works_without_violations(page, live_server, user_factory, deployment, violations):
@@ -127,8 +127,10 @@ def test_django_admin_works_without_violations(page, live_server, user_factory, 
     assert violations == []
 
 
-def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, violations):
-    """The checks above can fail: an inline script and an inline style are blocked, and reported."""
+@pytest.mark.console_errors_expected
+def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, violations, console_errors):
+    """The checks above can fail: an inline script and an inline style are blocked, and reported (here and by
+    the browser-wide console check of tests/browser/conftest.py, which fails any test without this mark)."""
     page = signed_in
     page.goto(f"{live_server.url}/search/")
     seen = page.evaluate(
@@ -150,3 +152,4 @@ def test_the_policy_is_enforced_and_violations_are_seen(signed_in, live_server, 
     assert seen == ["script-src-elem", "style-src-elem"]
     assert page.evaluate("window.inlineRan") is None
     assert any("script-src" in v for v in violations) and any("style-src" in v for v in violations), violations
+    assert any("Content Security Policy" in text for text, _ in console_errors), console_errors

@@ -53,7 +53,7 @@ def require_view(user) -> None:
 def require_run(user) -> None:
     require_view(user)
     if not access(user).run:
-        raise Forbidden("Running garbage collection needs delete on task state and “Can add gc run” (the Admin role).")
+        raise Forbidden("Running garbage collection needs delete on task state and “Can add GC run” (the Admin role).")
 
 
 def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: str | None, now: datetime) -> datetime:

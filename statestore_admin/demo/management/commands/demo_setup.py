@@ -9,6 +9,7 @@ from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
+from statestore_admin.demo.data import README_RUN_ID
 from statestore_admin.state import history, scopes
 from statestore_admin.state.roles import OPERATOR, VIEWER
 
@@ -49,31 +50,48 @@ class Command(BaseCommand):
             password_file.write_text(secrets.token_urlsafe(12))
             password_file.chmod(0o600)
         password = password_file.read_text().strip()
-        user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
-        user.is_staff = user.is_superuser = True
-        if not user.check_password(password):  # a new hash of the same password would revoke the demo's tokens
-            user.set_password(password)
-        user.save()
-        for name, role, team in DEMO_ROLE_USERS:
-            self._role_user(name, role, team, password)
-        others = ", ".join(
-            f"{name} ({role}{f', scoped to {team}' if team else ''})" for name, role, team in DEMO_ROLE_USERS
-        )
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"
-                f"  also, with the same password: {others}\n"
-            )
-        )
+        create_demo_users(password)
+        self.stdout.write(self.style.SUCCESS(start_message(url, password)))
 
-    def _role_user(self, name: str, role: str, team: str | None, password: str) -> None:
-        """A user in a role group (and a team group whose scope is ``DEMO_TEAM_SCOPE``)."""
-        user, created = get_user_model().objects.get_or_create(username=name)
-        if created:
-            user.set_password(password)
-            user.save()
-        user.groups.add(Group.objects.get(name=role))
-        if team:
-            group, _ = Group.objects.get_or_create(name=team)
-            scopes.grant(group, **DEMO_TEAM_SCOPE)
-            user.groups.add(group)
+
+def start_message(url: str, password: str) -> str:
+    """The logins, and how to try the API (the README's example, which the demo's fixed run id makes work)."""
+    others = ", ".join(f"{name} ({role}{_scope_text(team)})" for name, role, team in DEMO_ROLE_USERS)
+    api = f"{url.rstrip('/')}/api/v2/dags/etl_orders/dagRuns/{README_RUN_ID}/taskInstances/submit_spark_job/state-store"
+    return (
+        f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"
+        f"  also, with the same password: {others}\n"
+        f"  the API: TOKEN=$(.venv/bin/python manage.py create_api_token {DEMO_USERNAME} --name try-the-api)\n"
+        f'           curl -H "Authorization: Bearer $TOKEN" "{api}"\n'
+    )
+
+
+def _scope_text(team: str | None) -> str:
+    """What a team's scope reaches, by its patterns (the group's name says nothing of it)."""
+    if not team:
+        return ""
+    return f", scoped to DAGs {' '.join(DEMO_TEAM_SCOPE['dags'])} and assets {' '.join(DEMO_TEAM_SCOPE['assets'])}"
+
+
+def create_demo_users(password: str) -> None:
+    """The demo login (a superuser) and the users to try the roles with, all with ``password``."""
+    user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
+    user.is_staff = user.is_superuser = True
+    if not user.check_password(password):  # a new hash of the same password would revoke the demo's tokens
+        user.set_password(password)
+    user.save()
+    for name, role, team in DEMO_ROLE_USERS:
+        _role_user(name, role, team, password)
+
+
+def _role_user(name: str, role: str, team: str | None, password: str) -> None:
+    """A user in a role group (and a team group whose scope is ``DEMO_TEAM_SCOPE``)."""
+    user, created = get_user_model().objects.get_or_create(username=name)
+    if created:
+        user.set_password(password)
+        user.save()
+    user.groups.add(Group.objects.get(name=role))
+    if team:
+        group, _ = Group.objects.get_or_create(name=team)
+        scopes.grant(group, **DEMO_TEAM_SCOPE)
+        user.groups.add(group)
