@@ -111,7 +111,7 @@ def test_setting_the_expiry_of_several_keys_at_once(signed_in, live_server, depl
     bar(page).get_by_role("button", name="Set expiry").click()
     dialog = page.locator("dialog#modal")
     expect(dialog.locator("h2")).to_have_text("Set the expiry of 2 task keys?")
-    expect(dialog.locator(".confirm-list li")).to_have_count(2)
+    expect(dialog.locator(".confirm-list tbody tr")).to_have_count(2)
     dialog.get_by_label("At a date and time").check()
     dialog.get_by_label("Expires at").fill("2030-06-01T12:00")
     dialog.get_by_role("button", name="Set the expiry of 2 keys").click()

@@ -9,6 +9,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from ..conftest import BOTH_DATABASES
+from .conftest import row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -50,7 +51,7 @@ def test_task_dialogs_read_like_people(signed_in, live_server, deployment, conso
     page = signed_in
     dialog = page.locator("dialog#modal")
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    row_of(page, "job_id").get_by_role("button", name="Expire now: job_id").click()
+    row_action(row_of(page, "job_id"), "Expire now: job_id").click()
     expect(dialog).to_contain_text("1 key expires now: the next garbage collection deletes it, and until then")
     expect(dialog).not_to_contain_text(INTERNALS)
     assert headers(dialog) == ["Key", "Task", "Value"]

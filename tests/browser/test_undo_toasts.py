@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
 from ..conftest import BOTH_DATABASES
-from .conftest import SCREENSHOTS
+from .conftest import SCREENSHOTS, row_action
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -57,7 +57,7 @@ def undo_in_toast(page, text: str):
 def test_undo_an_expire_from_the_toast_on_the_task_page(signed_in, live_server, deployment, console_errors):
     page = signed_in
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
-    row_of(page, "job_id").get_by_role("button", name="Expire now: job_id").click()
+    row_action(row_of(page, "job_id"), "Expire now: job_id").click()
     page.locator("dialog#modal").get_by_role("button", name=re.compile("Expire 1 key")).click()
     expect(row_of(page, "job_id").locator(".badge")).to_have_text("expired")
     dialog = undo_in_toast(page, "Expired 1 key")

@@ -776,6 +776,19 @@ def dashboard_cases(w) -> list[Case]:
                 needs=(ASSET["view"],),
             ),
         ]
+        cases.append(
+            Case(
+                "keys/task/bulk-expiry/",
+                "GET",
+                f"/keys/task/bulk-expiry/?ids={key.pk}",
+                face=HTMX,
+                target=target,
+                variant="ids",
+                needs=(TASK["change"],),
+                headers=HX,
+                out_of_scope=status(422),  # out-of-scope ids select nothing: a confirmation of nothing is refused
+            )
+        )
         for action in ("expire", "delete"):
             perm = TASK["change"] if action == "expire" else TASK["delete"]
             for variant, params, rows in (
