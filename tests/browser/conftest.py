@@ -18,6 +18,10 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
+# CI runs four test stages and real Airflow side by side on two cores: a dialog's request to the live server can
+# take longer than Playwright's default 5 s wait. A wait is not a speed target (those are in bench/).
+expect.set_options(timeout=15_000)
+
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):

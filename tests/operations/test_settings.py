@@ -113,7 +113,10 @@ def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
     first = run_manage("demo_setup", env=dict(env))
     assert first.returncode == 0, first.stderr
     assert "Demo data:" in first.stdout and "login: demo / " in first.stdout
-    assert "demo-viewer (Viewer), demo-etl (Operator, scoped to demo-team-etl)" in first.stdout
+    assert (
+        "demo-viewer (Viewer), demo-etl (Operator, scoped to DAGs etl_* and assets s3://warehouse/raw/*)"
+        in first.stdout
+    )
     password = first.stdout.split("login: demo / ")[1].split()[0]
     scoped = run_manage(
         "shell",

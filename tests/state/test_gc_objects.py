@@ -378,7 +378,10 @@ LIMITS = {"batch_size": "2", "max_batches": "100", "time_limit": "10"}
 def test_the_page_offers_the_objects_only_with_a_storage(client, gc_admin, world, monkeypatch):
     client.force_login(gc_admin)
     page = client.get("/gc/run/", LIMITS, HTTP_HX_REQUEST="true").content.decode()
-    assert 'name="with_objects" value="1"' in page and "Also delete the worker-side objects" in page
+    assert (
+        'name="with_objects" value="1"' in page
+        and "Also delete the files these keys point to in worker-side storage" in page
+    )
     set_option(monkeypatch, ENV_PATH, None)
     page = client.get("/gc/run/", LIMITS, HTTP_HX_REQUEST="true").content.decode()
     assert "with_objects" not in page
