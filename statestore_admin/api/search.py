@@ -59,9 +59,13 @@ class SearchTaskKeys(OwnView):
         responses={200: TaskKeySearchPage, **READ_ERRORS},
         parameters=[
             *SEARCH_PARAMS,
-            OpenApiParameter("dag_id", str, description="A prefix of the DAG id, as on the DAG list (see dag_match)"),
+            OpenApiParameter("dag_id", str, description="Part of the DAG id, as on the DAG list (see dag_match)"),
             OpenApiParameter(
-                "dag_match", str, enum=["", *searching.DAG_MATCHES], default="prefix", description="Empty: prefix"
+                "dag_match",
+                str,
+                enum=["", *searching.DAG_MATCHES],
+                default="contains",
+                description="Empty: contains (ignoring case)",
             ),
             OpenApiParameter("run_id", str),
             OpenApiParameter("task_id", str),
@@ -71,7 +75,8 @@ class SearchTaskKeys(OwnView):
     def get(self, request):
         """Task keys across all DAGs, newest first, keyset-paginated both ways (no total count).
 
-        `dag_id` is a prefix (`dag_match=exact`: one DAG); `run_id` and `task_id` are exact; an `asset` filter
+        `dag_id` is contained in the DAG id, ignoring case (`dag_match=prefix`: the ids starting with it,
+        `dag_match=exact`: one DAG); `run_id` and `task_id` are exact; an `asset` filter
         finds no task key (task keys have no asset). A key or value search (any `match`) without `dag_id` is served
         by no index: it reads the table by ranges of ids and stops after `SEARCH_TIME_BUDGET_SECONDS` (2 s by
         default): `cut_short` is then true, `items` are the matches found so far (fewer than `limit`, maybe none),

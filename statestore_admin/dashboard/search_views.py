@@ -45,6 +45,7 @@ def search(request):
             scope=scope_of(request.user),
             deadline=deadline,
             before=params.get("task_before"),
+            count=True,
         )
     if searched and store in ("all", permissions.ASSET) and permissions.can(request.user, permissions.ASSET, "view"):
         asset_page = searching.search_asset_keys(
@@ -53,6 +54,7 @@ def search(request):
             scope=scope_of(request.user),
             deadline=deadline,
             before=params.get("asset_before"),
+            count=True,
         )
     response = render_page(
         request,
@@ -67,7 +69,11 @@ def search(request):
             "asset_links": _links(params, permissions.ASSET, asset_page),
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
-            "dag_matches": [("prefix", "starts with (as on the DAG list)"), ("exact", "exact")],
+            "dag_matches": [
+                ("contains", "contains (as on the DAG list)"),
+                ("prefix", "starts with"),
+                ("exact", "exact"),
+            ],
             "budget": searching.time_budget(),
             "regions": selectors.regions_enabled(),  # Airflow 3.4: the loop iteration filter
             "now": now,

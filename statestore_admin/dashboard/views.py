@@ -39,10 +39,14 @@ def largest_values(request):
 
 @requires_view(permissions.TASK)
 def dag_list(request):
+    """``q``: the DAGs whose id contains it (any case), as the asset list's filter; ``prefix`` (links made before
+    ``q``): those starting with it."""
     now = timezone.now()
-    prefix = request.GET.get("prefix", "")
-    dags = selectors.dags_with_state(now, request.GET.get("cursor"), prefix=prefix, scope=scope_of(request.user))
-    context = {"page": dags.page, "dags": dags, "prefix": prefix, "now": now}
+    q, prefix = request.GET.get("q", "").strip(), request.GET.get("prefix", "")
+    dags = selectors.dags_with_state(
+        now, request.GET.get("cursor"), prefix=prefix, contains=q, scope=scope_of(request.user)
+    )
+    context = {"page": dags.page, "dags": dags, "q": q, "prefix": prefix, "now": now}
     return render_page(request, "dags/list.html", context, "dags/_panel.html")
 
 

@@ -2,7 +2,8 @@
 Search page and the search API, and the queries.
 
 The filters: ``key`` (contains, prefix or exact), ``value`` (contains, in the value's JSON text), ``dag_id``
-(a prefix, as on the DAG list; ``dag_match=exact`` for one DAG, as the DAG list's links ask), ``run_id`` and
+(contained in the id, ignoring case, as on the DAG list: ``selectors.dags_containing``; ``dag_match=prefix``
+for the ids starting with it, ``dag_match=exact`` for one DAG, as the DAG list's links ask), ``run_id`` and
 ``task_id`` (exact), ``status``, ``asset`` (in its name or URI), and on Airflow 3.4 ``iteration`` (a loop
 iteration, from 0 as Airflow numbers them: keys in that iteration of any loop, at any depth, or of the loop
 ``loop`` names; ``selectors.in_iteration_q``).
@@ -35,12 +36,14 @@ from django.db.models import Max, Min, Q, QuerySet
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 
+from .counting import COUNT_CAP, Figure, capped_count
 from .errors import Invalid
 from .pagination import MAX_PAGE_SIZE, Page, decode_cursor_for, encode_cursor, paginate, paginate_before
 from .scopes import Scope
 from .selectors import (
     STATUSES,
     dag_prefix_q,
+    dags_containing,
     in_iteration_q,
     scoped_asset_keys,
     scoped_dag_ids,
@@ -49,7 +52,7 @@ from .selectors import (
 )
 
 MATCHES = ("contains", "prefix", "exact")
-DAG_MATCHES = ("prefix", "exact")
+DAG_MATCHES = ("contains", "prefix", "exact")
 
 # A budgeted scan's chunks, in ids (task keys) or asset ids (asset keys): the first chunk's size, and the bounds
 # of the next ones, sized from the rate measured so far to take 1/CHUNK_SHARE of the budget (at most
@@ -71,7 +74,7 @@ class SearchQuery:
     status: str = ""
     asset: str = ""
     value: str = ""
-    dag_match: str = "prefix"
+    dag_match: str = "contains"
     iteration: int | None = None
     loop: str = ""
 
@@ -112,7 +115,7 @@ class SearchQuery:
             status=values["status"],
             asset=values["asset"].strip(),
             value=values["value"],
-            dag_match=values["dag_match"] or "prefix",
+            dag_match=values["dag_match"] or "contains",
         )
 
     def key_filter(self) -> Q:
@@ -135,6 +138,14 @@ class SearchQuery:
         for form in sorted(forms):
             condition |= Q(value__icontains=form)
         return condition
+
+    def matches_dag(self, dag_id: str) -> bool:
+        """Whether ``dag_id`` passes the DAG filter (``dag_match``); every DAG without one."""
+        if self.dag_match == "exact":
+            return not self.dag_id or dag_id == self.dag_id
+        if self.dag_match == "prefix":
+            return dag_id.startswith(self.dag_id)
+        return self.dag_id.casefold() in dag_id.casefold()
 
     def text_filter(self) -> Q:
         return self.key_filter() & self.value_filter()
@@ -165,6 +176,19 @@ class SearchPage(Page):
     scanned_to: int | None = None
     budget: float = 0.0
     backward: bool = False
+    total: Figure | None = None  # how many match, when asked (``count=True``): see ``_counted``
+
+
+def _counted(page: SearchPage, rows: QuerySet, indexed: bool) -> SearchPage:
+    """``page`` with ``total``: exact when the page holds every match (the only page, read to the end); else a
+    capped count (``COUNT_CAP``) of a search an index serves; else None, not counted: a budgeted scan's count
+    would read every key again, which is what its time budget is there to avoid."""
+    whole = not (page.cursor or page.next_cursor or page.prev_cursor or page.cut_short)
+    if whole:
+        page.total = Figure(len(page.items))
+    elif indexed:
+        page.total = capped_count(rows, COUNT_CAP)
+    return page
 
 
 def time_budget() -> float:
@@ -319,13 +343,15 @@ def _task_rows(query: SearchQuery, now: datetime, scope: Scope) -> tuple[QuerySe
     rows = TaskStateStore.objects.filter(query.text_filter())
     indexed = not query.searches_text
     exact = query.dag_match == "exact"
-    if query.dag_id:
-        condition, ranged = (Q(dag_id=query.dag_id), True) if exact else dag_prefix_q(query.dag_id)
-        rows, indexed = rows.filter(condition), indexed or ranged
-    allowed = scoped_dag_ids(scope)
-    if allowed is not None:  # a scoped user: their DAGs (with the filter), by the lookup index
-        wanted = [d for d in allowed if (d == query.dag_id if exact and query.dag_id else d.startswith(query.dag_id))]
-        rows = rows.filter(dag_id__in=wanted)
+    if query.dag_id and query.dag_match == "contains":  # the DAGs named (in scope), then their keys by the index
+        rows, indexed = rows.filter(dag_id__in=dags_containing(query.dag_id, scope=scope)), True
+    else:
+        if query.dag_id:
+            condition, ranged = (Q(dag_id=query.dag_id), True) if exact else dag_prefix_q(query.dag_id)
+            rows, indexed = rows.filter(condition), indexed or ranged
+        allowed = scoped_dag_ids(scope)
+        if allowed is not None:  # a scoped user: their DAGs (with the filter), by the lookup index
+            rows = rows.filter(dag_id__in=[d for d in allowed if query.matches_dag(d)])
     for name in ("run_id", "task_id"):
         if getattr(query, name):
             rows = rows.filter(**{name: getattr(query, name)})
@@ -371,17 +397,21 @@ def search_task_keys(
     scope: Scope,
     deadline: float | None = None,
     before: str | None = None,
+    count: bool = False,
 ) -> SearchPage:
     """Task keys, newest first: the page after ``cursor``, or the page before ``before``. A key or value search
     without a DAG filter is a budgeted scan (``SearchPage``), stopped at ``deadline`` (default:
-    ``search_deadline()``). An asset filter finds none (task keys have no asset)."""
+    ``search_deadline()``). An asset filter finds none (task keys have no asset). ``count``: with how many match
+    (``SearchPage.total``)."""
     if query.asset_only:
-        return SearchPage([], None, None)
+        return SearchPage([], None, None, total=Figure(0) if count else None)
     rows, indexed = _task_rows(query, now, scope)
-    rows = with_previews(rows)
+    shown = with_previews(rows)
     if indexed:
-        return _page(rows, ["-id"], cursor, before, size)
-    return _scan_task_keys(rows, cursor, before, size, search_deadline() if deadline is None else deadline)
+        page = _page(shown, ["-id"], cursor, before, size)
+    else:
+        page = _scan_task_keys(shown, cursor, before, size, search_deadline() if deadline is None else deadline)
+    return _counted(page, rows, indexed) if count else page
 
 
 def search_asset_keys(
@@ -392,13 +422,18 @@ def search_asset_keys(
     scope: Scope,
     deadline: float | None = None,
     before: str | None = None,
+    count: bool = False,
 ) -> SearchPage:
     """Asset keys by asset and key: the page after ``cursor``, or the page before ``before``. A key or value
     search is a budgeted scan (``SearchPage``: the primary key leads with the asset id), stopped at ``deadline``
-    (default: ``search_deadline()``). A DAG, run, task or status filter finds none (asset keys have none)."""
+    (default: ``search_deadline()``). A DAG, run, task or status filter finds none (asset keys have none).
+    ``count``: with how many match (``SearchPage.total``)."""
     if query.task_only:
-        return SearchPage([], None, None)
-    rows = with_previews(asset_key_rows(query, scope=scope).select_related("asset")).defer("asset__extra")
+        return SearchPage([], None, None, total=Figure(0) if count else None)
+    rows = asset_key_rows(query, scope=scope)
+    shown = with_previews(rows.select_related("asset")).defer("asset__extra")
     if query.searches_text:
-        return _scan_asset_keys(rows, cursor, before, size, search_deadline() if deadline is None else deadline)
-    return _page(rows, ["asset_id", "key"], cursor, before, size)
+        page = _scan_asset_keys(shown, cursor, before, size, search_deadline() if deadline is None else deadline)
+    else:
+        page = _page(shown, ["asset_id", "key"], cursor, before, size)
+    return _counted(page, rows, not query.searches_text) if count else page

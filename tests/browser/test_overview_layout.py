@@ -20,7 +20,8 @@ pytestmark = [
     pytest.mark.usefixtures("committed_airflow_tables"),
 ]
 
-# Every rendered line of a value ends at a dot, a slash, or where the value ends (or at a blank or a dash).
+# Every rendered line of a value ends at a dot, a slash, or where the value ends (or at a blank, a dash, an
+# underscore, a colon or a plus sign: the separators of the wrap_at_separators filter).
 BREAKS = """
 (code) => {
   const text = code.textContent, node = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
@@ -34,7 +35,7 @@ BREAKS = """
   }
   const bad = [];
   for (let i = 1; i < chars.length; i++) {
-    if (chars[i].top > chars[i - 1].top && !"./ -_:".includes(chars[i - 1].c)) bad.push(text);
+    if (chars[i].top > chars[i - 1].top && !"./ -_:+".includes(chars[i - 1].c)) bad.push(text);
   }
   return bad;
 }

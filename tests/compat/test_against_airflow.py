@@ -82,7 +82,7 @@ def test_dashboard_shows_every_row_airflow_wrote(airflow, golden, servers):
         }
 
     browser = logged_in(url)
-    run_page = browser.get(f"{url}/runs/{tasks[0][8]}/").text
+    run_page = browser.get(f"{url}/runs/{tasks[0][8]}/").text.replace("<wbr>", "")  # keys wrap at separators
     for row in tasks:
         assert f"<code><bdi>{html.escape(row[4])}</bdi></code>" in run_page, row[4]  # keys are isolated (bidi)
     assert run_page.count("badge-never") == sum(1 for row in tasks if row[7] is None)

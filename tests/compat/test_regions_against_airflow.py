@@ -173,7 +173,7 @@ def test_pages_list_every_row_at_its_coordinates(viewed, golden34):
         pages.append(page.text)
         more = re.search(r'<a rel="next" href="([^"]+)"', page.text)
         next_url = f"{url}/runs/{run_pk}/{html.unescape(more.group(1))}" if more else None
-    run_page = "".join(pages)
+    run_page = "".join(pages).replace("<wbr>", "")  # a key in a table may wrap after its separators
     for row in rows:  # every row listed (each links to its own page), its key escaped
         assert f'href="/keys/task/{row[0]}/"' in run_page, row
         assert f"<code><bdi>{html.escape(row[6])}</bdi></code>" in run_page, row[6]

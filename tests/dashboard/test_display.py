@@ -182,3 +182,6 @@ def test_wrap_at_separators_escapes_and_breaks_after_dots_slashes_and_underscore
     assert wrap_at_separators("AIRFLOW__WORKERS__X_Y") == "AIRFLOW__<wbr>WORKERS__<wbr>X_<wbr>Y"
     assert wrap_at_separators('<b a="1">.x') == "&lt;b a=&quot;1&quot;&gt;.<wbr>x"
     assert wrap_at_separators(None) == ""
+    assert wrap_at_separators("scheduled__2026-12-01T00:00:00+00:00") == (
+        "scheduled__<wbr>2026-12-01T00:<wbr>00:<wbr>00+<wbr>00:<wbr>00"
+    )

@@ -39,6 +39,7 @@ def run(dag_run_factory, task_instance_factory, task_key_factory):
 
 
 def keys_in(html: str) -> list[str]:
+    html = html.replace("<wbr>", "")  # a key may wrap after its separators (the user_text_wrapping filter)
     return re.findall(r'<td class="key"><a href="[^"]+"><code><bdi>([^<]*)</bdi></code>', html)
 
 

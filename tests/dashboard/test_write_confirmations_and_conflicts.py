@@ -155,7 +155,7 @@ def test_bidi_and_control_characters_are_isolated_and_shown(web, world):
         web.get("/keys/task/delete/", {"ids": evil.pk}, **HX),
         web.get(f"/keys/task/{evil.pk}/"),
     ):
-        page = text(response)
+        page = text(response).replace("<wbr>", "")  # a key in a table may wrap after its separators
         shown = re.sub(r"<[^>]*>", "", page)  # the text, without tags and their attributes
         assert RLO not in shown  # never obeyed: shown as a badge
         badge = '<span class="hidden-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">\\u202e</span>'

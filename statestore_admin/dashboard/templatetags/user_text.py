@@ -4,6 +4,8 @@
 - ``{{ key|user_text }}``: the text isolated from what surrounds it (``<bdi>``: right-to-left text inside
   cannot reorder the page around it), each hidden character (a control, a bidi override, a zero-width
   space, …) shown as a badge named in its ``title`` instead of acting.
+- ``{{ key|user_text_wrapping }}``: the same, free to wrap after each separator (``_ . / : +``), for a key in a
+  narrow column: it breaks at ``watermark_of_`` rather than every few characters.
 - ``{{ key|user_text_plain }}``: the same as text without markup, for where no markup can go (a page's
   ``<title>``): hidden characters as their symbols.
 - ``{{ stored|value_text }}`` (``{{ preview|value_text:60 }}`` cuts it to 60 characters): a stored
@@ -19,17 +21,23 @@ from django.utils.safestring import SafeString
 
 from statestore_admin.state.values import unescaped, visible_segments
 
+from .wrapping import wrap_at_separators
+
 register = template.Library()
 
 
-def visible_html(text: str) -> SafeString:
+def visible_html(text: str, wrap: bool = False) -> SafeString:
     """``text`` escaped, its hidden characters as badges (no isolation: for text already in its own
-    element)."""
+    element); ``wrap``: a ``<wbr>`` after each separator of the visible text."""
     return format_html_join(
         "",
         "{}",
         (
-            (part if name is None else format_html('<span class="hidden-char" title="{}">{}</span>', name, part),)
+            (
+                (wrap_at_separators(part) if wrap else part)
+                if name is None
+                else format_html('<span class="hidden-char" title="{}">{}</span>', name, part),
+            )
             for part, name in visible_segments(text)
         ),
     )
@@ -40,6 +48,13 @@ def user_text(text) -> SafeString:
     if text is None:
         return SafeString("")
     return format_html("<bdi>{}</bdi>", visible_html(str(text)))
+
+
+@register.filter
+def user_text_wrapping(text) -> SafeString:
+    if text is None:
+        return SafeString("")
+    return format_html("<bdi>{}</bdi>", visible_html(str(text), wrap=True))
 
 
 @register.filter

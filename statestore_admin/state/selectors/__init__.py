@@ -51,7 +51,16 @@ from .backends import (
     inspect_backend_class,
 )
 from .coordinates import addresses_regions, clears_expansion, resolve_address
-from .dags import DagList, DagSummary, dag_prefix_q, dags_with_state, find_run, get_run, runs_with_state
+from .dags import (
+    DagList,
+    DagSummary,
+    dag_prefix_q,
+    dags_containing,
+    dags_with_state,
+    find_run,
+    get_run,
+    runs_with_state,
+)
 from .figures import (
     HIDDEN,
     STATS_COMMAND,
@@ -171,6 +180,7 @@ __all__ = [
     "coordinate_keys",
     "shown_keys",
     "dag_prefix_q",
+    "dags_containing",
     "dags_with_state",
     "distinct_dags",
     "find_run",

@@ -1,5 +1,5 @@
-"""The DAGs and runs with state: the DAG list (a loose index scan on PostgreSQL, prefix filters, scoped
-pages) and a DAG's runs."""
+"""The DAGs and runs with state: the DAG list (a loose index scan on PostgreSQL; a filter of the ids that
+contain a text, or start with a prefix; scoped pages) and a DAG's runs."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from ..stats import latest_snapshot
 from ..status import EXPIRED, status_filter
 from .figures import STATS_COMMAND
 from .index_scan import codepoint_order, distinct_dags
-from .scoped import scoped_dag_ids
+from .scoped import all_dag_ids_with_state, scoped_dag_ids
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,16 @@ def dag_prefix_q(prefix: str) -> tuple[Q, bool]:
     if ord(prefix[-1]) < 0x10FFFF:
         condition &= Q(dag_id__gte=prefix, dag_id__lt=prefix[:-1] + chr(ord(prefix[-1]) + 1))
     return condition, True
+
+
+def dags_containing(text: str, *, scope: Scope) -> list[str]:
+    """The DAGs with state in ``scope`` whose id contains ``text``, ignoring case, in id order: the one rule of
+    a DAG filter typed by a person (the DAG list's, the Search page's), as the asset filters match names and
+    URIs. Matched on the distinct dag_ids (``all_dag_ids_with_state``: one index probe a DAG, kept a short
+    while), so that the keys are then read by ``dag_id IN (…)``, ranges of the lookup index."""
+    needle = text.casefold()
+    allowed = scoped_dag_ids(scope)
+    return [d for d in (all_dag_ids_with_state() if allowed is None else allowed) if needle in d.casefold()]
 
 
 def _literal_prefix(pattern: str) -> str:
@@ -103,14 +113,24 @@ def _scoped_dag_page(scope: Scope, after: str, prefix: str, size: int) -> list[s
 
 
 def dags_with_state(
-    now: datetime, cursor: str | None = None, prefix: str = "", size: int = 50, *, scope: Scope
+    now: datetime,
+    cursor: str | None = None,
+    prefix: str = "",
+    size: int = 50,
+    *,
+    scope: Scope,
+    contains: str = "",
 ) -> DagList:
     """DAGs that have task state, by dag_id, found by a loose index scan of (dag_id, …), and their figures:
     counted live on a small table; on a large one (above ``ESTIMATE_ABOVE`` rows) read from the latest
-    snapshot's per-DAG rows (a DAG newer than it: "missing"), none without a snapshot."""
+    snapshot's per-DAG rows (a DAG newer than it: "missing"), none without a snapshot. ``contains``: only the
+    DAGs whose id contains it (``dags_containing``); ``prefix``: only those starting with it."""
     decoded = decode_cursor(cursor, 1)
     after = decoded[0] if decoded and isinstance(decoded[0], str) else ""
-    if scope.all_dags:
+    if contains:
+        dag_ids = [d for d in dags_containing(contains, scope=scope) if d > after and d.startswith(prefix)]
+        dag_ids = sorted(dag_ids)[: size + 1]
+    elif scope.all_dags:
         dag_ids = distinct_dags(after, prefix, size + 1, bool(prefix) and codepoint_order())
     else:
         dag_ids = _scoped_dag_page(scope, after, prefix, size)
