@@ -39,8 +39,10 @@ serve: install
 	HOST=$(HOST) PORT=$(PORT) exec $(VENV)/bin/gunicorn --config gunicorn.conf.py
 
 # SQLite by default; STATESTORE_TEST_DB=postgres runs the same suite on PostgreSQL (127.0.0.1:5432).
+# PYTEST_ARGS: more arguments for pytest (.ci/run leaves the browser tests to one of its stages).
+PYTEST_ARGS ?=
 test: install-dev
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
