@@ -63,6 +63,7 @@ def test_delete_find_the_event_and_restore(signed_in, live_server, deployment, s
     )
     dialog.get_by_role("button", name="Save value").click()
     expect(dialog).to_be_hidden()
+    expect(row.locator("td.value")).to_contain_text("spark-8")  # the panel refreshed: its rows are the new ones
     row_action(row, "Delete").click()
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     dialog.get_by_role("button", name="Delete 1 key").click()

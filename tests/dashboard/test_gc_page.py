@@ -145,7 +145,10 @@ def test_the_preview_for_an_age_and_a_dag(client, viewer, store):
     assert re.search(r'data-testid="gc-preview-count">7<', page)
 
 
-def test_the_preview_past_the_exact_cap_says_more_than(client, viewer, dag_run_factory):
+def test_the_preview_past_the_exact_cap_says_more_than(client, viewer, dag_run_factory, settings):
+    # No exact count within a time budget first (PostgreSQL, fresh statistics): whether 10,005 rows are counted
+    # within it depends on the machine's load. tests/state/test_estimates.py tests that count.
+    settings.COUNT_BUDGET_SECONDS = 0
     run = dag_run_factory(dag_id="bulk")
     now = timezone.now()
     TaskStateStore.objects.bulk_create(
