@@ -294,29 +294,9 @@ def _run_match(params) -> dict:
 
 
 def task_selection(params, user) -> tuple[services.TaskSelection, object]:
-    """The selection a confirmation's download reads (``audit_views.task_keys_export``): a task instance
-    (``run``, ``task_id``, ``map_index`` or ``all``), a run's matching keys (``in_run``, …) or key ids; and the
-    DAG run for a task instance or a run (in the user's scope)."""
-    if params.get("in_run"):
-        match = _run_match(params)
-        run = selectors.get_run(match["in_run"], scope=scope_of(user))
-        return services.TaskSelection(
-            run_match=services.RunMatch(run.dag_id, run.run_id, match["in_task"], match["key_prefix"])
-        ), run
-    if params.get("run"):
-        run = selectors.get_run(params_.whole_number(params.get("run"), "run"), scope=scope_of(user))
-        map_index = params.get("map_index", "-1")
-        every = map_index == "all"
-        scope = TaskAddress(
-            run.dag_id,
-            run.run_id,
-            params.get("task_id", ""),
-            -1 if every else params_.whole_number(map_index, "map_index"),
-            params_.region_id(params) or SENTINEL_REGION_ID,
-        )
-        return services.TaskSelection.of_instance(scope, all_map_indices=every), run
-    ids = tuple(params_.whole_number(v, "ids") for v in params.getlist("ids"))
-    return services.TaskSelection(ids=ids), None
+    """The selection a confirmation's download reads (``audit_views.task_keys_export``): what the confirmation
+    listed (``_task_target``), and its DAG run, in the user's scope."""
+    return services.task_selection(scope=scope_of(user), **_task_target(params))
 
 
 @require_http_methods(["GET", "POST"])

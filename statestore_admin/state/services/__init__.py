@@ -34,6 +34,7 @@ from .confirmed import (
     nothing_to,
     preview_asset_keys,
     preview_task_keys,
+    task_selection,
 )
 from .outcomes import CREATE, UPDATE, UPSERT, Outcome
 from .restore import KEEP, OVERWRITE, RestoreOutcome, RestorePreview, preview_document, restore_document, restore_event
@@ -92,4 +93,5 @@ __all__ = [
     "set_task_expiry",
     "set_task_keys_expiry",
     "set_task_key",
+    "task_selection",
 ]

@@ -18,7 +18,7 @@ from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from .. import permissions, selectors
 from ..actors import Actor
 from ..errors import Invalid, NotFound
-from ..scopes import scope_of
+from ..scopes import Scope, scope_of
 from ..selectors import TaskAddress
 from ..values import Expiry
 from .assets import asset_selection, clear_asset, delete_asset_keys
@@ -51,33 +51,39 @@ class Preview:
     run: DagRun | None = None
 
 
-def _task_selection(
-    actor: Actor,
-    action: str,
-    run_pk: int | None,
-    task_id: str,
-    map_index: int | None,
-    ids: tuple[int, ...],
+def task_selection(
+    *,
+    scope: Scope,
+    run_pk: int | None = None,
+    task_id: str = "",
+    map_index: int | None = -1,
+    ids: tuple[int, ...] = (),
     region_id: UUID = SENTINEL_REGION_ID,
     in_run: int | None = None,
     in_task: str = "",
     key_prefix: str = "",
 ) -> tuple[TaskSelection, DagRun | None]:
     """A task instance's keys (``run_pk``, ``task_id``; ``map_index`` None: every map index), a run's keys
-    (``in_run``: of ``in_task`` or every task, starting with ``key_prefix``) or key ids. An unknown DAG run, or
-    one out of the actor's scope, is NotFound."""
-    if action not in TASK_KEY_ACTIONS:
-        raise NotFound(f"No action {action!r} on task keys.")
-    permissions.require(actor, permissions.TASK, TASK_KEY_ACTIONS[action][0])
+    (``in_run``: of ``in_task`` or every task, starting with ``key_prefix``) or key ids, and the DAG run of a
+    task instance or a run: what a confirmation lists, acts on and downloads. An unknown DAG run, or one out of
+    ``scope``, is NotFound."""
     if in_run is not None:
-        run = selectors.get_run(in_run, scope=scope_of(actor))
+        run = selectors.get_run(in_run, scope=scope)
         return TaskSelection(run_match=RunMatch(run.dag_id, run.run_id, in_task, key_prefix)), run
     if run_pk is None:
         return TaskSelection(ids=ids), None
-    run = selectors.get_run(run_pk, scope=scope_of(actor))
+    run = selectors.get_run(run_pk, scope=scope)
     every = map_index is None
-    scope = TaskAddress(run.dag_id, run.run_id, task_id, -1 if every else map_index, region_id)
-    return TaskSelection.of_instance(scope, all_map_indices=every), run
+    address = TaskAddress(run.dag_id, run.run_id, task_id, -1 if every else map_index, region_id)
+    return TaskSelection.of_instance(address, all_map_indices=every), run
+
+
+def _task_selection(actor: Actor, action: str, **target) -> tuple[TaskSelection, DagRun | None]:
+    """``task_selection`` for ``action``, which the actor must be allowed."""
+    if action not in TASK_KEY_ACTIONS:
+        raise NotFound(f"No action {action!r} on task keys.")
+    permissions.require(actor, permissions.TASK, TASK_KEY_ACTIONS[action][0])
+    return task_selection(scope=scope_of(actor), **target)
 
 
 def _instance_gone(exc: NotFound) -> Invalid:
@@ -103,7 +109,16 @@ def preview_task_keys(
     the first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
     found, or no key ids, is Invalid."""
     selection, run = _task_selection(
-        actor, action, run_pk, task_id, map_index, ids, region_id, in_run, in_task, key_prefix
+        actor,
+        action,
+        run_pk=run_pk,
+        task_id=task_id,
+        map_index=map_index,
+        ids=ids,
+        region_id=region_id,
+        in_run=in_run,
+        in_task=in_task,
+        key_prefix=key_prefix,
     )
     try:
         rows = selection.queryset(scope_of(actor))
@@ -131,7 +146,16 @@ def apply_task_keys(
     ``token``: its ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear.
     Errors as ``preview_task_keys``; a damaged token is Invalid."""
     selection, _ = _task_selection(
-        actor, action, run_pk, task_id, map_index, ids, region_id, in_run, in_task, key_prefix
+        actor,
+        action,
+        run_pk=run_pk,
+        task_id=task_id,
+        map_index=map_index,
+        ids=ids,
+        region_id=region_id,
+        in_run=in_run,
+        in_task=in_task,
+        key_prefix=key_prefix,
     )
     try:
         listed = Listing.from_token(token)
