@@ -9,17 +9,21 @@ Django's own backends, with two changes:
   traceback), and for ``RETRY_SECONDS`` afterwards the calls of this process do not even try, so a Redis
   that stopped answering costs one socket timeout per process every few seconds, not one per call.
 - **``add`` is atomic on the database cache too.** Django's ``DatabaseCache.add`` overwrites an expired row
-  with an UPDATE that two processes can both make; here the expired row is deleted first, and the INSERT
-  that follows succeeds in one process only (the primary key). The token throttle relies on ``add``.
+  with an UPDATE that two processes can both make, and on SQLite answers False when another process holds
+  the write lock; here the expired row is deleted first, and the INSERT that follows succeeds in exactly one
+  process (the primary key). The token throttle relies on ``add``.
 """
 
+import base64
 import logging
+import pickle
 import re
 import time
+from datetime import UTC, datetime
 
 from django.core.cache.backends import db, redis
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
-from django.db import DatabaseError, connections, router
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
@@ -99,15 +103,26 @@ class DatabaseCache(_Resilient, db.DatabaseCache):
 
     def _atomic_add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
         name = self.make_and_validate_key(key, version=version)
-        connection = connections[router.db_for_write(self.cache_model_class)]
+        alias = router.db_for_write(self.cache_model_class)
+        connection = connections[alias]
         quote = connection.ops.quote_name
+        table, key_column, expires_column = quote(self._table), quote("cache_key"), quote("expires")
+        seconds = self.get_backend_timeout(timeout)
+        expires = datetime.max if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+        encoded = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
         now = connection.ops.adapt_datetimefield_value(timezone.now().replace(microsecond=0))
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {quote(self._table)} WHERE {quote('cache_key')} = %s AND {quote('expires')} < %s",
-                [name, now],
-            )
-        return db.DatabaseCache.add(self, key, value, timeout, version)
+        # One INSERT, no read before it in its transaction: SQLite then waits for the write lock (a transaction
+        # that read first is refused it at once, which Django's add reports as "already there").
+        try:
+            with transaction.atomic(using=alias), connection.cursor() as cursor:
+                cursor.execute(f"DELETE FROM {table} WHERE {key_column} = %s AND {expires_column} < %s", [name, now])
+                cursor.execute(
+                    f"INSERT INTO {table} ({key_column}, {quote('value')}, {expires_column}) VALUES (%s, %s, %s)",
+                    [name, encoded, connection.ops.adapt_datetimefield_value(expires.replace(microsecond=0))],
+                )
+        except IntegrityError:  # another process holds the key
+            return False
+        return True
 
 
 def _redis_failures() -> tuple[type[BaseException], ...]:
