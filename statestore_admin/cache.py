@@ -111,8 +111,8 @@ class DatabaseCache(_Resilient, db.DatabaseCache):
         expires = datetime.max if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
         encoded = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
         now = connection.ops.adapt_datetimefield_value(timezone.now().replace(microsecond=0))
-        # One INSERT, no read before it in its transaction: SQLite then waits for the write lock (a transaction
-        # that read first is refused it at once, which Django's add reports as "already there").
+        # Writes only, no read first: SQLite then waits for the write lock (a transaction that read first is
+        # refused it at once, which Django's add reports as "already there", and a failure would go uncounted).
         try:
             with transaction.atomic(using=alias), connection.cursor() as cursor:
                 cursor.execute(f"DELETE FROM {table} WHERE {key_column} = %s AND {expires_column} < %s", [name, now])
