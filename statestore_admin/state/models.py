@@ -350,3 +350,4 @@ class CacheEntry(models.Model):
     class Meta:
         db_table = "statestore_cache"
         verbose_name, verbose_name_plural = "cache entry", "cache entries"
+        default_permissions = ()  # nobody is granted anything on the cache: no permissions to list in roles

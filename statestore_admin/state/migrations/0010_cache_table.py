@@ -21,6 +21,7 @@ class Migration(migrations.Migration):
                 'verbose_name': 'cache entry',
                 'verbose_name_plural': 'cache entries',
                 'db_table': 'statestore_cache',
+                'default_permissions': (),
             },
         ),
     ]
