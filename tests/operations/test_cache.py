@@ -1,16 +1,19 @@
 """The shared cache (statestore_admin/cache.py, settings.CACHES): the checks that name a cache unfit for the
 server, /readyz's report, and a cache that does not answer: no 500, the token throttle fails open."""
 
+import concurrent.futures
 import sys
 
 import pytest
 from django.core.cache import cache
+from django.db import connections
 from django.test import Client
 
 from statestore_admin import cache as shared_cache
 from statestore_admin.dashboard.checks import check_cache
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
+from tests.faults import TcpProxy
 from tests.operations.test_production import free_port
 
 LOCMEM = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -91,3 +94,29 @@ def test_add_takes_an_expired_entry_once(fresh_caches):
 
     CacheEntry.objects.update(expires="2000-01-01T00:00:00Z")
     assert cache.add("ticket", 3, 60) is True and cache.get("ticket") == 3
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)  # the requests run in a thread of their own
+def test_a_redis_that_never_answers_costs_its_short_deadline_not_a_hang(settings, fresh_caches, operator):
+    """A Redis (or a network) that accepts connections and then says nothing: the socket deadline
+    (CACHE_TIMEOUT) ends each try, the answers are those of an empty cache, and /readyz says "timeout"."""
+    token = ApiToken.issue(operator, "tests")[1]
+
+    def requests_with_a_hung_cache():
+        client = Client()
+        wrong = [
+            client.get("/api/statestore/v1/stats", HTTP_AUTHORIZATION="Bearer ssa_wrong").status_code for _ in range(4)
+        ]
+        valid = client.get("/api/statestore/v1/stats", HTTP_AUTHORIZATION=f"Bearer {token}").status_code
+        ready = client.get("/readyz")
+        connections.close_all()  # this thread's
+        return wrong, valid, ready.status_code, ready.json()["cache"]
+
+    with TcpProxy(free_port()) as proxy:
+        proxy.black_hole()
+        settings.CACHES = redis_cache(proxy.port)
+        settings.TOKEN_FAILURE_LIMIT = 2
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            wrong, valid, ready, cache_state = pool.submit(requests_with_a_hung_cache).result(timeout=60)  # no hang
+    assert wrong == [401] * 4 and valid == 200  # fails open: never counted, never refused
+    assert ready == 200 and cache_state == {"backend": "redis", "status": "timeout"}
