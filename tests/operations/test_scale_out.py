@@ -43,7 +43,8 @@ expired = [factories.make_task_key(run, key=f"old-{n}", expires_at=past) for n i
 asset = factories.make_asset(name="orders")
 for key in ("watermark", "cursor"):
     factories.make_asset_key(asset, key=key, value="1")
-print(json.dumps({"token": out.getvalue().strip(), "asset": asset.pk, "expired": [k.pk for k in expired]}))
+made = {"token": out.getvalue().strip(), "asset": asset.pk, "run": run.pk, "expired": [k.pk for k in expired]}
+print(json.dumps(made))
 """
 
 
@@ -163,7 +164,7 @@ def wait_for_cache(bases, ok: bool):
 class TwoServers:
     def __init__(self, bases, made, password, redis_server, redis_port, airflow_url):
         self.bases, self.password = bases, password
-        self.token, self.asset, self.expired = made["token"], made["asset"], made["expired"]
+        self.token, self.asset, self.run, self.expired = made["token"], made["asset"], made["run"], made["expired"]
         self.redis_server, self.redis_port, self.airflow_url = redis_server, redis_port, airflow_url
 
 
@@ -212,11 +213,19 @@ def test_two_servers_count_wrong_tokens_together(two):
     assert sorted(burst) == [401] * LIMIT + [429] * (20 - LIMIT), burst
 
 
-def test_a_session_and_a_confirmation_from_one_server_work_on_the_other(two):
+def test_a_session_a_refresh_an_export_and_a_confirmation_from_one_server_work_on_the_other(two):
     a, b = two.bases
     session = sign_in(a, two.password)
     page = session.get(f"{b}/", timeout=30, allow_redirects=False)
     assert page.status_code == 200  # signed in on A, recognised by B (sessions live in the shared database)
+
+    # A page opened on A refreshes its panel from B (htmx asks the page's URL again), and B exports its list.
+    assert "keys-panel" in session.get(f"{a}/assets/{two.asset}/", timeout=30).text
+    panel = session.get(f"{b}/assets/{two.asset}/", headers={"HX-Request": "true"}, timeout=30)
+    assert panel.status_code == 200 and 'id="keys-panel"' in panel.text and "watermark" in panel.text
+    export = session.get(f"{b}/runs/{two.run}/export/?format=json", timeout=30)
+    assert export.status_code == 200 and "attachment" in export.headers["Content-Disposition"]
+    assert sorted(key["key"] for key in export.json()["keys"]) == ["old-0", "old-1", "old-2"], export.text[:2000]
 
     # The confirmation is opened on A (it lists the asset's two keys) and confirmed on B.
     dialog = session.get(f"{a}/assets/{two.asset}/delete/?all=1", headers={"HX-Request": "true"}, timeout=30)
