@@ -16,8 +16,11 @@ def advisory_lock(connection, key: int, busy: Callable[[str], Exception]) -> Ite
     if connection.vendor != "postgresql":
         yield
         return
+    # Inside a transaction (a caller's atomic block), a lock of the transaction's own: it goes with the commit
+    # or the rollback, whereas an unlock after an error would fail in the aborted transaction and hide the error.
+    in_transaction = connection.in_atomic_block
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        cursor.execute(f"SELECT pg_try_advisory{'_xact' if in_transaction else ''}_lock(%s)", [key])
         if not cursor.fetchone()[0]:
             cursor.execute(
                 "SELECT a.pid, host(a.client_addr), a.application_name, a.backend_start FROM pg_locks l "
@@ -33,6 +36,9 @@ def advisory_lock(connection, key: int, busy: Callable[[str], Exception]) -> Ite
                 else ""
             )
             raise busy(detail)
+    if in_transaction:
+        yield
+        return
     try:
         yield
     finally:
