@@ -2,6 +2,7 @@
 is being taken, another command, page or GC run anywhere says so and records nothing. PostgreSQL only (the
 lock lives in Airflow's database; SQLite is one host's file)."""
 
+import json
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 from statestore_admin.state import stats
 from statestore_admin.state.models import StatsSnapshot
 from tests.conftest import BOTH_DATABASES
-from tests.state.test_gc_concurrency import ROOT, libpq_url, manage_env
+from tests.state.test_gc_concurrency import ROOT, libpq_url, manage, manage_env
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -43,3 +44,16 @@ def test_a_second_snapshot_while_one_is_taken_says_so_and_records_nothing():
     done = state_store_stats()  # the other one ended: its lock went with its session
     assert done.returncode == 0, done.stderr
     assert list(StatsSnapshot.objects.values_list("status", flat=True)) == ["done"]
+
+
+def test_gc_while_a_snapshot_is_taken_runs_and_says_it_took_none():
+    with psycopg.connect(libpq_url(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [stats.SNAPSHOT_LOCK_KEY])
+        clean = manage("--json")
+        out, err = clean.communicate(timeout=120)
+    assert clean.returncode == 0, err  # GC's own outcome is unchanged
+    result = json.loads(out)
+    assert result["outcome"] == "completed"
+    assert result["stats"]["status"] == "skipped" and "Another statistics snapshot" in result["stats"]["error"]
+    assert "No statistics snapshot after this run (the GC run itself is done)" in err
+    assert not StatsSnapshot.objects.exists()
