@@ -9,7 +9,9 @@
   reason (timeout, refused, authentication, ...); the full error goes to the server's log only.
   Once Airflow's database answers, ``airflow_schema`` says which Airflow schema it has (3.3 or 3.4, and its
   alembic revision); a schema the dashboard does not support (or a migration that has not finished) is
-  not ready either, and the answer says why.
+  not ready either, and the answer says why. ``cache`` names the shared cache's backend and whether a value
+  written to it reads back within the same deadline; a cache that fails does not make the server unready
+  (below).
 """
 
 import logging
@@ -19,7 +21,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.cache import caches
 from django.db import connections
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
@@ -56,11 +60,46 @@ def readyz(request):
         results = dict(zip(aliases, pool.map(probe, aliases), strict=True))
         airflow = airflow_alias()
         schema = pool.submit(probe_schema, airflow).result() if results.get(airflow) == OK else None
+        cache = probe_cache()
+    # The cache is reported, never a reason to take the server out of the load balancer: what it keeps can be
+    # recomputed, the token throttle fails open without it (throttling.py), and with a shared Redis down every
+    # replica would be unready at once, turning a cache outage into a whole outage.
     ready = all(result == OK for result in results.values()) and (schema is None or "series" in schema)
-    body = {"status": "ok" if ready else "unavailable", "databases": results}
+    body = {"status": "ok" if ready else "unavailable", "databases": results, "cache": cache}
     if schema is not None:
         body["airflow_schema"] = schema
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def probe_cache(timeout: float = READY_TIMEOUT) -> dict:
+    """``{"backend": …, "status": "ok" or a short reason}``: the default cache, written and read back in a
+    thread of its own within ``timeout`` seconds (a Redis client has its own, shorter socket deadlines)."""
+    backend = settings.CACHES["default"]["BACKEND"]
+    name = {"statestore_admin.cache.DatabaseCache": "database", "statestore_admin.cache.RedisCache": "redis"}.get(
+        backend, backend.rsplit(".", 1)[-1]
+    )
+
+    def write_and_read():
+        cache = caches.create_connection("default")
+        try:
+            cache.probe() if hasattr(cache, "probe") else cache.set("statestore:readyz", 1, 10)
+        finally:
+            cache.close()
+            connections.close_all()  # this thread's connections (the database cache's), not the request's
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        pool.submit(write_and_read).result(timeout=timeout)
+        status = OK
+    except TimeoutError:
+        log.warning("readyz: the cache did not answer within %ss", timeout)
+        status = f"timeout after {timeout:g}s"
+    except Exception as exc:  # reported, not raised: the details stay in the log
+        log.warning("readyz: the cache is unavailable: %s", exc)
+        status = _reason(str(exc))
+    finally:
+        pool.shutdown(wait=False)
+    return {"backend": name, "status": status}
 
 
 def probe_schema(alias: str, timeout: float = READY_TIMEOUT) -> dict:
@@ -104,6 +143,8 @@ def _reason(message: str) -> str:
     text = message.lower()
     for needles, reason in (
         (("connection refused",), "connection refused"),
+        (("timeout",), "timeout"),
+        (("timed out",), "timeout"),
         (("could not translate host name",), "unknown host"),
         (("no route to host",), "no route to host"),
         (("authentication failed",), "authentication failed"),

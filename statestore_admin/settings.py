@@ -272,10 +272,35 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per use
 AXES_RESET_ON_SUCCESS = False  # a success from an address must not wipe the failures counted against others
 AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 AXES_CLIENT_IP_CALLABLE = "statestore_admin.throttling.client_address"
-# The token-failure counts live in this cache. The default (locmem) is per process: with several gunicorn
-# workers each counts on its own; CACHE_URL (e.g. redis://..., or dbcache://statestore_cache after
-# `manage.py createcachetable`) shares them.
-CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+# The cache (README, "Production"; statestore_admin/cache.py): the token-failure tickets, snapshot sums, capped
+# counts and the list of DAGs with state live there, so every worker of every server must share it. Default:
+# Django's database cache in the dashboard's own database (its table is created by `migrate`), which needs no
+# other service. CACHE_URL=redis://host:6379/1 (or rediss://): Django's Redis cache, for several servers, with
+# short socket deadlines (CACHE_TIMEOUT seconds) so that a Redis that is down or hung costs a request little;
+# either way a cache that fails answers as an empty one, never a 500. Another CACHE_URL (locmemcache://,
+# dbcache://...): django-environ's backend as it is (statestore.W004 when it is per-process).
+CACHE_URL = env.str("CACHE_URL", default="")
+CACHE_TIMEOUT = env.float("CACHE_TIMEOUT", default=0.5)
+if CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {
+        "default": {
+            "BACKEND": "statestore_admin.cache.RedisCache",
+            "LOCATION": CACHE_URL,
+            "OPTIONS": {"socket_connect_timeout": CACHE_TIMEOUT, "socket_timeout": CACHE_TIMEOUT},
+        }
+    }
+elif CACHE_URL:
+    CACHES = {"default": env.cache_url("CACHE_URL")}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "statestore_admin.cache.DatabaseCache",
+            "LOCATION": "statestore_cache",  # state.models.CacheEntry
+            # Django culls a third of the entries past MAX_ENTRIES (300 by default), throttle tickets included.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    }
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)

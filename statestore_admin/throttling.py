@@ -2,16 +2,19 @@
 
 Sign-in is throttled by django-axes (settings: ``AXES_*``, from ``LOGIN_FAILURE_LIMIT`` and
 ``LOGIN_LOCKOUT_MINUTES``); ``LoginThrottleBackend`` is its authentication backend. Bearer tokens are
-throttled here: every failed token authentication from an address is recorded in Django's cache, and once
-``TOKEN_FAILURE_LIMIT`` failures fall within ``TOKEN_LOCKOUT_MINUTES``, further bearer requests from that
-address answer 429 with ``Retry-After`` (DRF's ``Throttled``) until the oldest of them leaves the window.
+throttled here: every failed token authentication from an address is recorded in Django's cache (the one
+every worker and server shares), and once ``TOKEN_FAILURE_LIMIT`` failures fall within
+``TOKEN_LOCKOUT_MINUTES``, further bearer requests from that address answer 429 with ``Retry-After`` (DRF's
+``Throttled``) until the oldest of them leaves the window.
 A successful token use neither counts nor is refused while the address is not over the limit.
 """
 
+import time
+
 from axes.backends import AxesStandaloneBackend
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework.exceptions import ErrorDetail, Throttled
-from rest_framework.throttling import SimpleRateThrottle
 
 
 def client_address(request) -> str:
@@ -37,55 +40,71 @@ class LoginThrottleBackend(AxesStandaloneBackend):
         return super().authenticate(request, username=username, password=password, **kwargs)
 
 
-class TokenFailureThrottle(SimpleRateThrottle):
-    """DRF's cache-backed sliding window, counting failed bearer tokens per client address."""
+class TokenFailureThrottle:
+    """Failed bearer tokens per client address, counted in the cache that every worker and server shares.
 
-    scope = "token_failure"
-    cache_format = "throttle_%(scope)s_%(ident)s"
+    An address has ``TOKEN_FAILURE_LIMIT`` tickets, one cache key each, kept ``TOKEN_LOCKOUT_MINUTES``. A
+    failure takes the first free ticket with ``cache.add``, which succeeds in one process only (Redis:
+    ``SET NX``; the database cache: the primary key, statestore_admin/cache.py), so two failures that arrive
+    at once on two workers or two servers take two tickets: every attempt counts once, wherever it lands.
+    The address is over the limit while all its tickets are held, until the oldest of them expires.
 
-    def get_rate(self):
-        return "unused"  # the limit and window come from settings, see parse_rate
+    When the cache fails, the throttle fails **open**: the failures are not counted and nothing is refused.
+    A wrong token is still a 401, and tokens are random (``ApiToken.issue``), far beyond guessing in the
+    seconds a cache outage lasts; failing closed would refuse every script's valid token for as long as the
+    cache is down, turning a cache outage into an API outage. Sign-in throttling (django-axes) keeps its
+    counts in the dashboard's database and is unaffected.
+    """
 
-    def parse_rate(self, rate):
-        return settings.TOKEN_FAILURE_LIMIT, max(1, round(settings.TOKEN_LOCKOUT_MINUTES * 60))
+    key_format = "statestore:token-failure:{address}:{ticket}"
+    timer = time.time
 
-    def get_cache_key(self, request, view=None):
-        return self.cache_format % {"scope": self.scope, "ident": client_address(request)}
+    def __init__(self):
+        self.limit = settings.TOKEN_FAILURE_LIMIT
+        self.duration = max(1, round(settings.TOKEN_LOCKOUT_MINUTES * 60))
 
-    def _recent(self, request) -> tuple[str, list[float]]:
-        self.now = self.timer()
-        key = self.get_cache_key(request)
-        history = [t for t in self.cache.get(key, []) if t > self.now - self.duration]
-        return key, history
+    def _keys(self, request) -> list[str]:
+        address = client_address(request)
+        return [self.key_format.format(address=address, ticket=n) for n in range(self.limit)]
 
     def over_limit(self, request) -> float | None:
         """Seconds to wait, or None while the address is under the limit."""
-        if self.num_requests <= 0:  # TOKEN_FAILURE_LIMIT=0: no throttling
+        if self.limit <= 0:  # TOKEN_FAILURE_LIMIT=0: no throttling
             return None
-        _, self.history = self._recent(request)
-        if len(self.history) >= self.num_requests:
-            self.history = self.history[: self.num_requests]
-            return self.wait() or self.duration
-        return None
+        now = self.timer()
+        held = [t for t in cache.get_many(self._keys(request)).values() if t > now - self.duration]
+        if len(held) < self.limit:
+            return None
+        return max(1.0, min(held) + self.duration - now)
 
-    def record(self, request) -> None:
-        if self.num_requests <= 0:
-            return
-        key, history = self._recent(request)
-        history.insert(0, self.now)
-        self.cache.set(key, history[: self.num_requests], self.duration)
+    def record(self, request) -> bool:
+        """Count one failure; False when no ticket was free (another process took the last one meanwhile)."""
+        if self.limit <= 0:
+            return True
+        now = self.timer()
+        return any(cache.add(key, now, self.duration) for key in self._keys(request))
+
+
+def _throttled(wait: float) -> Throttled:
+    exc = Throttled(wait=wait)
+    exc.detail = ErrorDetail(
+        f"Too many failed authentication attempts; try again in {exc.wait} seconds", code="throttled"
+    )
+    return exc
 
 
 def check_token_failures(request) -> None:
     """Raise DRF's ``Throttled`` (429, Retry-After) while too many tokens from this address failed."""
     wait = TokenFailureThrottle().over_limit(request)
     if wait is not None:
-        exc = Throttled(wait=wait)
-        exc.detail = ErrorDetail(
-            f"Too many failed authentication attempts; try again in {exc.wait} seconds", code="throttled"
-        )
-        raise exc
+        raise _throttled(wait)
 
 
 def record_token_failure(request) -> None:
-    TokenFailureThrottle().record(request)
+    """Count a wrong token; raise ``Throttled`` when the limit was reached by failures that arrived at the
+    same time elsewhere (this one found no ticket left)."""
+    throttle = TokenFailureThrottle()
+    if not throttle.record(request):
+        wait = throttle.over_limit(request)  # None when the cache failed: open, as above
+        if wait is not None:
+            raise _throttled(wait)

@@ -1,7 +1,6 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.core.cache import cache
 from django.db import connections
 
 from statestore_admin.airflow.schema import create_airflow_schema
@@ -17,14 +16,6 @@ def django_db_setup(django_db_setup, django_db_blocker):
     """The test Airflow database gets Airflow's own DDL (the committed `airflow db migrate` output)."""
     with django_db_blocker.unblock():
         create_airflow_schema(connections["airflow"])
-
-
-@pytest.fixture(autouse=True)
-def _clear_throttle_counts():
-    """Token-failure counts live in the (per-process) cache: no test inherits another's failures."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture

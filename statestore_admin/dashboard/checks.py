@@ -1,5 +1,8 @@
 """System checks of the dashboard's own settings (``manage.py check``, and at every start)."""
 
+import importlib
+import runpy
+
 from django.conf import settings
 from django.core import checks
 
@@ -20,3 +23,51 @@ def check_environment(app_configs=None, **kwargs):
             id="statestore.E020",
         )
     ]
+
+
+# Django's backends that keep their entries in one process's memory (or none at all).
+PER_PROCESS_CACHES = (
+    "django.core.cache.backends.locmem.LocMemCache",
+    "django.core.cache.backends.dummy.DummyCache",
+)
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def server_workers() -> int:
+    """The worker processes `make serve` starts: gunicorn.conf.py's own rule, read where it lives."""
+    return runpy.run_path(str(settings.BASE_DIR / "gunicorn.conf.py"))["workers"]
+
+
+@checks.register("statestore")
+def check_cache(app_configs=None, **kwargs):
+    """The cache that the token throttle and the kept figures share (README, Production; settings.CACHES)."""
+    backend = settings.CACHES["default"]["BACKEND"]
+    if backend == "statestore_admin.cache.RedisCache" and not _importable("redis"):
+        return [
+            checks.Error(
+                "CACHE_URL names Redis, but the redis package is not installed: every cached figure and the "
+                "token throttle would fail.",
+                hint="Install the runtime requirements (`make install`, or pip install -r requirements.txt).",
+                id="statestore.E011",
+            )
+        ]
+    workers = server_workers()
+    if backend in PER_PROCESS_CACHES and workers > 1:
+        return [
+            checks.Warning(
+                f"The cache ({backend.rsplit('.', 1)[-1]}) is per process, and the server runs {workers} "
+                f"workers: each counts failed tokens on its own (up to {workers} x TOKEN_FAILURE_LIMIT "
+                "tries) and keeps figures of its own.",
+                hint="Unset CACHE_URL (the dashboard's database, shared by every worker), or set it to "
+                "redis://... for several servers.",
+                id="statestore.W004",
+            )
+        ]
+    return []

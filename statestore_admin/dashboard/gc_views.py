@@ -212,7 +212,7 @@ def gc_run(request):
         _report(request, result)
         taken = gc.snapshot_after(result)  # the figures Insights and the overview show follow the run
         if taken and taken.error:
-            messages.warning(request, f"Statistics snapshot failed (the GC run itself is done): {taken.error}")
+            messages.warning(request, taken.describe())
     page = reverse("gc")
     if request.htmx:
         response = HttpResponse(status=204)

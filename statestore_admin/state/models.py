@@ -336,3 +336,18 @@ class StatsSnapshotDag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dag_id}: {self.keys} keys (snapshot {self.snapshot_id})"
+
+
+class CacheEntry(models.Model):
+    """A row of Django's database cache (``statestore_admin/cache.py``), the cache every worker of every server
+    shares by default. Django reads and writes it with SQL of its own; the model exists so that ``migrate``
+    creates the table (the columns ``createcachetable`` would) and a test database's flush empties it."""
+
+    cache_key = models.CharField(max_length=255, primary_key=True)
+    value = models.TextField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "statestore_cache"
+        verbose_name, verbose_name_plural = "cache entry", "cache entries"
+        default_permissions = ()  # nobody is granted anything on the cache: no permissions to list in roles

@@ -54,7 +54,8 @@ from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, Task
 from statestore_admin.airflow.router import airflow_alias
 
 from . import formatting
-from .errors import Invalid
+from .errors import Conflict, Invalid
+from .locks import advisory_lock
 from .models import StatsSnapshot, StatsSnapshotDag
 from .permissions import ASSET, TASK
 from .scopes import Scope
@@ -345,12 +346,31 @@ def _abandon_stale_runs(now: datetime) -> None:
     )
 
 
+# The lock one snapshot holds while it is taken (locks.advisory_lock): GC's key, with "st" for "stats".
+SNAPSHOT_LOCK_KEY = int.from_bytes(b"ssadm-st", "big")
+
+
+class SnapshotInProgress(Conflict):
+    """Another process (a command, a page, the end of a GC run, on any server) is taking a snapshot."""
+
+
 def take_snapshot(*, trigger: str = "command") -> StatsSnapshot:
     """Record the state store's exact figures as of now (``taken_at``); return the ``done`` snapshot.
 
-    The row is committed ``running`` first; a failure (a database error, an interruption) marks it
-    ``failed`` with the error, deletes its partial per-DAG rows, and is re-raised.
+    One at a time across the deployment: ``SnapshotInProgress`` at once, recording nothing, while another is
+    being taken (two passes would only double the load on Airflow's database for the same figures). The row
+    is committed ``running`` first; a failure (a database error, an interruption) marks it ``failed`` with
+    the error, deletes its partial per-DAG rows, and is re-raised.
     """
+    with advisory_lock(connections[airflow_alias()], SNAPSHOT_LOCK_KEY, _in_progress):
+        return _take_snapshot(trigger)
+
+
+def _in_progress(holder: str) -> SnapshotInProgress:
+    return SnapshotInProgress(f"Another statistics snapshot is being taken{holder}; not starting a second one.")
+
+
+def _take_snapshot(trigger: str) -> StatsSnapshot:
     taken_at = timezone.now()
     _abandon_stale_runs(taken_at)
     snapshot = StatsSnapshot.objects.create(taken_at=taken_at, trigger=trigger, status=StatsSnapshot.Status.RUNNING)

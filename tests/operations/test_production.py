@@ -149,7 +149,14 @@ def test_make_serve_in_a_fresh_clone(tmp_path, postgres_databases):
         status, headers, body = http(f"{base}/readyz")
         ready = json.loads(body)
         schema = ready.pop("airflow_schema")
-        assert (status, ready) == (200, {"status": "ok", "databases": {"default": "ok", "airflow": "ok"}}), body
+        assert (status, ready) == (
+            200,
+            {
+                "status": "ok",
+                "databases": {"default": "ok", "airflow": "ok"},
+                "cache": {"backend": "database", "status": "ok"},  # shared by the workers, needs nothing more
+            },
+        ), body
         assert schema["series"] in ("3.3", "3.4") and schema["describe"].startswith("Airflow 3."), body
 
         status, headers, body = http(f"{base}/login/")
@@ -314,7 +321,14 @@ def test_readyz_answers_when_both_databases_do(client):
     response = client.get("/readyz")
     body = response.json()
     schema = body.pop("airflow_schema")
-    assert (response.status_code, body) == (200, {"status": "ok", "databases": {"default": "ok", "airflow": "ok"}})
+    assert (response.status_code, body) == (
+        200,
+        {
+            "status": "ok",
+            "databases": {"default": "ok", "airflow": "ok"},
+            "cache": {"backend": "database", "status": "ok"},
+        },
+    )
     series = settings.AIRFLOW_FIXTURE_SERIES  # the test database's Airflow schema
     assert schema["series"] == series and schema["regions"] == (series == "3.4")
     assert schema["revision"] == {"3.3": "d2f4e1b3c5a7", "3.4": "9cffe90fa0c0"}[series]
@@ -353,6 +367,7 @@ def test_readyz_names_the_database_that_refuses(client, monkeypatch):
     assert response.json() == {
         "status": "unavailable",
         "databases": {"default": "ok", "airflow": "connection refused"},
+        "cache": {"backend": "database", "status": "ok"},
     }
     assert str(port) not in response.content.decode() and "127.0.0.1" not in response.content.decode()
 

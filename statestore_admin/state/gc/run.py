@@ -227,11 +227,18 @@ class SnapshotAfter:
 
     snapshot: StatsSnapshot | None
     error: str = ""
+    skipped: bool = False  # another snapshot was being taken: ``error`` says so, and nothing was recorded
+
+    def describe(self) -> str:
+        """What the faces say when no snapshot was taken."""
+        if self.skipped:
+            return f"No statistics snapshot after this run (the GC run itself is done): {self.error}"
+        return f"Statistics snapshot failed (the GC run itself is done): {self.error}"
 
     def as_dict(self) -> dict:
         """What ``state_store_clean --json`` says of it (its ``stats``)."""
         if self.snapshot is None:
-            return {"status": "failed", "error": self.error}
+            return {"status": "skipped" if self.skipped else "failed", "error": self.error}
         return {
             "id": self.snapshot.pk,
             "status": self.snapshot.status,
@@ -248,5 +255,7 @@ def snapshot_after(result: GcResult) -> SnapshotAfter | None:
         return None
     try:
         return SnapshotAfter(stats.take_snapshot(trigger="gc"))
+    except stats.SnapshotInProgress as exc:  # its figures follow this run's deletions as well, or nearly
+        return SnapshotAfter(None, str(exc), skipped=True)
     except Exception as exc:
         return SnapshotAfter(None, f"{type(exc).__name__}: {exc}")

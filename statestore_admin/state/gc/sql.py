@@ -26,6 +26,7 @@ from django.db import DatabaseError, connections, transaction
 
 from statestore_admin.airflow.router import airflow_alias
 
+from .. import locks
 from .plan import GcPlan
 from .result import GcResult, Interrupter
 from .storage import REF_OF_VALUE, REF_PREFIX
@@ -195,33 +196,13 @@ def _lock_not_available(exc: DatabaseError) -> bool:
     return getattr(exc.__cause__, "sqlstate", None) == "55P03"  # lock_timeout expired
 
 
-@contextmanager
-def advisory_lock(connection) -> Iterator[None]:
-    if connection.vendor != "postgresql":
-        yield  # SQLite serialises writers itself; runs on one host only
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            cursor.execute(
-                "SELECT a.pid, host(a.client_addr), a.application_name, a.backend_start FROM pg_locks l "
-                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-                "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
-                [ADVISORY_LOCK_KEY],
-            )
-            holder = cursor.fetchone()
-            detail = (
-                f" (database session pid {holder[0]}, client {holder[1] or 'local'}, "
-                f"{holder[2] or 'no application_name'}, connected {holder[3]:%Y-%m-%d %H:%M:%S %Z})"
-                if holder
-                else ""
-            )
-            raise GcLockBusy(f"Another state_store_clean run is in progress{detail}; not starting a second one.")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
+def advisory_lock(connection) -> AbstractContextManager[None]:
+    """GC's lock (``locks.advisory_lock``): ``GcLockBusy`` while another run holds it."""
+    return locks.advisory_lock(
+        connection,
+        ADVISORY_LOCK_KEY,
+        lambda holder: GcLockBusy(f"Another state_store_clean run is in progress{holder}; not starting a second one."),
+    )
 
 
 def _delete_batch(

@@ -200,7 +200,7 @@ class Command(BaseCommand):
         if taken is None:
             return None
         if taken.error:
-            self.stderr.write(f"Statistics snapshot failed (the GC run itself is done): {taken.error}")
+            self.stderr.write(taken.describe())
         elif self.verbosity >= 3 and not self.as_json:  # the GC's own line stays the last one at lower verbosity
             self.stdout.write(snapshot_line(taken.snapshot))
         return taken.as_dict()

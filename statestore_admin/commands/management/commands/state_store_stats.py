@@ -2,7 +2,8 @@
 dashboard database), then delete the snapshots older than ``--keep-days``. See docs/operations.md.
 
 Exit codes: 0 done; 1 the snapshot failed (recorded as failed, with the error) or a database error;
-2 invalid option; 130/143 interrupted (recorded as failed).
+2 invalid option; 3 another snapshot is being taken (nothing recorded); 130/143 interrupted (recorded as
+failed).
 """
 
 import json
@@ -16,7 +17,7 @@ from statestore_admin.commands.stats_text import snapshot_line
 from statestore_admin.state import stats
 from statestore_admin.state.errors import Invalid
 
-EXIT_ERROR, EXIT_USAGE = 1, 2
+EXIT_ERROR, EXIT_USAGE, EXIT_IN_PROGRESS = 1, 2, 3  # 3 as state_store_clean's EXIT_LOCKED
 
 
 class Terminated(KeyboardInterrupt):
@@ -51,6 +52,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt as exc:
             self.stderr.write("Interrupted: the statistics snapshot was recorded as failed.")
             sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))
+        except stats.SnapshotInProgress as exc:
+            raise CommandError(str(exc), returncode=EXIT_IN_PROGRESS) from exc
         except Exception as exc:
             raise CommandError(f"Statistics snapshot failed: {exc}", returncode=EXIT_ERROR) from exc
         finally:
