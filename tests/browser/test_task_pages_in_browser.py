@@ -117,8 +117,8 @@ def test_search_filters_pages_and_values(signed_in, live_server, deployment, tas
     expect(page.locator("input[name=ids]")).to_have_count(0)
     expect(page.locator("#keys-panel td.key")).to_have_text(["watermark"])
     page.goto(f"{live_server.url}/search/")
-    expect(page.get_by_label("DAG id match")).to_have_value("prefix")  # the form says a DAG id is a prefix
-    expect(page.get_by_label("DAG id match").locator("option:checked")).to_have_text("starts with (as on the DAG list)")
+    expect(page.get_by_label("DAG id match")).to_have_value("contains")  # the form says how a DAG id matches
+    expect(page.get_by_label("DAG id match").locator("option:checked")).to_have_text("contains (as on the DAG list)")
     page.get_by_label("DAG id", exact=True).fill("ml_")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#keys-panel td.key")).to_have_count(3)
