@@ -37,16 +37,17 @@ def _ids(request, *names) -> dict:
     return values
 
 
-def _map_index(request) -> int:
-    """Airflow fills ``{MAP_INDEX}`` on a mapped task instance's page only, so an unfilled one (or none) is
-    an unmapped task instance: -1."""
+def _map_index(request) -> dict:
+    """The task page's ``map_index`` query. Airflow fills ``{MAP_INDEX}`` on a mapped task instance's page only
+    (``/mapped/{n}``); unfilled (or absent) there is no map index to name, and the task page's own rule picks
+    (``selectors.task_view``): the unmapped task instance, or on Airflow 3.4 every coordinate of a task that sits
+    in a loop, whose page in Airflow names no map index either."""
     raw = request.GET.get("map_index", "")
     if not raw or _UNFILLED.match(raw):
-        return -1
-    try:
-        return int(raw)
-    except ValueError:
-        raise Invalid({"map_index": f"map_index {raw[:40]!r} is not a map index (a whole number)."}) from None
+        return {}
+    if not re.fullmatch(r"-1|\d{1,9}", raw):  # Airflow's map indexes: -1, or a position that fits its integer column
+        raise Invalid({"map_index": f"map_index {raw[:40]!r} is not a map index (-1 or a whole number from 0)."})
+    return {"map_index": int(raw)}
 
 
 def _to(url: str, query: dict) -> str:
@@ -102,13 +103,13 @@ def _task(request):
 @requires_view(permissions.TASK)
 def _task_instance(request):
     """A task instance's page at the map index Airflow's page shows (on Airflow 3.4, the public map index:
-    Airflow's templates carry no region)."""
+    Airflow's templates carry no region, docs/airflow-plugin.md)."""
     ids = _ids(request, "dag_id", "run_id", "task_id")
     map_index = _map_index(request)
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
     if "/" in ids["task_id"]:  # Airflow's task ids never hold "/", as task_instance_lookup says
         raise NotFound(f"No task {ids['task_id']!r} in DAG run {run.run_id!r}.")
-    return reverse("task-instance", args=[run.pk, ids["task_id"]]), {"map_index": map_index}
+    return reverse("task-instance", args=[run.pk, ids["task_id"]]), map_index
 
 
 @requires_view(permissions.ASSET)

@@ -590,7 +590,7 @@ def dashboard_cases(w) -> list[Case]:
                 f"/airflow/task_instance/?dag_id={run.dag_id}&run_id={run.run_id}&task_id=t&map_index={{MAP_INDEX}}",
                 target=target,
                 needs=(TASK["view"],),
-                ok=Expect(302, f"{run_url}tasks/t/"),
+                ok=Expect(302, f"{run_url}tasks/t/", exact=True),
                 out_of_scope=status(403),
             ),
             Case(

@@ -49,14 +49,31 @@ def test_a_mapped_task_instance_lands_on_its_page_with_its_keys(pages, scene):
 
 
 def test_an_unfilled_map_index_is_the_unmapped_task_instance(pages, scene):
-    """Airflow fills {MAP_INDEX} on /mapped/ pages only: unfilled, it is map index -1."""
+    """Airflow fills {MAP_INDEX} on /mapped/ pages only: unfilled, the task page's own rule picks (-1 here)."""
     response = pages.get(
         "/airflow/task_instance/",
         {"dag_id": ODD_DAG, "run_id": "no-state-yet", "task_id": "quiet", "map_index": "{MAP_INDEX}"},
     )
-    assert response["Location"].endswith("/tasks/quiet/?map_index=-1")
+    assert response["Location"].endswith("/tasks/quiet/")
     page = pages.get(response["Location"])
-    assert page.status_code == 200  # an object without state: its page, empty, not a 404
+    assert page.status_code == 200 and page.context["map_index"] == -1  # no state yet: its page, not a 404
+
+
+def test_on_airflow_34_a_task_in_a_loop_lands_on_every_iteration(pages, region_factory, dag_run_factory):
+    """Airflow 3.4's page of a task directly in a loop names no map index and its templates no region: the
+    link lands on the task's page with every iteration's keys."""
+    from tests.factories import make_region_instance, make_region_key
+
+    run = dag_run_factory(dag_id="loops", run_id="r")
+    loop = region_factory(run, "loop")
+    for iteration in (0, 1):
+        make_region_instance(run, "step", loop, iteration)
+        make_region_key(run, "step", loop, iteration, "seen", f"iteration-{iteration}")
+    response = pages.get(
+        "/airflow/task_instance/", {"dag_id": "loops", "run_id": "r", "task_id": "step", "map_index": "{MAP_INDEX}"}
+    )
+    body = pages.get(response["Location"]).content.decode()
+    assert "iteration-0" in body and "iteration-1" in body
 
 
 @pytest.mark.parametrize(
@@ -96,6 +113,12 @@ def test_embed_stays_on_the_landing_page(pages, scene):
         ("asset", {"asset_id": "orders"}, "is not an asset id"),
         ("asset", {"asset_id": "9" * 30}, "is not an asset id"),
         ("task_instance", {"dag_id": ODD_DAG, "run_id": ODD_RUN, "task_id": ODD_TASK, "map_index": "x"}, "map index"),
+        (
+            "task_instance",
+            {"dag_id": ODD_DAG, "run_id": ODD_RUN, "task_id": ODD_TASK, "map_index": "9" * 20},
+            "map index",
+        ),
+        ("task_instance", {"dag_id": ODD_DAG, "run_id": ODD_RUN, "task_id": ODD_TASK, "map_index": "-2"}, "map index"),
         ("task_instance", {"dag_id": ODD_DAG, "run_id": ODD_RUN}, "no task_id"),
         ("dashboard", {}, "Unknown Airflow page"),
     ],
