@@ -8,6 +8,8 @@ hence ``Vary``. Whether the frame is allowed at all is the CSP's business (``sta
 
 from django.utils.cache import patch_vary_headers
 
+from statestore_admin.web import is_api
+
 
 class FramedLayoutMiddleware:
     def __init__(self, get_response):
@@ -16,5 +18,6 @@ class FramedLayoutMiddleware:
     def __call__(self, request):
         request.framed = request.headers.get("Sec-Fetch-Dest") == "iframe" or request.GET.get("embed") == "1"
         response = self.get_response(request)
-        patch_vary_headers(response, ("Sec-Fetch-Dest",))
+        if not is_api(request):  # the API answers the same JSON in a frame or not
+            patch_vary_headers(response, ("Sec-Fetch-Dest",))
         return response

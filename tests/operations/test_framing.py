@@ -61,6 +61,7 @@ def test_a_framed_page_has_no_header_of_its_own(viewer):
     assert 'class="topbar"' not in framed.content.decode() and 'class="topbar"' not in asked.content.decode()
     assert 'class="topbar"' in whole.content.decode()
     assert "Sec-Fetch-Dest" in whole["Vary"]  # a cache must not give the framed page to a whole window
+    assert "Sec-Fetch-Dest" not in client.get("/api/v2/version").get("Vary", "")  # JSON is the same framed or not
 
 
 @pytest.mark.parametrize(
