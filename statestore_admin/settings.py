@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND
 from statestore_admin.airflow.dburl import resolve_airflow_database, with_timeouts
+from statestore_admin.framing import frame_origin, framing_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -94,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "statestore_admin.dashboard.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
+    "statestore_admin.dashboard.framed.FramedLayoutMiddleware",  # request.framed: the layout without header
     "statestore_admin.middleware.DomainErrorMiddleware",
     "statestore_admin.middleware.AirflowDatabaseUnavailableMiddleware",
     "axes.middleware.AxesMiddleware",  # last: renders the lockout page
@@ -328,6 +330,12 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+# Airflow's UI may frame the pages when its origins are listed (statestore_admin/framing.py); none by default.
+try:
+    STATESTORE_FRAME_ANCESTORS = [frame_origin(o) for o in env.list("STATESTORE_FRAME_ANCESTORS", default=[])]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"STATESTORE_FRAME_ANCESTORS: {exc}") from None
+globals().update(framing_settings(STATESTORE_FRAME_ANCESTORS, middleware=MIDDLEWARE, csp=CONTENT_SECURITY_POLICY))
 # HSTS for subdomains and the browsers' preload list are the operator's decision (README, Production).
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)

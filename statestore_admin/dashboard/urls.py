@@ -4,6 +4,7 @@ from statestore_admin.tokens import views as tokens
 
 from . import (
     actions,
+    airflow_views,
     audit_views,
     export_views,
     gc_views,
@@ -41,6 +42,7 @@ urlpatterns = [
     path("runs/<int:run_pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:run_pk>/tasks/<str:task_id>/", views.task_instance, name="task-instance"),
     path("task-instance/", views.task_instance_lookup, name="task-instance-lookup"),
+    path("airflow/<str:destination>/", airflow_views.from_airflow, name="from-airflow"),
     path("runs/<int:run_pk>/tasks/<str:task_id>/add/", actions.task_key_add, name="task-key-add"),
     path("assets/", views.asset_list, name="asset-list"),
     path("assets/<int:asset_id>/", views.asset_detail, name="asset-detail"),

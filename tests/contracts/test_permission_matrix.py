@@ -585,6 +585,15 @@ def dashboard_cases(w) -> list[Case]:
                 out_of_scope=status(403),
             ),
             Case(
+                "airflow/<str:destination>/",
+                "GET",
+                f"/airflow/task_instance/?dag_id={run.dag_id}&run_id={run.run_id}&task_id=t&map_index={{MAP_INDEX}}",
+                target=target,
+                needs=(TASK["view"],),
+                ok=Expect(302, f"{run_url}tasks/t/", exact=True),
+                out_of_scope=status(403),
+            ),
+            Case(
                 "audit/run/",
                 "GET",
                 f"/audit/run/?dag_id={run.dag_id}&run_id={run.run_id}",

@@ -1,0 +1,131 @@
+"""Deep links from Airflow's UI (the plugin of ``manage.py airflow_plugin``): ``/airflow/<destination>/``.
+
+Airflow fills the plugin's ``href`` templates with the ids of the page it shows (docs/airflow-plugin.md) and
+leaves a placeholder it has no value for as typed, e.g. ``{ASSET_ID}`` on a version without asset pages. Each
+destination redirects to the dashboard's page of the same object, through the selectors the other pages use, so
+scope and a missing object answer as they do there. An object without state lands on its page, empty.
+"""
+
+import re
+
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import urlencode
+
+from statestore_admin.state import permissions, selectors
+from statestore_admin.state.errors import Invalid, NotFound
+from statestore_admin.state.scopes import scope_of
+
+from .pages import invalid_page, requires_view
+
+# A value that is still one of Airflow's placeholders: Airflow had nothing to put there.
+_UNFILLED = re.compile(r"^\{[A-Z_]+\}$")
+
+
+def _ids(request, *names) -> dict:
+    """The named query parameters; Invalid naming each one Airflow did not fill or did not send."""
+    values, errors = {}, {}
+    for name in names:
+        value = request.GET.get(name, "")
+        if not value:
+            errors[name] = f"The link from Airflow has no {name}."
+        elif _UNFILLED.match(value):
+            errors[name] = f"Airflow did not fill {value} in the link: this page of Airflow has no {name}."
+        values[name] = value
+    if errors:
+        raise Invalid(errors)
+    return values
+
+
+def _map_index(request) -> dict:
+    """The task page's ``map_index`` query. Airflow fills ``{MAP_INDEX}`` on a mapped task instance's page only
+    (``/mapped/{n}``); unfilled (or absent) there is no map index to name, and the task page's own rule picks
+    (``selectors.task_view``): the unmapped task instance, or on Airflow 3.4 every coordinate of a task that sits
+    in a loop, whose page in Airflow names no map index either."""
+    raw = request.GET.get("map_index", "")
+    if not raw or _UNFILLED.match(raw):
+        return {}
+    if not re.fullmatch(r"-1|\d{1,9}", raw):  # Airflow's map indexes: -1, or a position that fits its integer column
+        raise Invalid({"map_index": f"map_index {raw[:40]!r} is not a map index (-1 or a whole number from 0)."})
+    return {"map_index": int(raw)}
+
+
+def _to(url: str, query: dict) -> str:
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def from_airflow(request, destination):
+    """One of Airflow's plugin destinations to the dashboard's page; ``embed=1`` stays on (the framed layout)."""
+    view = _DESTINATIONS.get(destination)
+    if view is None:
+        known = ", ".join(_DESTINATIONS)
+        return invalid_page(request, Invalid(f"Unknown Airflow page {destination!r}: use one of {known}."))
+    try:
+        url, query = view(request)
+    except Invalid as exc:
+        return invalid_page(request, exc)
+    if request.GET.get("embed") == "1":
+        query["embed"] = "1"
+    return redirect(_to(url, query))
+
+
+def _nav(request):
+    return reverse("home"), {}
+
+
+@requires_view(permissions.TASK)
+def _dag(request):
+    dag_id = _ids(request, "dag_id")["dag_id"]
+    if "/" in dag_id:  # Airflow's DAG ids never hold "/" (its KEY_REGEX), and no page could name one
+        raise NotFound(f"No DAG {dag_id!r}.")
+    return reverse("dag-runs", args=[dag_id]), {}
+
+
+@requires_view(permissions.TASK)
+def _dag_run(request):
+    ids = _ids(request, "dag_id", "run_id")
+    run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
+    return reverse("run-detail", args=[run.pk]), {}
+
+
+@requires_view(permissions.TASK)
+def _task(request):
+    """A task across its runs: the Search page of its keys."""
+    ids = _ids(request, "dag_id", "task_id")
+    return reverse("search"), {
+        "store": "task",
+        "dag_id": ids["dag_id"],
+        "dag_match": "exact",
+        "task_id": ids["task_id"],
+    }
+
+
+@requires_view(permissions.TASK)
+def _task_instance(request):
+    """A task instance's page at the map index Airflow's page shows (on Airflow 3.4, the public map index:
+    Airflow's templates carry no region, docs/airflow-plugin.md)."""
+    ids = _ids(request, "dag_id", "run_id", "task_id")
+    map_index = _map_index(request)
+    run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
+    if "/" in ids["task_id"]:  # Airflow's task ids never hold "/", as task_instance_lookup says
+        raise NotFound(f"No task {ids['task_id']!r} in DAG run {run.run_id!r}.")
+    return reverse("task-instance", args=[run.pk, ids["task_id"]]), map_index
+
+
+@requires_view(permissions.ASSET)
+def _asset(request):
+    raw = _ids(request, "asset_id")["asset_id"]
+    if not raw.isdigit() or len(raw) > 18:  # a bigint
+        raise Invalid({"asset_id": f"asset_id {raw[:40]!r} is not an asset id (a whole number)."})
+    asset = selectors.get_asset(int(raw), scope=scope_of(request.user))
+    return reverse("asset-detail", args=[asset.pk]), {}
+
+
+_DESTINATIONS = {
+    "nav": _nav,
+    "dag": _dag,
+    "dag_run": _dag_run,
+    "task": _task,
+    "task_instance": _task_instance,
+    "asset": _asset,
+}
