@@ -370,4 +370,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # django-axes logs "AXES: BEGIN version …" at INFO as every process starts: each manage.py command (a cron
+    # job mails what it prints) and gunicorn worker. Its sign-in failures and lockouts log elsewhere, and stay.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }

@@ -140,3 +140,15 @@ def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
     assert f"login: demo / {password}" in second.stdout
     assert db.execute("SELECT count(*) FROM task_state_store").fetchone()[0] == total - 3  # one job_id per run
     db.close()
+
+
+def test_commands_print_only_their_own_output(tmp_path):
+    """A scheduled state_store_clean mails what it prints: django-axes' start-up line ("AXES: BEGIN version …")
+    is not among it, on stdout or stderr (issue 24)."""
+    env = {"HOME": str(tmp_path), "STATESTORE_DEMO": "1", "STATESTORE_VAR_DIR": str(tmp_path / "var")}
+    assert run_manage("migrate", "--noinput", "--verbosity", "0", env=dict(env)).returncode == 0
+    assert run_manage("create_airflow_schema", env=dict(env)).returncode == 0
+    clean = run_manage("state_store_clean", "--dry-run", env=dict(env))
+    assert clean.returncode == 0, clean.stderr
+    assert "AXES" not in clean.stderr + clean.stdout and clean.stderr == "", clean.stderr
+    assert clean.stdout.strip()  # its own report
