@@ -272,8 +272,18 @@ def _revision(connection) -> str | None:
 
 
 def detect(connection) -> AirflowSchema:
-    """Read the schema of the database behind ``connection`` (three small catalog queries)."""
-    return classify(_columns(connection), _revision(connection))
+    """Read the schema of the database behind ``connection`` (a few small catalog queries). The columns are
+    read between two reads of the alembic revision, again while those differ: `airflow db migrate` commits each
+    migration's columns with its revision, so columns read while the revision stayed the same belong to it. (Read
+    once each, a migration committed between the two reads paired 3.4's revision with columns from before it:
+    a schema refused as unknown instead of a migration named.)"""
+    for _ in range(3):
+        before = _revision(connection)
+        columns = _columns(connection)
+        revision = _revision(connection)
+        if revision == before:
+            break
+    return classify(columns, revision)
 
 
 _CACHE = "_statestore_airflow_schema"
