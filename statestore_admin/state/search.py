@@ -139,14 +139,6 @@ class SearchQuery:
             condition |= Q(value__icontains=form)
         return condition
 
-    def matches_dag(self, dag_id: str) -> bool:
-        """Whether ``dag_id`` passes the DAG filter (``dag_match``); every DAG without one."""
-        if self.dag_match == "exact":
-            return not self.dag_id or dag_id == self.dag_id
-        if self.dag_match == "prefix":
-            return dag_id.startswith(self.dag_id)
-        return self.dag_id.casefold() in dag_id.casefold()
-
     def text_filter(self) -> Q:
         return self.key_filter() & self.value_filter()
 
@@ -351,7 +343,10 @@ def _task_rows(query: SearchQuery, now: datetime, scope: Scope) -> tuple[QuerySe
             rows, indexed = rows.filter(condition), indexed or ranged
         allowed = scoped_dag_ids(scope)
         if allowed is not None:  # a scoped user: their DAGs (with the filter), by the lookup index
-            rows = rows.filter(dag_id__in=[d for d in allowed if query.matches_dag(d)])
+            wanted = [
+                d for d in allowed if (d == query.dag_id if exact and query.dag_id else d.startswith(query.dag_id))
+            ]
+            rows = rows.filter(dag_id__in=wanted)
     for name in ("run_id", "task_id"):
         if getattr(query, name):
             rows = rows.filter(**{name: getattr(query, name)})
