@@ -209,6 +209,7 @@ def test_signing_in_inside_airflows_frame_across_sites(airflow34, golden34, serv
     assert "/tasks/plain/" in framed_url, framed_url
     cookies = {c["name"]: c for c in context.cookies(url)}
     assert cookies["sessionid"]["sameSite"] == "None" and cookies["sessionid"]["secure"], cookies
+    assert cookies["tz"]["sameSite"] == "None", cookies  # the browser's zone reaches the framed pages too
     context.close()
 
 
