@@ -103,10 +103,10 @@ def _task(request):
 @requires_view(permissions.TASK)
 def _task_instance(request):
     """A task instance's page at the map index Airflow's page shows. On Airflow 3.4 that index is the public
-    one and Airflow's templates carry no region (docs/airflow-plugin.md): a mapped task inside a loop or a mapped
-    group has its ``/mapped/{n}`` page in Airflow, but no task instance and no key at public index ``n``. Its
-    link lands on every iteration and map position of the task, the page naming those at index ``n``
-    (``airflow_map_index``), rather than on an empty page."""
+    one and Airflow's templates carry no region (docs/airflow-plugin.md): a mapped task inside a loop has its
+    ``/mapped/{n}`` page in Airflow, but no task instance and no key at public index ``n``. Its link lands on
+    every iteration and map position of the task, the page naming those at index ``n`` (``airflow_map_index``),
+    rather than on an empty page."""
     ids = _ids(request, "dag_id", "run_id", "task_id")
     map_index = _map_index(request)
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))

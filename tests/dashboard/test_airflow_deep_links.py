@@ -103,6 +103,8 @@ def test_on_airflow_34_a_mapped_task_in_a_loop_lands_on_every_coordinate_naming_
     assert named["index"] == 1 and [c.index for c in named["at"]] == [1, 1]
     assert len({c.region_id for c in named["at"]}) == 2  # one in each iteration's expansion
     assert 'data-testid="from-airflow"' in body and "map index 1 of refine.work" in body
+    beyond = pages.get(f"/runs/{run.pk}/tasks/refine.work/?map_index=all&airflow_map_index=7").content.decode()
+    assert "none of them at map index 7" in beyond  # said, not an empty list
 
 
 def test_on_airflow_34_a_mapped_task_outside_loops_lands_on_its_index(pages, region_factory, dag_run_factory):
