@@ -92,6 +92,19 @@ class ExternalIdentityInline(admin.TabularInline):
         return ", ".join(names) or "nothing (no mapped group: no access)"
 
 
+class UsersWithGroups(UserAdmin):
+    """The user list shows each user's groups (roles and scope groups, set at sign-in for single sign-on)."""
+
+    list_display = (*UserAdmin.list_display, "group_names")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    @admin.display(description="groups")
+    def group_names(self, user):
+        return ", ".join(sorted(group.name for group in user.groups.all())) or "—"
+
+
 def _with_scopes(model, model_admin_class, *inlines):
     """Re-register ``model``'s admin with the scope patterns inline and the guard above."""
     admin.site.unregister(model)
@@ -106,4 +119,4 @@ def _with_scopes(model, model_admin_class, *inlines):
 
 
 _with_scopes(Group, GroupAdmin)
-_with_scopes(get_user_model(), UserAdmin, ExternalIdentityInline)
+_with_scopes(get_user_model(), UsersWithGroups, ExternalIdentityInline)

@@ -155,3 +155,5 @@ def test_admin_shows_the_provider_groups_of_a_user_and_what_they_map_to(client, 
 
     assert "&lt;b&gt;marketing&lt;/b&gt;, airflow-ops, team-ml" in page  # user data, escaped
     assert "Operator, scope-ml" in page
+    listing = client.get(reverse("admin:auth_user_changelist")).content.decode()
+    assert "Operator, scope-ml" in listing  # the groups column
