@@ -44,8 +44,8 @@ class Command(BaseCommand):
             )
         if set(STATE_TABLES) <= existing_airflow_tables(connections[airflow_alias()]):
             self.stdout.write(
-                "Keeping the existing demo database with your changes (`python manage.py demo_data` refreshes "
-                "the demo keys; `make clean-demo` starts afresh)."
+                "Keeping the existing demo database with your changes (`STATESTORE_DEMO=1 python manage.py "
+                "demo_data` refreshes the demo keys; `make clean-demo` starts afresh)."
             )
         else:
             call_command("create_airflow_schema", stdout=self.stdout)
@@ -67,7 +67,8 @@ def start_message(url: str, password: str) -> str:
     return (
         f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"
         f"  also, with the same password: {others}\n"
-        f"  the API: TOKEN=$(.venv/bin/python manage.py create_api_token {DEMO_USERNAME} --name try-the-api)\n"
+        f"  the API: TOKEN=$(STATESTORE_DEMO=1 .venv/bin/python manage.py create_api_token {DEMO_USERNAME} "
+        "--name try-the-api)\n"
         f'           curl -H "Authorization: Bearer $TOKEN" "{api}"\n'
     )
 
