@@ -27,7 +27,7 @@ def airflow_database():
     """A PostgreSQL database with Airflow's schema, as a real deployment's Airflow leaves it; dropped afterwards."""
     if os.environ.get("STATESTORE_TEST_DB", "sqlite") != "postgres":
         pytest.skip("runs once, in the STATESTORE_TEST_DB=postgres pass (a fresh clone with servers of its own)")
-    name = f"h_demo_af_{uuid.uuid4().hex[:8]}"
+    name = f"statestore_demo_guard_af_{uuid.uuid4().hex[:8]}"
     try:
         with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
