@@ -126,7 +126,9 @@ class ProxySignInMiddleware:
             return render(
                 request, "registration/sign_in_refused.html", {"identity": identity, "message": str(exc)}, status=403
             )
-        if not request.user.is_authenticated:
+        if request.user.is_authenticated:
+            request.user = user  # this request already sees the new roles, not the user loaded before them
+        else:
             login(request, user, backend=BACKEND)
             sign_in.remember(request, identity)
         request.session[SESSION_KEY] = {"user": identity.username, "hash": fingerprint}

@@ -79,10 +79,11 @@ def test_a_group_change_keeps_the_session(client):
     client.get("/", **headers(groups="airflow-viewers"))
     session = client.session.session_key
 
-    client.get("/", **headers(groups="airflow-admins"))
+    page = client.get("/", **headers(groups="airflow-admins"))
 
     assert client.session.session_key == session
     assert groups_of("alice") == {"Admin"}
+    assert page.wsgi_request.user.is_staff  # already this request, not the next one
 
 
 def test_no_mapped_group_is_the_no_access_page_and_no_session(client):
