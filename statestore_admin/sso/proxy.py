@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+import threading
+import time
 
 from django.conf import settings
 from django.contrib.auth import login, logout
 from django.core import checks
-from django.core.cache import cache
 from django.shortcuts import render
 
 from statestore_admin.state import sign_in
@@ -27,7 +28,10 @@ log = logging.getLogger(__name__)
 
 SESSION_KEY = "statestore_proxy"  # {"user": the header's user name, "hash": of every header it used}
 BACKEND = "django.contrib.auth.backends.ModelBackend"  # loads the session's user; the proxy authenticated them
-WARN_EVERY_SECONDS = 300  # one log line per untrusted address and header in that time
+WARN_EVERY_SECONDS = 300  # one log line per untrusted address and headers in that time
+WARNED_MAX = 1024
+_warned: dict[tuple[str, tuple[str, ...]], float] = {}
+_warned_lock = threading.Lock()
 
 
 def meta_key(header: str) -> str:
@@ -157,11 +161,17 @@ def _fingerprint(identity: sign_in.Identity) -> str:
 
 
 def _warn_untrusted(address: str, headers: list[str]) -> None:
-    """Logged once per address and headers every few minutes: a client probing, or a proxy missing from
-    TRUSTED_PROXY_ADDRESSES, would otherwise write a line per request."""
-    key = "statestore:proxy-untrusted:" + hashlib.sha256(f"{address} {headers}".encode()).hexdigest()
-    if cache.add(key, 1, WARN_EVERY_SECONDS):
-        log.warning("proxy headers %s from %s ignored: not one of TRUSTED_PROXY_ADDRESSES", ", ".join(headers), address)
+    """Logged once per address and headers every few minutes in each process: a client probing, or a proxy
+    missing from TRUSTED_PROXY_ADDRESSES, would otherwise write a line per request. Kept in the process, not the
+    shared cache, so that a cache outage cannot silence it."""
+    key, now = (address, tuple(headers)), time.monotonic()
+    with _warned_lock:
+        if now - _warned.get(key, -WARN_EVERY_SECONDS) < WARN_EVERY_SECONDS:
+            return
+        if len(_warned) >= WARNED_MAX:  # many addresses: forget them all rather than grow without bound
+            _warned.clear()
+        _warned[key] = now
+    log.warning("proxy headers %s from %s ignored: not one of TRUSTED_PROXY_ADDRESSES", ", ".join(headers), address)
 
 
 @checks.register("statestore")

@@ -6,12 +6,12 @@ import logging
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import Client
 from django.urls import reverse
 
+from statestore_admin.sso import proxy
 from statestore_admin.state.models import ExternalIdentity
 from statestore_admin.state.sign_in import SESSION_KEY
 from statestore_admin.tokens.models import ApiToken
@@ -27,7 +27,7 @@ def proxy_mode(settings):
     settings.TRUSTED_PROXY_ADDRESSES = ["10.0.0.0/29", "::1"]
     settings.OIDC_GROUP_ROLES = ROLES
     settings.OIDC_GROUP_SCOPES = {}
-    cache.clear()  # the untrusted-header warnings are rate-limited through it
+    proxy._warned.clear()  # the untrusted-header warnings are rate-limited per process
 
 
 def headers(user="alice", groups="airflow-viewers", email="alice@example.com", address=PROXY):
