@@ -20,6 +20,7 @@ import time
 from django.conf import settings
 from django.contrib.auth import login, logout
 from django.core import checks
+from django.http import HttpResponseForbidden
 from django.shortcuts import render
 
 from statestore_admin.state import sign_in
@@ -121,15 +122,11 @@ class ProxySignInMiddleware:
             user = sign_in.sign_in_identity(identity)
         except sign_in.NoAccess as exc:  # sign_in logs it
             logout(request)
-            return render(
-                request, "registration/no_access.html", {"identity": identity, "message": str(exc)}, status=403
-            )
+            return _refusal(request, "registration/no_access.html", identity, exc)
         except sign_in.Refused as exc:
             log.warning("proxy sign-in refused for %r: %s", identity.username, exc)
             logout(request)
-            return render(
-                request, "registration/sign_in_refused.html", {"identity": identity, "message": str(exc)}, status=403
-            )
+            return _refusal(request, "registration/sign_in_refused.html", identity, exc)
         if request.user.is_authenticated:
             request.user = user  # this request already sees the new roles, not the user loaded before them
         else:
@@ -137,6 +134,13 @@ class ProxySignInMiddleware:
             sign_in.remember(request, identity)
         request.session[SESSION_KEY] = {"user": identity.username, "hash": fingerprint}
         return None
+
+
+def _refusal(request, template: str, identity: sign_in.Identity, exc: Exception):
+    """The page (403); for htmx, which shows a 4xx answer's text as a toast, its one sentence."""
+    if request.headers.get("HX-Request"):
+        return HttpResponseForbidden(str(exc), content_type="text/plain; charset=utf-8")
+    return render(request, template, {"identity": identity, "message": str(exc)}, status=403)
 
 
 def _header(meta, key: str) -> str | None:

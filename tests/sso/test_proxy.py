@@ -109,6 +109,15 @@ def test_losing_the_last_mapped_group_ends_the_session(client):
     assert groups_of("alice") == set()
 
 
+def test_htmx_gets_the_sentence_not_the_page(client):
+    client.get("/", **headers(groups="airflow-ops"))
+
+    answer = client.get("/", HTTP_HX_REQUEST="true", **headers(groups="marketing"))
+
+    assert answer.status_code == 403 and answer["Content-Type"].startswith("text/plain")
+    assert answer.content.decode().startswith("alice signed in through authenticating proxy, but none of their groups")
+
+
 def test_a_changed_user_header_ends_the_old_session(client):
     client.get("/", **headers(user="alice", groups="airflow-admins"))
     old = client.session.session_key
