@@ -2,9 +2,12 @@
 127.0.0.2 only (TRUSTED_PROXY_ADDRESSES), and the test connects from 127.0.0.2 (the proxy) or from 127.0.0.1
 (anyone else) by binding its client socket's source address, which Linux allows anywhere in 127.0.0.0/8."""
 
+import re
 import sys
 import time
 import uuid
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import requests
@@ -32,6 +35,12 @@ def browser(source):
     return session
 
 
+class Served(NamedTuple):
+    base: str
+    log: Path
+    env: dict
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("proxy")
@@ -42,11 +51,12 @@ def server(tmp_path_factory):
         TRUSTED_PROXY_ADDRESSES=PROXY,
         OIDC_GROUP_ROLES="airflow-viewers=Viewer,airflow-admins=Admin",
         PROXY_PROVIDER_NAME="oauth2-proxy",
+        LOCAL_PASSWORDS="0",
     )
     _run([sys.executable, "manage.py", "migrate", "--noinput", "--verbosity", "0"], env)
     _run([sys.executable, "manage.py", "create_airflow_schema"], env)
     with gunicorn(tmp_path, env):
-        yield f"http://127.0.0.1:{env['PORT']}", tmp_path / "serve.log"
+        yield Served(f"http://127.0.0.1:{env['PORT']}", tmp_path / "serve.log", env)
 
 
 def as_proxy(user, groups, email=None):
@@ -61,7 +71,7 @@ def get(session, url, **kwargs):
 
 
 def test_trusted_headers_sign_in_with_the_mapped_role_and_the_session_works(server):
-    base, _ = server
+    base = server.base
     proxy = browser(PROXY)
 
     page = get(proxy, base + "/", headers=as_proxy("alice", "airflow-viewers,other", "alice@example.com"))
@@ -75,7 +85,7 @@ def test_trusted_headers_sign_in_with_the_mapped_role_and_the_session_works(serv
 
 
 def test_a_group_change_maps_again_gain_and_loss(server):
-    base, _ = server
+    base = server.base
     proxy = browser(PROXY)
     viewer = get(proxy, base + "/", headers=as_proxy("bob", "airflow-viewers"))
     assert "badge-read-only" in viewer.text and 'href="/admin/"' not in viewer.text
@@ -91,7 +101,7 @@ def test_a_group_change_maps_again_gain_and_loss(server):
 
 
 def test_no_mapped_group_is_the_no_access_page(server):
-    base, _ = server
+    base = server.base
     page = get(browser(PROXY), base + "/", headers=as_proxy("carol", "marketing,<script>x</script>"))
 
     assert page.status_code == 403
@@ -102,7 +112,7 @@ def test_no_mapped_group_is_the_no_access_page(server):
 
 
 def test_headers_from_an_untrusted_address_are_ignored_and_logged(server):
-    base, log = server
+    base, log = server.base, server.log
     marker = f"probe-{uuid.uuid4().hex[:8]}"
 
     page = get(browser(ELSEWHERE), base + "/", headers=as_proxy(marker, "airflow-admins"))
@@ -119,7 +129,7 @@ def test_headers_from_an_untrusted_address_are_ignored_and_logged(server):
 
 
 def test_a_changed_user_header_ends_the_old_session(server):
-    base, _ = server
+    base = server.base
     proxy = browser(PROXY)
     assert get(proxy, base + "/", headers=as_proxy("dave", "airflow-admins")).status_code == 200
     dave_cookie = proxy.cookies["sessionid"]
@@ -135,10 +145,39 @@ def test_a_changed_user_header_ends_the_old_session(server):
 
 
 def test_the_user_header_gone_ends_the_proxy_session(server):
-    base, _ = server
+    base = server.base
     proxy = browser(PROXY)
     assert get(proxy, base + "/", headers=as_proxy("frank", "airflow-viewers")).status_code == 200
 
     page = get(proxy, base + "/")
 
     assert page.status_code == 302 and page.headers["Location"].startswith("/login/")
+
+
+def test_with_local_passwords_off_a_password_is_refused_and_break_glass_gets_in(server):
+    base = server.base
+    person = browser(ELSEWHERE)  # not through the proxy: as over an SSH tunnel to the server
+    login = get(person, base + "/login/")
+    assert login.status_code == 200 and 'name="password"' not in login.text
+    refused = person.post(
+        base + "/login/",
+        data={"csrfmiddlewaretoken": person.cookies["csrftoken"], "username": "rescue", "password": "anything"},
+        headers={"Referer": base + "/login/"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert refused.status_code == 403 and "Password sign-in is switched off" in refused.text
+
+    link = _run([sys.executable, "manage.py", "break_glass", "rescue", "--create", "--url", base], server.env).strip()
+    assert link.startswith(base + "/break-glass/")
+    shown = get(person, link)
+    assert shown.status_code == 200
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', shown.text).group(1)
+    signed_in = person.post(link, data={"csrfmiddlewaretoken": csrf}, headers={"Referer": link}, timeout=30)
+    assert signed_in.status_code == 200 and ">rescue<" in signed_in.text  # followed to the overview
+    assert get(person, base + "/admin/").status_code == 200  # a superuser
+
+    again = browser(ELSEWHERE)
+    get(again, link)
+    spent = again.post(link, data={"csrfmiddlewaretoken": again.cookies["csrftoken"]}, headers={"Referer": link})
+    assert spent.status_code == 403 and "already used" in spent.text
