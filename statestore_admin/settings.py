@@ -103,6 +103,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "statestore_admin.sso.proxy.ProxySignInMiddleware",  # the authenticating proxy's headers (off by default)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -279,6 +280,23 @@ def _group_mapping(name: str) -> dict[str, str]:
 # Operator, Admin, or superuser) and → a Django group holding access scopes, applied at every sign-in.
 OIDC_GROUP_ROLES = _group_mapping("OIDC_GROUP_ROLES")
 OIDC_GROUP_SCOPES = _group_mapping("OIDC_GROUP_SCOPES")
+
+# Behind an authenticating proxy (docs/sign-in.md, "Behind an authenticating proxy"; statestore_admin/sso/proxy.py):
+# requests whose REMOTE_ADDR is one of TRUSTED_PROXY_ADDRESSES (addresses or CIDR networks; empty: the mode is off)
+# and carry PROXY_USER_HEADER are signed in as that user, with PROXY_EMAIL_HEADER and PROXY_GROUPS_HEADER
+# (comma-separated, as oauth2-proxy sends them) through the group mapping above. The same headers from any other
+# address are ignored and logged. PROXY_PROVIDER_NAME: the proxy's name in the audit trail ("authenticating proxy
+# (oauth2-proxy)"; empty: "authenticating proxy"); it is part of each person's link, so it must not change later.
+TRUSTED_PROXY_ADDRESSES = env.list("TRUSTED_PROXY_ADDRESSES", default=[])
+PROXY_USER_HEADER = env.str("PROXY_USER_HEADER", default="X-Forwarded-User")
+PROXY_EMAIL_HEADER = env.str("PROXY_EMAIL_HEADER", default="X-Forwarded-Email")
+PROXY_GROUPS_HEADER = env.str("PROXY_GROUPS_HEADER", default="X-Forwarded-Groups")
+PROXY_PROVIDER_NAME = env.str("PROXY_PROVIDER_NAME", default="")
+# Single sign-on's issuer (the OpenID Connect settings; empty: off).
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
+# Off: no password sign-in at all (the login page and /admin/login/ refuse it), allowed only with single sign-on
+# or the proxy (statestore.E045). A superuser then gets in through `manage.py break_glass` (docs/sign-in.md).
+LOCAL_PASSWORDS = env.bool("LOCAL_PASSWORDS", default=True)
 
 # Login and token throttling (README, "Login and token throttling") -----------------------------
 # Sign-in (the login page and /admin/login/, django-axes): after LOGIN_FAILURE_LIMIT failures for one

@@ -8,4 +8,6 @@ class DashboardConfig(AppConfig):
     label = "dashboard"
 
     def ready(self):
+        from statestore_admin.sso import passwords, proxy  # noqa: F401  (their system checks; sso is no app)
+
         from . import checks  # noqa: F401  (registers the system checks)

@@ -280,6 +280,23 @@ class ExternalIdentity(models.Model):
         return f"{self.subject} ({self.method} {self.provider})".replace(" )", ")")
 
 
+class BreakGlassLink(models.Model):
+    """A one-time sign-in link for a superuser, made by ``manage.py break_glass`` for when single sign-on is down
+    or local passwords are off. Only a hash of its random token is kept: the database never holds a usable link."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="break_glass_links")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "break-glass link"
+
+    def __str__(self) -> str:
+        return f"break-glass link for {self.user} until {self.expires:%Y-%m-%d %H:%M}"
+
+
 class StatsSnapshot(models.Model):
     """Exact figures of the state store at one time, taken by ``state_store_stats`` (and at the end of
     ``state_store_clean``) in one bounded pass; pages show them with their age where exactness would cost a

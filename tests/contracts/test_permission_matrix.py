@@ -1120,6 +1120,9 @@ def root_cases(w) -> list[Case]:
             ok=status(200),  # the form again, with its error
         ),
         Case("logout/", "POST", "/logout/", rule=signed_out, fresh_client=True),
+        # manage.py break_glass's links: an unknown one is refused to everyone, signed in or not.
+        Case("break-glass/<str:token>/", "GET", "/break-glass/matrix-unknown/", face=PUBLIC, ok=status(403)),
+        Case("break-glass/<str:token>/", "POST", "/break-glass/matrix-unknown/", face=PUBLIC, ok=status(403)),
     ]
 
 

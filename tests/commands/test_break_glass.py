@@ -1,0 +1,132 @@
+"""`manage.py break_glass`: a one-time, short-lived sign-in link for a superuser (sso/break_glass.py), with or
+without local passwords; the audit records the session's changes as break-glass."""
+
+import logging
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+from django.utils import timezone
+
+from statestore_admin.state.models import AuditEvent, BreakGlassLink
+from statestore_admin.state.sign_in import SESSION_KEY
+
+pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
+
+
+def make_link(username="root", *args):
+    out = StringIO()
+    call_command(
+        "break_glass", username, "--url", "https://statestore.example.com/", *args, stdout=out, stderr=StringIO()
+    )
+    return out.getvalue().strip()
+
+
+@pytest.fixture
+def root(db):
+    return get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests")
+
+
+def path_of(link):
+    assert link.startswith("https://statestore.example.com/break-glass/")
+    return link.removeprefix("https://statestore.example.com")
+
+
+@pytest.mark.parametrize("passwords", [True, False])
+def test_the_link_signs_in_once_and_is_logged(client, root, settings, caplog, passwords):
+    settings.LOCAL_PASSWORDS = passwords
+    settings.TRUSTED_PROXY_ADDRESSES = ["10.0.0.5"]
+    with caplog.at_level(logging.WARNING, logger="statestore_admin.sso.break_glass"):
+        path = path_of(make_link())
+        shown = client.get(path)
+        assert shown.status_code == 200 and "Sign in as root" in shown.content.decode()
+        assert "_auth_user_id" not in client.session  # opening the link spends nothing
+
+        signed_in = client.post(path)
+
+    assert signed_in.status_code == 302 and signed_in["Location"] == reverse("home")
+    assert client.session["_auth_user_id"] == str(root.pk)
+    assert client.session[SESSION_KEY] == "break-glass"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("link made for root" in m for m in messages)
+    assert any("break-glass sign-in: root" in m for m in messages)
+
+    client.logout()
+    again = client.post(path)
+    assert again.status_code == 403 and "already used" in again.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_the_database_keeps_only_a_hash(root):
+    token = path_of(make_link()).split("/")[-2]
+    stored = BreakGlassLink.objects.get()
+    assert token not in stored.token_hash and len(stored.token_hash) == 64
+
+
+def test_an_expired_link_is_refused(client, root):
+    path = path_of(make_link("root", "--minutes", "1"))
+    BreakGlassLink.objects.update(expires=timezone.now() - timedelta(seconds=1))
+
+    for page in (client.get(path), client.post(path)):
+        assert page.status_code == 403 and "expired" in page.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert BreakGlassLink.objects.get().used is None
+
+
+def test_an_unknown_link_is_refused(client, root):
+    page = client.post("/break-glass/not-a-token/")
+    assert page.status_code == 403 and "unknown" in page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_link_for_someone_no_longer_superuser_is_refused(client, root):
+    path = path_of(make_link())
+    root.is_superuser = False
+    root.save()
+
+    page = client.post(path)
+
+    assert page.status_code == 403 and "no longer an active superuser" in page.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_create_makes_a_superuser_without_a_usable_password(client):
+    path = path_of(make_link("rescue", "--create"))
+
+    user = get_user_model().objects.get(username="rescue")
+    assert user.is_superuser and user.is_staff and not user.has_usable_password()
+    assert client.post(path).status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nobody"], "No user 'nobody'"),
+        (["root", "--minutes", "0"], "--minutes 0"),
+        (["root", "--minutes", "1441"], "--minutes 1441"),
+        (["root", "--url", "statestore.example.com"], "--url"),
+        (["plain"], "not an active superuser"),
+        (["plain", "--create"], "not an active superuser"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_makes_no_link(root, user_factory, args, message):
+    user_factory("plain")
+    with pytest.raises(CommandError, match=message):
+        call_command("break_glass", *args, stdout=StringIO(), stderr=StringIO())
+    assert not BreakGlassLink.objects.exists()
+
+
+def test_the_audit_records_break_glass(client, root, dag_run_factory, task_key_factory):
+    key = task_key_factory(dag_run_factory(), key="cursor", value="1")
+    client.post(path_of(make_link()))
+
+    hx = {"HTTP_HX_REQUEST": "true"}
+    dialog = client.get("/keys/task/expire/", {"ids": [key.pk]}, **hx)
+    listed = dialog.content.decode().split('name="listed" value="')[1].split('"')[0]
+    assert client.post("/keys/task/expire/", {"ids": [key.pk], "listed": listed}, **hx).status_code == 204
+
+    assert AuditEvent.objects.get().signed_in == "break-glass"
