@@ -116,6 +116,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "statestore_admin.dashboard.context.capabilities",
                 "statestore_admin.dashboard.context.environment",
+                "statestore_admin.sso.oidc.context",
             ],
         },
     },
@@ -250,6 +251,20 @@ AUTHENTICATION_BACKENDS = [
     "statestore_admin.throttling.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+
+# OpenID Connect sign-in (docs/sign-in.md, "OpenID Connect"; statestore_admin/sso/oidc.py) ---------------------
+# OIDC_ISSUER turns it on: the provider's issuer URL, whose /.well-known/openid-configuration the dashboard reads.
+# The login page then offers "Sign in with OIDC_PROVIDER_NAME" (default: the issuer's host name), which the audit
+# trail also records. OIDC_GROUPS_CLAIM and OIDC_USERNAME_CLAIM: the ID token's claims that carry the person's
+# groups and their username. OIDC_TIMEOUT: seconds to wait for each request to the provider.
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
+OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+OIDC_SCOPES = env.str("OIDC_SCOPES", default="openid email profile groups").replace(",", " ").split()
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env.str("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="")
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=5.0)
 
 # Login and token throttling (README, "Login and token throttling") -----------------------------
 # Sign-in (the login page and /admin/login/, django-axes): after LOGIN_FAILURE_LIMIT failures for one

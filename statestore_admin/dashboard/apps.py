@@ -8,4 +8,6 @@ class DashboardConfig(AppConfig):
     label = "dashboard"
 
     def ready(self):
+        from statestore_admin.sso import checks as sso_checks  # noqa: F401  (single sign-on's; sso is no app)
+
         from . import checks  # noqa: F401  (registers the system checks)
