@@ -16,6 +16,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -345,6 +346,21 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+
+
+def allow_form_action(csp: dict, url: str) -> dict:
+    """``csp`` with the origin of ``url`` added to form-action. Browsers apply form-action to where a form's answer
+    redirects: the Sign out form's logout continues to the OpenID provider's end-session endpoint."""
+    parts = urlsplit(url)
+    directives = csp["DIRECTIVES"]
+    return {
+        **csp,
+        "DIRECTIVES": {**directives, "form-action": [*directives["form-action"], f"{parts.scheme}://{parts.netloc}"]},
+    }
+
+
+if OIDC_ISSUER:
+    CONTENT_SECURITY_POLICY = allow_form_action(CONTENT_SECURITY_POLICY, OIDC_ISSUER)
 # Airflow's UI may frame the pages when its origins are listed (statestore_admin/framing.py); none by default.
 try:
     STATESTORE_FRAME_ANCESTORS = [frame_origin(o) for o in env.list("STATESTORE_FRAME_ANCESTORS", default=[])]

@@ -226,19 +226,20 @@ def callback(request):
         return _failed(request, failure)
     try:
         user = sign_in.sign_in_identity(identity)
-    except sign_in.NoAccess as exc:
-        log.warning(
-            "OIDC sign-in of %r (%s): no mapped group in %s", identity.username, provider_name(), identity.groups
-        )
-        context = {"identity": identity, "message": str(exc), "via": f"OpenID Connect ({identity.provider})"}
+    except sign_in.NoAccess as exc:  # sign_in logs it
+        context = {"identity": identity, "message": str(exc)}
         return render(request, "registration/no_access.html", context, status=403)
     except sign_in.Refused as exc:
         return _failed(request, _Failure(403, str(exc), f"identity of {identity.username!r} refused: {exc}"))
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     sign_in.remember(request, identity)
     request.session[ID_TOKEN_KEY] = id_token
-    log.info("OIDC sign-in of %r (%s)", identity.username, identity.provider)
     return HttpResponseRedirect(target)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class OidcLogoutView(LogoutView):
@@ -253,6 +254,11 @@ class OidcLogoutView(LogoutView):
         try:
             end_session = _client().load_server_metadata().get("end_session_endpoint")
             if not end_session:
+                return response
+            if _origin(end_session) != _origin(settings.OIDC_ISSUER):
+                # CSP's form-action allows the issuer's origin only (settings.allow_form_action): elsewhere the
+                # browser would stop the redirect on a blank page.
+                log.warning("OIDC logout: end_session_endpoint %s is not on the issuer's origin", end_session)
                 return response
             return HttpResponseRedirect(
                 _client().create_logout_url(
