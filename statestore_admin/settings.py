@@ -253,6 +253,28 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+
+def _group_mapping(name: str) -> dict[str, str]:
+    """``group=Role,other group=Role`` (django-environ's dict), or a JSON object for group names with commas."""
+    raw = env.str(name, default="").strip()
+    if raw.startswith("{"):
+        import json
+
+        try:
+            mapping = json.loads(raw)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+            raise ImproperlyConfigured(f"{name} must map group names to names.")
+        return mapping
+    return {key.strip(): value.strip() for key, value in env.dict(name, default={}).items() if key.strip()}
+
+
+# Single sign-on and the authenticating proxy (docs/sign-in.md): the provider's groups → a role (Viewer,
+# Operator, Admin, or superuser) and → a Django group holding access scopes, applied at every sign-in.
+OIDC_GROUP_ROLES = _group_mapping("OIDC_GROUP_ROLES")
+OIDC_GROUP_SCOPES = _group_mapping("OIDC_GROUP_SCOPES")
+
 # OpenID Connect sign-in (docs/sign-in.md, "OpenID Connect"; statestore_admin/sso/oidc.py) ---------------------
 # OIDC_ISSUER turns it on: the provider's issuer URL, whose /.well-known/openid-configuration the dashboard reads.
 # The login page then offers "Sign in with OIDC_PROVIDER_NAME" (default: the issuer's host name), which the audit

@@ -7,8 +7,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 
-from statestore_admin.state.models import AccessScope
+from statestore_admin.state.models import AccessScope, ExternalIdentity
 from statestore_admin.state.scopes import locked_account_fields, may_change_accounts, may_manage_scopes
+from statestore_admin.state.sign_in import GroupMapping
 
 
 class ScopeManagersOnly:
@@ -66,7 +67,45 @@ class AccountsGuard:
         return (*super().get_readonly_fields(request, obj), *locked)
 
 
-def _with_scopes(model, model_admin_class):
+class ExternalIdentityInline(admin.TabularInline):
+    """How the user signs in from outside, the groups the provider last sent and what they map to: set at
+    every sign-in (``state.sign_in``), so read-only here; a change made by hand would be undone by the next."""
+
+    model = ExternalIdentity
+    fields = ("method", "provider", "subject", "provider_groups", "mapped_to", "last_sign_in")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "Sign-in through single sign-on or the authenticating proxy"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="groups at the last sign-in")
+    def provider_groups(self, identity):
+        return ", ".join(identity.groups) or "none"
+
+    @admin.display(description="mapped to")
+    def mapped_to(self, identity):
+        granted, superuser = GroupMapping.from_settings().grants(identity.groups)
+        names = sorted(granted) + (["superuser"] if superuser else [])
+        return ", ".join(names) or "nothing (no mapped group: no access)"
+
+
+class UsersWithGroups(UserAdmin):
+    """The user list shows each user's groups (roles and scope groups, set at sign-in for single sign-on)."""
+
+    list_display = (*UserAdmin.list_display, "group_names")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("groups")
+
+    @admin.display(description="groups")
+    def group_names(self, user):
+        return ", ".join(sorted(group.name for group in user.groups.all())) or "—"
+
+
+def _with_scopes(model, model_admin_class, *inlines):
     """Re-register ``model``'s admin with the scope patterns inline and the guard above."""
     admin.site.unregister(model)
     admin.site.register(
@@ -74,10 +113,10 @@ def _with_scopes(model, model_admin_class):
         type(
             model_admin_class.__name__,
             (AccountsGuard, model_admin_class),
-            {"inlines": [*model_admin_class.inlines, AccessScopeInline]},
+            {"inlines": [*model_admin_class.inlines, *inlines, AccessScopeInline]},
         ),
     )
 
 
 _with_scopes(Group, GroupAdmin)
-_with_scopes(get_user_model(), UserAdmin)
+_with_scopes(get_user_model(), UsersWithGroups, ExternalIdentityInline)

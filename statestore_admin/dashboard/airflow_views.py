@@ -102,14 +102,22 @@ def _task(request):
 
 @requires_view(permissions.TASK)
 def _task_instance(request):
-    """A task instance's page at the map index Airflow's page shows (on Airflow 3.4, the public map index:
-    Airflow's templates carry no region, docs/airflow-plugin.md)."""
+    """A task instance's page at the map index Airflow's page shows. On Airflow 3.4 that index is the public
+    one and Airflow's templates carry no region (docs/airflow-plugin.md): a mapped task inside a loop has its
+    ``/mapped/{n}`` page in Airflow, but no task instance and no key at public index ``n``. Its link lands on
+    every iteration and map position of the task, the page naming those at index ``n`` (``airflow_map_index``),
+    rather than on an empty page."""
     ids = _ids(request, "dag_id", "run_id", "task_id")
     map_index = _map_index(request)
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
-    if "/" in ids["task_id"]:  # Airflow's task ids never hold "/", as task_instance_lookup says
-        raise NotFound(f"No task {ids['task_id']!r} in DAG run {run.run_id!r}.")
-    return reverse("task-instance", args=[run.pk, ids["task_id"]]), map_index
+    task_id = ids["task_id"]
+    if "/" in task_id:  # Airflow's task ids never hold "/", as task_instance_lookup says
+        raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
+    if map_index:
+        view = selectors.task_view(run, task_id, str(map_index["map_index"]), size=1)
+        if view.regional and view.task_instance is None and not view.has_keys:
+            map_index = {"map_index": selectors.ALL_MAP_INDEXES, "airflow_map_index": map_index["map_index"]}
+    return reverse("task-instance", args=[run.pk, task_id]), map_index
 
 
 @requires_view(permissions.ASSET)

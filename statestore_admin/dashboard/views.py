@@ -122,9 +122,21 @@ def task_instance(request, run_pk, task_id):
         "sort": sort,
         "q": prefix,
         "now": timezone.now(),
+        "from_airflow": _from_airflow(request, view),
         **_refresh(run),
     }
     return render_page(request, "tasks/detail.html", context, "tasks/_panel.html")
+
+
+def _from_airflow(request, view) -> dict | None:
+    """Every coordinate of a task in Airflow 3.4's regions, reached from Airflow's ``/mapped/{n}`` page of one of
+    them (``airflow_map_index``: Airflow's link names no region, airflow_views._task_instance): the index and the
+    coordinates at it, which the page names. None on any other page."""
+    raw = request.GET.get("airflow_map_index", "")
+    if not (view.regional and view.every_map_index and raw.isdigit() and len(raw) <= 9):
+        return None
+    index = int(raw)
+    return {"index": index, "at": [c for c in view.coordinates if c.index == index]}
 
 
 @requires_view(permissions.TASK)

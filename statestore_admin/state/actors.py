@@ -7,6 +7,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from .sign_in import signed_in
+
 UI, API, ADMIN, COMMAND, GC = "ui", "api", "admin", "command", "gc"
 
 
@@ -22,6 +24,7 @@ class Actor:
     user: object | None = None
     token_id: int | None = None
     token_name: str = ""
+    signed_in: str = ""  # how the session signed in (state.sign_in); empty for tokens and commands
     os_user: str = ""
     host: str = ""
 
@@ -45,6 +48,7 @@ class Actor:
             user=request.user,
             token_id=token_id,
             token_name=(getattr(token, "name", "") or getattr(token, "prefix", "")) if token_id else "",
+            signed_in="" if token_id else signed_in(request),
             host=_client_address(request),
         )
 

@@ -9,7 +9,7 @@ class StateConfig(AppConfig):
     label = "state"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, sign_in  # noqa: F401  (registers the system checks; notes password sign-ins)
         from .roles import sync_roles_after_migrate
 
         post_migrate.connect(sync_roles_after_migrate, sender=self, dispatch_uid="statestore_sync_roles")

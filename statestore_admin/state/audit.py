@@ -59,7 +59,7 @@ def airflow_region(recorded: UUID | None) -> UUID:
 
 def event_entry(event: AuditEvent) -> dict:
     """An event as the API answers it and the audit download writes it (docs/api.md): the API adds its keys;
-    ``token`` is the API token used (``{id, name}``), or None."""
+    ``token`` is the API token used (``{id, name}``), or None; ``signed_in`` how the user's session signed in."""
     return {
         "id": event.pk,
         "at": formatting.iso(event.at),
@@ -67,6 +67,7 @@ def event_entry(event: AuditEvent) -> dict:
         "outcome": event.outcome,
         "actor": event.actor,
         "token": {"id": event.token_id, "name": event.token_name} if event.token_id is not None else None,
+        "signed_in": event.signed_in,
         "os_user": event.os_user,
         "host": event.host,
         "via": event.via,
@@ -240,6 +241,7 @@ class Recorder:
             "user": actor.user if actor.user is not None and actor.user.is_authenticated else None,
             "token_id": actor.token_id,
             "token_name": actor.token_name[:100],
+            "signed_in": actor.signed_in[:200],
             "os_user": actor.os_user[:150],
             "host": actor.host[:255],
             "via": actor.via,

@@ -80,3 +80,14 @@ def check_worker_backend_settings(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@checks.register("statestore")
+def check_group_mapping(app_configs=None, **kwargs):
+    """OIDC_GROUP_ROLES names roles that exist (docs/sign-in.md): a typo would grant nothing, silently."""
+    from .sign_in import GroupMapping
+
+    return [
+        checks.Error(problem, hint="Use Viewer, Operator, Admin or superuser (as written).", id="statestore.E030")
+        for problem in GroupMapping.from_settings().problems()
+    ]

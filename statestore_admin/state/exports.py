@@ -167,6 +167,7 @@ EVENT_COLUMNS = (  # an event's entry but its details (free-form JSON)
     "key_count",
     "restored_from",
     "token_name",
+    "signed_in",
     "os_user",
     "host",
     "error",

@@ -95,6 +95,9 @@ class AuditEvent(models.Model):
     )
     token_id = models.BigIntegerField(null=True, blank=True)
     token_name = models.CharField(max_length=100, blank=True)
+    signed_in = models.CharField(
+        max_length=200, blank=True, help_text="How the user's session signed in: password, single sign-on (provider), …"
+    )
     os_user = models.CharField(max_length=150, blank=True)
     host = models.CharField(max_length=255, blank=True, help_text="Client address, or the command's host.")
     via = models.CharField(max_length=8, choices=Via.choices)
@@ -252,6 +255,29 @@ class AccessScope(models.Model):
             validate_pattern(self.pattern)
         except ValidationError as exc:
             raise ValidationError({"pattern": exc.messages}) from None
+
+
+class ExternalIdentity(models.Model):
+    """A dashboard user as an identity provider or authenticating proxy knows them (``state.sign_in``):
+    found again by (method, provider, subject) at every sign-in, with the groups it last sent."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    method = models.CharField(max_length=16)
+    provider = models.CharField(max_length=200, blank=True)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last sign-in.")
+    first_sign_in = models.DateTimeField(default=timezone.now)
+    last_sign_in = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "external identity"
+        verbose_name_plural = "external identities"
+        constraints = [
+            models.UniqueConstraint(fields=["method", "provider", "subject"], name="externalidentity_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} ({self.method} {self.provider})".replace(" )", ")")
 
 
 class StatsSnapshot(models.Model):

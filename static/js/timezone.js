@@ -10,9 +10,15 @@
     return found ? found.slice(name.length + 1) : null;
   }
 
+  // Inside Airflow's frame (statestore_admin/framing.py) a Lax cookie is not kept when Airflow is another site,
+  // and browsers blocking third-party cookies keep only partitioned ones: there the cookie is partitioned, as
+  // the session's is (HTTPS only, as framing is).
+  const framed = window.top !== window.self && location.protocol === "https:";
+
   function setCookie(name, value, maxAge) {
     const secure = location.protocol === "https:" ? "; Secure" : "";
-    document.cookie = name + "=" + value + "; Path=/; Max-Age=" + maxAge + "; SameSite=Lax" + secure;
+    const site = framed ? "; SameSite=None; Secure; Partitioned" : "; SameSite=Lax" + secure;
+    document.cookie = name + "=" + value + "; Path=/; Max-Age=" + maxAge + site;
   }
 
   // Load the page again by GET (a reload would repeat a POST that rendered this page).

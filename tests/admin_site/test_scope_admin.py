@@ -45,7 +45,8 @@ def scoped_admin(user_factory, world):
 def user_form(username, **fields):
     """What the admin's user change form posts (its required fields, and ``fields``)."""
     form = {"username": username, "is_active": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
-    form.update({f"statestore_scopes-{k}": v for k, v in {"TOTAL_FORMS": "0", "INITIAL_FORMS": "0"}.items()})
+    for inline in ("statestore_scopes", "external_identities"):  # each inline's management form
+        form.update({f"{inline}-{k}": v for k, v in {"TOTAL_FORMS": "0", "INITIAL_FORMS": "0"}.items()})
     return {**form, **fields}
 
 

@@ -30,7 +30,8 @@ import requests
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 SERVER = "postgresql://postgres@127.0.0.1:5432"
-PREFIX = f"ssa_compat_{uuid.uuid4().hex[:6]}"
+# The PostgreSQL server may be shared: COMPAT_DB_PREFIX gives one person's databases names of their own.
+PREFIX = f"{os.environ.get('COMPAT_DB_PREFIX', 'ssa_compat')}_{uuid.uuid4().hex[:6]}"
 DAG_ID = "compat_state_store"
 DAG_ID_34 = "compat_regions"
 # One pin per line; moving a pin there moves the stage with it.

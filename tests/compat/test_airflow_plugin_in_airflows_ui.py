@@ -7,8 +7,11 @@ docs/screenshots/ (the README shows them), as the browser tests do.
 """
 
 import os
+import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -35,15 +38,22 @@ def chromium():
         browser.close()
 
 
-def framed_stack(airflow, golden: dict, name: str, servers, plugins: Path) -> tuple[str, str, str]:
+def framed_stack(
+    airflow, golden: dict, name: str, servers, plugins: Path, *, airflow_host="127.0.0.1", tls: Path | None = None
+) -> tuple[str, str, str]:
     """(db, dashboard URL, Airflow's origin): a copy of ``golden``, the dashboard allowing Airflow's origin to
-    frame it, and Airflow's API server (its UI) with the plugin of ``airflow_plugin --embed``."""
+    frame it, and Airflow's API server (its UI) with the plugin of ``airflow_plugin --embed``. Airflow's UI is
+    opened at ``airflow_host`` (``localhost`` makes it another site than the dashboard's 127.0.0.1); with a
+    folder ``tls`` the dashboard is served over HTTPS (``https_server``), as framing across sites needs."""
     db = airflow.copy(golden["db"], name)
     airflow_port = free_port()
-    airflow_origin = f"http://127.0.0.1:{airflow_port}"
+    airflow_origin = f"http://{airflow_host}:{airflow_port}"
     dashboard = Dashboard(airflow, db)
     dashboard.setup()
-    process, url = dashboard.server(STATESTORE_FRAME_ANCESTORS=airflow_origin)
+    if tls is None:
+        process, url = dashboard.server(STATESTORE_FRAME_ANCESTORS=airflow_origin)
+    else:
+        process, url = https_server(dashboard, tls, STATESTORE_FRAME_ANCESTORS=airflow_origin)
     servers.append(process)
 
     plugins.mkdir()
@@ -60,6 +70,38 @@ def framed_stack(airflow, golden: dict, name: str, servers, plugins: Path) -> tu
     servers.append(process)
     wait_for(f"{airflow_origin}/api/v2/version", process)
     return db, url, airflow_origin
+
+
+def https_server(dashboard: Dashboard, folder: Path, **extra: str) -> tuple[subprocess.Popen, str]:
+    """The dashboard under gunicorn with TLS of its own (a self-signed certificate for 127.0.0.1 made in
+    ``folder``), as production behind HTTPS: runserver has no TLS. gunicorn's threaded worker, because the
+    asyncio worker of gunicorn.conf.py does not do TLS (production terminates it in a proxy)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--config", "gunicorn.conf.py", "--bind", f"127.0.0.1:{port}",
+         "--worker-class", "gthread", "--workers", "1", "--certfile", str(cert), "--keyfile", str(key)],
+        cwd=ROOT,
+        env=dashboard.env(**extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"https://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        assert process.poll() is None, f"gunicorn exited with {process.returncode}"
+        try:
+            requests.get(f"{url}/login/", timeout=2, verify=str(cert))
+            return process, url
+        except requests.RequestException:
+            assert time.monotonic() < deadline, f"{url} did not answer within 90 s"
+            time.sleep(0.3)
 
 
 def signed_in_page(chromium, url):
@@ -127,6 +169,50 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
     context.close()
 
 
+def test_signing_in_inside_airflows_frame_across_sites(airflow34, golden34, servers, chromium, tmp_path):
+    """Airflow's UI on http://localhost, the dashboard on https://127.0.0.1: two sites, so the dashboard's cookies
+    in the tab's frame are third-party ones. An operator not signed in to the dashboard gets its sign-in form
+    inside the frame, signs in there and lands on the task instance's keys, still framed and compact."""
+    from playwright.sync_api import expect
+
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    db, url, airflow_origin = framed_stack(
+        airflow34, golden34, "pluginsites", servers, tmp_path / "plugins", airflow_host="localhost", tls=tls
+    )
+    assert [r[0] for r in query(db, "SELECT key FROM task_state_store WHERE task_id = 'plain'")] == [
+        "outside/any: region"
+    ]
+    # The self-signed certificate is the test's; an operator's dashboard has a real one.
+    context = chromium.new_context(viewport={"width": 1400, "height": 900}, ignore_https_errors=True)
+    page = context.new_page()
+    page.goto(f"{airflow_origin}/dags/{golden34['dag_id']}/runs/{quote(golden34['run_id'], safe='')}/tasks/plain")
+    tab = (
+        page.get_by_role("tab", name="State store", exact=True)
+        .or_(page.get_by_role("link", name="State store", exact=True))
+        .first
+    )
+    expect(tab).to_be_visible(timeout=60_000)
+    tab.click()
+    frame = page.frame_locator('iframe[title="State store"]')
+    expect(frame.get_by_role("heading", name="Sign in")).to_be_visible(timeout=60_000)
+    expect(frame.locator("header.topbar")).to_have_count(0)
+    shot(page, "airflow-plugin-sign-in.png")
+    frame.get_by_label("Username").fill("compat")
+    frame.get_by_label("Password").fill("compat-pw-1")
+    frame.get_by_role("button", name="Sign in").click()
+
+    expect(frame.get_by_text("outside/any: region", exact=True).first).to_be_visible(timeout=60_000)
+    expect(frame.locator("header.topbar")).to_have_count(0)  # still the compact layout
+    assert page.url.startswith(airflow_origin)  # the sign-in stayed in the frame: Airflow's page around it
+    framed_url = next(f.url for f in page.frames if f.url.startswith(url))
+    assert "/tasks/plain/" in framed_url, framed_url
+    cookies = {c["name"]: c for c in context.cookies(url)}
+    assert cookies["sessionid"]["sameSite"] == "None" and cookies["sessionid"]["secure"], cookies
+    assert cookies["tz"]["sameSite"] == "None", cookies  # the browser's zone reaches the framed pages too
+    context.close()
+
+
 def test_on_airflow_34_the_asset_page_has_the_tab(airflow34, golden34, servers, chromium, tmp_path):
     """Airflow 3.4 offers the ``asset`` destination: its asset page has the tab, showing the asset's keys."""
     from playwright.sync_api import expect
@@ -148,6 +234,50 @@ def test_on_airflow_34_the_asset_page_has_the_tab(airflow34, golden34, servers, 
         expect(frame.get_by_text(key, exact=True).first).to_be_visible(timeout=60_000)
     assert any(f.url.startswith(f"{url}/assets/{golden34['asset_id']}/") for f in page.frames)
     shot(page, "airflow-plugin-asset-34.png")
+    context.close()
+
+
+def test_on_airflow_34_a_task_instance_inside_a_loop_has_the_tab(airflow34, golden34, servers, chromium, tmp_path):
+    """``refine.work[1]`` of one loop iteration: Airflow's page is ``/mapped/1`` with the region in its own query,
+    which no template carries (docs/airflow-plugin.md). The tab lands on every iteration and map position of
+    ``refine.work``, names those at map index 1, and one click shows Airflow's task instance's own keys."""
+    from playwright.sync_api import expect
+
+    db, url, airflow_origin = framed_stack(airflow34, golden34, "pluginregion", servers, tmp_path / "plugins")
+    region_id, iteration = query(
+        db,
+        "SELECT ti.region_id, r.parent_region_index FROM task_instance ti JOIN dynamic_region r ON r.id = ti.region_id"
+        " WHERE ti.task_id = 'refine.work' AND ti.region_index = 1 ORDER BY r.parent_region_index DESC LIMIT 1",
+    )[0]
+    keys = query(
+        db,
+        "SELECT key, value FROM task_state_store WHERE region_id = %s AND region_index = 1",
+        [region_id],
+    )
+    assert "cursor" in [k for k, _ in keys], keys
+    context, page = signed_in_page(chromium, url)
+    run_path = f"/dags/{golden34['dag_id']}/runs/{quote(golden34['run_id'], safe='')}"
+    page.goto(f"{airflow_origin}{run_path}/tasks/refine.work/mapped/1?region_id={region_id}&region_index=1")
+    tab = (
+        page.get_by_role("tab", name="State store", exact=True)
+        .or_(page.get_by_role("link", name="State store", exact=True))
+        .first
+    )
+    expect(tab).to_be_visible(timeout=60_000)
+    tab.click()
+    frame = page.frame_locator('iframe[title="State store"]')
+    named = frame.get_by_test_id("from-airflow")
+    expect(named).to_contain_text("map index 1 of refine.work", timeout=60_000)
+    expect(frame.get_by_text("cursor", exact=True).first).to_be_visible()
+    framed_url = next(f.url for f in page.frames if f.url.startswith(url))
+    assert "/tasks/refine.work/?map_index=all&airflow_map_index=1" in framed_url, framed_url
+    shot(page, "airflow-plugin-region-34.png")
+
+    named.get_by_role("link", name=re.compile(rf"iteration {iteration} › map 1$")).click()
+    expect(frame.get_by_text(f'"iteration": {iteration}, "item": "b"').first).to_be_visible(timeout=30_000)
+    expect(frame.locator("td.value", has_text='"item": "a"')).to_have_count(0)  # map index 0's keys are not shown
+    framed_url = next(f.url for f in page.frames if f.url.startswith(url))
+    assert f"region_id={region_id}" in framed_url and "map_index=1" in framed_url, framed_url
     context.close()
 
 

@@ -76,6 +76,55 @@ def test_on_airflow_34_a_task_in_a_loop_lands_on_every_iteration(pages, region_f
     assert "iteration-0" in body and "iteration-1" in body
 
 
+def test_on_airflow_34_a_mapped_task_in_a_loop_lands_on_every_coordinate_naming_those_at_its_index(
+    pages, region_factory, dag_run_factory
+):
+    """Airflow 3.4's page of a mapped task inside a loop is ``/mapped/{n}`` (its own expansion's index) and its
+    templates carry no region: public index n has no task instance and no key, so the link lands on every
+    iteration and map position of the task, and the page names the coordinates at index n."""
+    from tests.factories import make_region_instance, make_region_key
+
+    run = dag_run_factory(dag_id="loops", run_id="r")
+    loop = region_factory(run, "refine")
+    for iteration in (0, 1):
+        expansion = region_factory(run, "refine.work", parent=loop, parent_index=iteration)
+        for index in (0, 1):
+            make_region_instance(run, "refine.work", expansion, index)
+            make_region_key(run, "refine.work", expansion, index, "cursor", f"it{iteration}-at{index}")
+    response = pages.get(
+        "/airflow/task_instance/",
+        {"dag_id": "loops", "run_id": "r", "task_id": "refine.work", "map_index": "1", "embed": "1"},
+    )
+    assert response["Location"] == (f"/runs/{run.pk}/tasks/refine.work/?map_index=all&airflow_map_index=1&embed=1")
+    page = pages.get(response["Location"])
+    body = page.content.decode()
+    assert all(f"it{i}-at{j}" in body for i in (0, 1) for j in (0, 1))  # every coordinate's keys
+    named = page.context["from_airflow"]
+    assert named["index"] == 1 and [c.index for c in named["at"]] == [1, 1]
+    assert len({c.region_id for c in named["at"]}) == 2  # one in each iteration's expansion
+    assert 'data-testid="from-airflow"' in body and "map index 1 of refine.work" in body
+    beyond = pages.get(f"/runs/{run.pk}/tasks/refine.work/?map_index=all&airflow_map_index=7").content.decode()
+    assert "none of them at map index 7" in beyond  # said, not an empty list
+
+
+def test_on_airflow_34_a_mapped_task_outside_loops_lands_on_its_index(pages, region_factory, dag_run_factory):
+    """A task's own top-level expansion is what Airflow's public map index names: that coordinate's page."""
+    from tests.factories import make_region_instance, make_region_key
+
+    run = dag_run_factory(dag_id="loops", run_id="r")
+    expansion = region_factory(run, "fan")
+    for index in (0, 1):
+        make_region_instance(run, "fan", expansion, index)
+        make_region_key(run, "fan", expansion, index, "part", f"at{index}")
+    response = pages.get(
+        "/airflow/task_instance/", {"dag_id": "loops", "run_id": "r", "task_id": "fan", "map_index": "1"}
+    )
+    assert response["Location"] == f"/runs/{run.pk}/tasks/fan/?map_index=1"
+    page = pages.get(response["Location"])
+    assert "at1" in page.content.decode() and "at0" not in page.content.decode()
+    assert page.context["from_airflow"] is None
+
+
 @pytest.mark.parametrize(
     "destination, params, target",
     [

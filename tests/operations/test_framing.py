@@ -52,6 +52,39 @@ def test_framed_cookies_are_samesite_none_and_secure(viewer):
         assert settings.SESSION_COOKIE_SAMESITE == "None" and settings.SESSION_COOKIE_SECURE
 
 
+def test_off_by_default_the_cookies_are_not_partitioned(viewer):
+    response = Client().post("/login/", {"username": viewer.username, "password": viewer.raw_password})
+    assert response.status_code == 302
+    assert "Partitioned" not in response.cookies[settings.SESSION_COOKIE_NAME].output()
+
+
+def test_framed_sign_in_sets_partitioned_cookies_and_sign_out_deletes_them(viewer):
+    """A browser blocking third-party cookies keeps partitioned ones (CHIPS): signing in inside Airflow's frame
+    of another site works there (the compat test signs in so in Chromium). Signing out must delete the
+    partitioned cookie, so its deletion carries the attribute too."""
+    with framed_by(AIRFLOW):
+        client = Client(enforce_csrf_checks=True)
+        form = client.get("/login/?next=/dags/%3Fembed%3D1", **IFRAME)
+        csrf = form.cookies[settings.CSRF_COOKIE_NAME]
+        assert csrf.output().endswith("; Partitioned") and "SameSite=None" in csrf.output()
+        token = form.context["csrf_token"]
+        signed = client.post(
+            "/login/?next=/dags/%3Fembed%3D1",
+            {"username": viewer.username, "password": viewer.raw_password, "csrfmiddlewaretoken": token,
+             "next": "/dags/?embed=1"},
+            headers={"Sec-Fetch-Dest": "iframe"},
+        )  # fmt: skip
+        assert signed.status_code == 302 and signed["Location"] == "/dags/?embed=1"  # the framed page again
+        session = signed.cookies[settings.SESSION_COOKIE_NAME].output()
+        assert "Secure" in session and "SameSite=None" in session and session.endswith("; Partitioned")
+        landed = client.get(signed["Location"], **IFRAME)
+        assert landed.status_code == 200 and 'class="topbar"' not in landed.content.decode()
+
+        gone = client.post("/logout/", {"csrfmiddlewaretoken": client.cookies[settings.CSRF_COOKIE_NAME].value})
+        deleted = gone.cookies[settings.SESSION_COOKIE_NAME].output()
+        assert "Max-Age=0" in deleted and deleted.endswith("; Partitioned")
+
+
 def test_a_framed_page_has_no_header_of_its_own(viewer):
     with framed_by(AIRFLOW):
         client = signed_in(viewer)

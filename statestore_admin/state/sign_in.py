@@ -1,0 +1,204 @@
+"""Who a person signed in from outside becomes here: single sign-on (OpenID Connect) and the trusted
+authenticating proxy both end in ``sign_in_identity``, which finds or creates the dashboard user linked
+to that identity and sets their roles and scope groups from the provider's groups, at every sign-in:
+a group gained grants, a group lost removes, and a person with no mapped group gets nothing
+(``NoAccess``). The mapping is ``OIDC_GROUP_ROLES`` (provider group → Viewer, Operator, Admin or
+``superuser``) and ``OIDC_GROUP_SCOPES`` (provider group → the Django group that holds access scopes).
+Superuser status is never given by a claim unless a group is mapped to ``superuser``, and only then is it
+also taken away by one. ``remember`` puts how the person signed in into their session; the audit trail
+records it with every change they make (``Actor.signed_in``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model, user_logged_in
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+
+from .models import ExternalIdentity
+from .roles import ROLES
+
+log = logging.getLogger(__name__)
+
+PASSWORD, OIDC, PROXY, BREAK_GLASS = "password", "oidc", "proxy", "break-glass"
+METHODS = {PASSWORD: "password", OIDC: "single sign-on", PROXY: "authenticating proxy", BREAK_GLASS: "break-glass"}
+SUPERUSER = "superuser"
+SESSION_KEY = "statestore_signed_in"
+USERNAME_MAX = 150  # Django's User.username
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A person as the provider (or proxy) vouched for them. ``subject`` identifies them for good (OIDC's
+    ``sub``); the proxy, which sends no such id, vouches for the user name itself."""
+
+    method: str
+    username: str
+    email: str = ""
+    groups: tuple[str, ...] = ()
+    provider: str = ""
+    subject: str = ""
+
+    @property
+    def described(self) -> str:
+        """How they signed in, as the audit trail shows it: 'single sign-on (Okta)'."""
+        label = METHODS.get(self.method, self.method)
+        return f"{label} ({self.provider})" if self.provider else label
+
+
+class Refused(Exception):
+    """This identity cannot sign in at all (not a missing group): the message is for the page."""
+
+
+class NoAccess(Exception):
+    """Signed in as far as the provider goes, but none of the person's groups is mapped."""
+
+    def __init__(self, identity: Identity):
+        self.identity = identity
+        groups = ", ".join(identity.groups) or "none"
+        super().__init__(
+            f"{identity.username} signed in through {identity.described}, but none of their groups ({groups}) "
+            "gives access to the state store dashboard. Ask its administrators to map one of them "
+            "(OIDC_GROUP_ROLES)."
+        )
+
+
+@dataclass(frozen=True)
+class GroupMapping:
+    """Provider group → role names (``ROLES`` or ``superuser``), and → scope group names."""
+
+    roles: dict[str, str] = field(default_factory=dict)
+    scopes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls) -> GroupMapping:
+        return cls(roles=dict(settings.OIDC_GROUP_ROLES), scopes=dict(settings.OIDC_GROUP_SCOPES))
+
+    def problems(self) -> list[str]:
+        """What is wrong with the mapping itself (system check): roles that do not exist."""
+        allowed = {*ROLES, SUPERUSER}
+        return [
+            f"OIDC_GROUP_ROLES maps {group!r} to {role!r}, which is not one of {', '.join(sorted(allowed))}."
+            for group, role in self.roles.items()
+            if role not in allowed
+        ]
+
+    @property
+    def managed_groups(self) -> set[str]:
+        """Every Django group that sign-in sets or removes; any other group a user has is left as it is."""
+        return {role for role in self.roles.values() if role != SUPERUSER} | set(self.scopes.values())
+
+    def grants(self, groups) -> tuple[set[str], bool]:
+        """The Django groups and whether superuser, for a person in ``groups``."""
+        mine = set(groups)
+        granted = {django for provider, django in (*self.roles.items(), *self.scopes.items()) if provider in mine}
+        superuser = SUPERUSER in granted
+        granted.discard(SUPERUSER)
+        return granted, superuser
+
+
+def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
+    """The user for ``identity``, created at first sign-in, with roles and scope groups set from its groups.
+
+    Raises ``Refused`` (nothing changed) when the identity cannot be used, and ``NoAccess`` when no group
+    is mapped: that user then keeps none of the mapped groups (access lost with the last group).
+    """
+    mapping = mapping or GroupMapping.from_settings()
+    username = (identity.username or "").strip()
+    if not username:
+        raise Refused(f"{identity.described} did not say who you are (no user name in its answer).")
+    if len(username) > USERNAME_MAX:
+        raise Refused(f"The user name from {identity.described} is longer than {USERNAME_MAX} characters.")
+    subject = identity.subject or username
+    granted, superuser = mapping.grants(identity.groups)
+    User = get_user_model()
+    with transaction.atomic():
+        link = (
+            ExternalIdentity.objects.select_for_update()
+            .select_related("user")
+            .filter(method=identity.method, provider=identity.provider, subject=subject)
+            .first()
+        )
+        if link is None:
+            if User.objects.filter(username=username).exists():
+                # Linking by name would let whoever controls that name at the provider take a local account.
+                raise Refused(
+                    f"A dashboard account named {username!r} already exists and is not linked to "
+                    f"{identity.described}. An administrator can rename or remove it in /admin/."
+                )
+            user = User(username=username, email=identity.email[:254])
+            user.set_unusable_password()
+            user.save()
+            link = ExternalIdentity(user=user, method=identity.method, provider=identity.provider, subject=subject)
+        user = link.user
+        if not user.is_active:
+            raise Refused(f"The dashboard account {user.username!r} is deactivated.")
+        link.groups = sorted(set(identity.groups))
+        link.last_sign_in = timezone.now()
+        link.save()
+        _apply(user, identity, mapping, granted, superuser)
+    if not granted and not superuser and not user.is_superuser:
+        log.warning("sign-in refused: %s has no mapped group (%s)", identity.username, ", ".join(identity.groups))
+        raise NoAccess(identity)
+    log.info("signed in: %s through %s", user.username, identity.described)
+    return user
+
+
+def _apply(user, identity: Identity, mapping: GroupMapping, granted: set[str], superuser: bool) -> None:
+    managed = mapping.managed_groups
+    current = set(user.groups.values_list("name", flat=True))
+    kept = current - managed  # groups given by hand and not in the mapping stay
+    wanted = kept | granted
+    if wanted != current:
+        for name in granted - current:
+            Group.objects.get_or_create(name=name)
+        user.groups.set(Group.objects.filter(name__in=wanted))
+        log.info(
+            "groups of %s from %s: +%s -%s",
+            user.username,
+            identity.described,
+            sorted(wanted - current),
+            sorted(current - wanted),
+        )
+    fields = []
+    if SUPERUSER in mapping.roles.values() and user.is_superuser != superuser:
+        user.is_superuser = superuser
+        fields.append("is_superuser")
+    staff = user.is_superuser or "Admin" in wanted  # /admin/ for those whose role has something there
+    if user.is_staff != staff:
+        user.is_staff = staff
+        fields.append("is_staff")
+    if identity.email and user.email != identity.email[:254]:
+        user.email = identity.email[:254]
+        fields.append("email")
+    if fields:
+        user.save(update_fields=fields)
+
+
+def remember(request, how: Identity | str) -> None:
+    """After ``login()``: how this session signed in, for the audit trail of its changes."""
+    request.session[SESSION_KEY] = how.described if isinstance(how, Identity) else METHODS.get(how, how)
+
+
+def note_password_sign_in(sender, request, user, **kwargs) -> None:
+    """user_logged_in: a sign-in through a password backend (the login page, /admin/login/) is a password
+    one; single sign-on and the proxy call ``remember`` themselves after ``login()``."""
+    if request is not None and getattr(user, "backend", "").endswith("ModelBackend"):
+        remember(request, PASSWORD)
+
+
+user_logged_in.connect(note_password_sign_in, dispatch_uid="statestore_note_password_sign_in")
+
+
+def signed_in(request) -> str:
+    """How the request's session signed in ('' for API tokens and sessions from before this was kept)."""
+    session = getattr(request, "session", None)
+    try:
+        return session.get(SESSION_KEY, "") if session is not None else ""
+    except Exception:  # noqa: BLE001 - a session store that fails must not stop the change being audited
+        return ""
