@@ -29,7 +29,7 @@ def check_oidc(app_configs=None, **kwargs):
                     "OIDC_CLIENT_ID or OIDC_CLIENT_SECRET is set but OIDC_ISSUER is not: OpenID Connect sign-in "
                     "is off.",
                     hint="Set OIDC_ISSUER to the provider's issuer URL to turn it on. " + HINT,
-                    id="statestore.W030",
+                    id="statestore.W040",
                 )
             ]
         return []
@@ -40,7 +40,7 @@ def check_oidc(app_configs=None, **kwargs):
             checks.Error(
                 f"OIDC_ISSUER is set but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not.",
                 hint="Register the dashboard with the provider as a confidential web application and set both. " + HINT,
-                id="statestore.E030",
+                id="statestore.E040",
             )
         )
     parts = urlsplit(issuer)
@@ -50,7 +50,7 @@ def check_oidc(app_configs=None, **kwargs):
                 f"OIDC_ISSUER {issuer!r} is not an issuer URL.",
                 hint="The https:// URL the provider names as its issuer, e.g. https://login.example.com/realms/ops. "
                 + HINT,
-                id="statestore.E031",
+                id="statestore.E041",
             )
         )
     elif parts.scheme == "http" and not _loopback(parts.hostname):
@@ -59,7 +59,7 @@ def check_oidc(app_configs=None, **kwargs):
                 f"OIDC_ISSUER {issuer!r} is plain http: the client secret and the tokens would cross the network "
                 "unencrypted.",
                 hint="Use the provider's https:// issuer (plain http is accepted on loopback only, for tests).",
-                id="statestore.E032",
+                id="statestore.E042",
             )
         )
     if "openid" not in settings.OIDC_SCOPES:
@@ -67,7 +67,7 @@ def check_oidc(app_configs=None, **kwargs):
             checks.Error(
                 f"OIDC_SCOPES {' '.join(settings.OIDC_SCOPES)!r} lacks 'openid': the provider would send no ID token.",
                 hint="The default is 'openid email profile groups'.",
-                id="statestore.E033",
+                id="statestore.E043",
             )
         )
     if settings.OIDC_TIMEOUT <= 0:
@@ -75,7 +75,7 @@ def check_oidc(app_configs=None, **kwargs):
             checks.Error(
                 f"OIDC_TIMEOUT is {settings.OIDC_TIMEOUT}: it must be a positive number of seconds.",
                 hint="The default is 5: how long a sign-in waits for each request to the provider.",
-                id="statestore.E034",
+                id="statestore.E044",
             )
         )
     return found
