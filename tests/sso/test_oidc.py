@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.contrib.auth import get_user_model
 
+from statestore_admin.state import sign_in
 from tests.faults import TcpProxy
 
 from .hostile_provider import CLIENT_ID, CLIENT_SECRET, HostileProvider, new_key
@@ -225,3 +226,25 @@ def test_the_login_page_offers_the_provider_only_when_configured(client, provide
     page = client.get("/login/").content.decode()
     assert "Sign in with" not in page
     assert client.get("/oidc/login/").status_code == 404
+
+
+def test_the_session_records_how_its_owner_signed_in(client, provider):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    assert client.session[sign_in.SESSION_KEY] == "single sign-on (Hostile)"
+
+
+def test_a_local_account_of_the_same_name_is_not_taken_over(client, provider, user_factory, caplog):
+    user_factory("alice")
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert_refused(answer, client, caplog, status=403, says="already exists and is not linked")
+
+
+def test_someone_in_no_mapped_group_gets_the_no_access_page(client, provider):
+    provider.claims = {"groups": ["marketing"]}
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert answer.status_code == 403 and not signed_in(client)
+    page = answer.content.decode()
+    assert 'data-testid="no-access"' in page and "<code>marketing</code>" in page and "single sign-on (Hostile)" in page

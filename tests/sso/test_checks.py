@@ -1,0 +1,46 @@
+"""The checks of a half-configured OpenID Connect sign-in (statestore_admin/sso/checks.py), each failing
+``manage.py check`` as the server's start does."""
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from statestore_admin.sso.checks import check_oidc
+
+GOOD = {"OIDC_ISSUER": "https://login.example.com/realms/ops", "OIDC_CLIENT_ID": "dash", "OIDC_CLIENT_SECRET": "s"}
+
+
+def ids(settings, **overrides) -> list[str]:
+    for name, value in {**GOOD, **overrides}.items():
+        setattr(settings, name, value)
+    return [message.id for message in check_oidc()]
+
+
+def test_a_complete_configuration_and_none_at_all_pass(settings):
+    assert ids(settings) == []
+    assert ids(settings, OIDC_ISSUER="", OIDC_CLIENT_ID="", OIDC_CLIENT_SECRET="") == []
+    assert ids(settings, OIDC_ISSUER="http://127.0.0.1:8080/") == []  # loopback: the tests' providers
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"OIDC_CLIENT_SECRET": ""}, ["statestore.E040"]),
+        ({"OIDC_CLIENT_ID": "", "OIDC_CLIENT_SECRET": ""}, ["statestore.E040"]),
+        ({"OIDC_ISSUER": "login.example.com"}, ["statestore.E041"]),
+        ({"OIDC_ISSUER": "https://login.example.com/?tenant=1"}, ["statestore.E041"]),
+        ({"OIDC_ISSUER": "http://login.example.com/realms/ops"}, ["statestore.E042"]),
+        ({"OIDC_SCOPES": ["email", "groups"]}, ["statestore.E043"]),
+        ({"OIDC_TIMEOUT": 0}, ["statestore.E044"]),
+        ({"OIDC_ISSUER": ""}, ["statestore.W040"]),
+    ],
+)
+def test_a_half_configured_sign_in_is_named(settings, overrides, expected):
+    assert ids(settings, **overrides) == expected
+
+
+@pytest.mark.django_db(databases=["default", "airflow"])
+def test_manage_py_check_fails_on_it(settings):
+    ids(settings, OIDC_CLIENT_SECRET="")
+    with pytest.raises(SystemCheckError, match="statestore.E040.*OIDC_CLIENT_SECRET"):
+        call_command("check")
