@@ -60,6 +60,7 @@ class _ProviderApp(DjangoOAuth2App):
         # OpenID Connect Discovery 1.0, 4.3: the document must name the issuer it was fetched for; the ID token's
         # "iss" is then checked against the configured issuer, not against what the document says.
         if str(metadata.get("issuer", "")).rstrip("/") != settings.OIDC_ISSUER.rstrip("/"):
+            self.server_metadata.clear()  # not kept: the next sign-in reads the document again
             raise _Failure(
                 400,
                 "The provider's discovery document names another issuer.",

@@ -1120,6 +1120,9 @@ def root_cases(w) -> list[Case]:
             ok=status(200),  # the form again, with its error
         ),
         Case("logout/", "POST", "/logout/", rule=signed_out, fresh_client=True),
+        # Single sign-on's two steps answer everyone (they are how one signs in): 404 while it is off (no OIDC_ISSUER).
+        Case("oidc/login/", "GET", "/oidc/login/", face=PUBLIC, ok=status(404)),
+        Case("oidc/callback/", "GET", "/oidc/callback/", face=PUBLIC, ok=status(404)),
     ]
 
 

@@ -180,6 +180,8 @@ def test_a_discovery_document_of_another_issuer_is_refused(client, provider, cap
     provider.discovery_overrides = {"issuer": "https://login.example.com"}
     answer = client.get("/oidc/login/")
     assert_refused(answer, client, caplog, says="names another issuer")
+    provider.discovery_overrides = {}  # the provider's document put right: read again, not the refused one kept
+    assert client.get("/oidc/login/").status_code == 302
 
 
 def test_a_rotated_key_is_fetched_and_accepted(client, provider):
