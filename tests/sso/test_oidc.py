@@ -250,3 +250,37 @@ def test_someone_in_no_mapped_group_gets_the_no_access_page(client, provider):
     assert answer.status_code == 403 and not signed_in(client)
     page = answer.content.decode()
     assert 'data-testid="no-access"' in page and "<code>marketing</code>" in page and "single sign-on (Hostile)" in page
+
+
+def test_logout_goes_on_to_the_providers_end_session_endpoint(client, provider):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    id_token = client.session["oidc_id_token"]
+    answer = client.post("/logout/")
+    assert not signed_in(client)
+    url = urlsplit(answer["Location"])
+    assert f"{url.scheme}://{url.netloc}{url.path}" == f"{provider.issuer}/logout"
+    query = parse_qs(url.query)
+    assert query["id_token_hint"] == [id_token]
+    assert query["post_logout_redirect_uri"] == ["http://testserver/login/"]
+
+
+def test_logout_stays_here_when_the_end_session_endpoint_is_elsewhere_or_none(client, provider, user_factory):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    provider.discovery_overrides = {"end_session_endpoint": "https://elsewhere.example/logout"}
+    _drop_cached_discovery()
+    answer = client.post("/logout/")
+    assert answer.status_code == 302 and answer["Location"] == "/login/" and not signed_in(client)
+    # A password sign-in has no ID token: Django's logout, whatever the provider offers.
+    client.force_login(user_factory("bob"))
+    assert client.post("/logout/")["Location"] == "/login/"
+
+
+def _drop_cached_discovery():
+    """The dashboard keeps a provider's discovery document for the life of the process: a changed one is read
+    after a restart, which this stands for."""
+    from statestore_admin.sso import oidc
+
+    for app in oidc._clients.values():
+        app.server_metadata.clear()
