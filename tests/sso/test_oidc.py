@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from statestore_admin.state import sign_in
+from statestore_admin.state.models import AuditEvent
 from tests.faults import TcpProxy
 
 from .hostile_provider import CLIENT_ID, CLIENT_SECRET, HostileProvider, new_key
@@ -284,3 +285,18 @@ def _drop_cached_discovery():
 
     for app in oidc._clients.values():
         app.server_metadata.clear()
+
+
+@pytest.mark.django_db(databases=["default", "airflow"])
+def test_the_audit_records_a_change_as_made_after_single_sign_on(
+    client, provider, settings, dag_run_factory, task_key_factory
+):
+    key = task_key_factory(dag_run_factory(), key="cursor", value="1")
+    settings.OIDC_GROUP_ROLES = {"ops-viewers": "Operator"}
+    params = begin(client, provider)
+    finish(client, params["state"])
+    hx = {"HTTP_HX_REQUEST": "true"}
+    dialog = client.get("/keys/task/expire/", {"ids": [key.pk]}, **hx)
+    listed = dialog.content.decode().split('name="listed" value="')[1].split('"')[0]
+    assert client.post("/keys/task/expire/", {"ids": [key.pk], "listed": listed}, **hx).status_code == 204
+    assert AuditEvent.objects.get().signed_in == "single sign-on (Hostile)"
