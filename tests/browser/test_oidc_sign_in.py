@@ -128,6 +128,8 @@ def groups_of(django_user_model, username: str) -> set[str]:
 
 def test_sign_in_group_changes_and_logout(page, live_server, sso, oidc_provider, django_user_model, screenshot):
     sso("alice", "ops-viewers", "team-etl", "an-unmapped-group")
+    page.goto(f"{live_server.url}/login/")
+    screenshot("oidc-login-page")
     sign_in_at_provider(page, live_server, "alice")
     expect(page).to_have_url(f"{live_server.url}/dags/")  # the page asked for, after the provider
     expect(page.locator("header")).to_contain_text("alice")
