@@ -70,6 +70,15 @@ def check_oidc(app_configs=None, **kwargs):
                 id="statestore.E043",
             )
         )
+    if not settings.OIDC_GROUP_ROLES and not settings.OIDC_GROUP_SCOPES:
+        found.append(
+            checks.Warning(
+                "OIDC_ISSUER is set but OIDC_GROUP_ROLES and OIDC_GROUP_SCOPES map no group: everyone who signs in "
+                "through the provider gets the no-access page.",
+                hint="Map the provider's groups to roles, e.g. OIDC_GROUP_ROLES='airflow-ops=Operator'. " + HINT,
+                id="statestore.W041",
+            )
+        )
     if settings.OIDC_TIMEOUT <= 0:
         found.append(
             checks.Error(

@@ -7,7 +7,13 @@ from django.core.management.base import SystemCheckError
 
 from statestore_admin.sso.checks import check_oidc
 
-GOOD = {"OIDC_ISSUER": "https://login.example.com/realms/ops", "OIDC_CLIENT_ID": "dash", "OIDC_CLIENT_SECRET": "s"}
+GOOD = {
+    "OIDC_ISSUER": "https://login.example.com/realms/ops",
+    "OIDC_CLIENT_ID": "dash",
+    "OIDC_CLIENT_SECRET": "s",
+    "OIDC_GROUP_ROLES": {"airflow-ops": "Operator"},
+    "OIDC_GROUP_SCOPES": {},
+}
 
 
 def ids(settings, **overrides) -> list[str]:
@@ -33,6 +39,8 @@ def test_a_complete_configuration_and_none_at_all_pass(settings):
         ({"OIDC_SCOPES": ["email", "groups"]}, ["statestore.E043"]),
         ({"OIDC_TIMEOUT": 0}, ["statestore.E044"]),
         ({"OIDC_ISSUER": ""}, ["statestore.W040"]),
+        ({"OIDC_GROUP_ROLES": {}}, ["statestore.W041"]),
+        ({"OIDC_GROUP_ROLES": {}, "OIDC_GROUP_SCOPES": {"team-etl": "scope-etl"}}, []),
     ],
 )
 def test_a_half_configured_sign_in_is_named(settings, overrides, expected):
