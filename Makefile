@@ -31,7 +31,8 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 
 install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json
 
-# The embedded demo: both databases are SQLite files in var/, whatever the environment says.
+# The embedded demo: both databases are SQLite files in var/demo/, whatever the environment says; nothing of it
+# (its users, their password) is in var/dashboard.sqlite3, the database of a dashboard on a real Airflow.
 run: export STATESTORE_DEMO = 1
 run: install
 	$(PY) manage.py migrate --noinput --verbosity 0
@@ -71,6 +72,6 @@ test-compat: install-dev
 schema:
 	bash scripts/make_airflow_schema.sh
 
+# The demo's files only: var/dashboard.sqlite3 belongs to a dashboard on a real Airflow database.
 clean-demo:
-	rm -f var/airflow.sqlite3 var/dashboard.sqlite3 var/demo_password
-	rm -rf var/state
+	rm -rf var/demo

@@ -55,7 +55,7 @@ def prepare(tmp: Path, rows: int, **variables):
     )
     asset = int(_run([*manage, "shell", "--no-imports", "-c", script], env).split()[-1])
     value = json.dumps({"payload": "x" * 150})
-    with sqlite3.connect(tmp / "var" / "airflow.sqlite3") as db:
+    with sqlite3.connect(tmp / "var" / "demo" / "airflow.sqlite3") as db:  # the embedded (demo) Airflow file
         db.executemany(
             "INSERT INTO asset_state_store (asset_id, key, value, updated_at) VALUES (?, ?, ?, '2026-12-01 00:00')",
             ((asset, f"key_{i:07d}", value) for i in range(rows)),

@@ -1,6 +1,6 @@
 """Take the README's gallery (docs/screenshots/) from the demo as a newcomer sees it, in Debian's Chromium.
 
-Run `make run` first (the demo on http://127.0.0.1:8000/, its password in var/demo_password), then:
+Run `make run` first (the demo on http://127.0.0.1:8000/, its password in var/demo/demo_password), then:
 
     .venv/bin/python scripts/readme_screenshots.py [--url http://127.0.0.1:8000] [--out docs/screenshots]
 
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     args = parser.parse_args()
     url = args.url.rstrip("/")
-    password = (ROOT / "var" / "demo_password").read_text().strip()
+    password = (ROOT / "var" / "demo" / "demo_password").read_text().strip()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         for scheme in ("light", "dark"):

@@ -6,10 +6,12 @@ The dashboard has two databases:
   ``statestore_admin.airflow.dburl.resolve_airflow_database``; default the embedded demo SQLite file.
 
 ``STATESTORE_DEMO=1`` (set by ``make run``) forces both embedded databases, whatever ``DATABASE_URL``
-or Airflow's own configuration say.
+or Airflow's own configuration say. The demo's files (both databases, its password, its secret key, its
+objects) live in ``var/demo/``, apart from the embedded dashboard database of a dashboard on a real Airflow
+database (``var/dashboard.sqlite3``): a deployment never inherits the demo's accounts (statestore.E050).
 
 ``SECRET_KEY`` must be set whenever ``DATABASE_URL`` is (a shared, production deployment). With the
-embedded dashboard database a random key is generated once into ``var/secret_key``.
+embedded dashboard database a random key is generated once into ``secret_key`` beside it.
 """
 
 import os
@@ -30,7 +32,19 @@ env = environ.Env()
 
 VAR_DIR = Path(env.str("STATESTORE_VAR_DIR", default=str(BASE_DIR / "var")))
 DEMO = env.bool("STATESTORE_DEMO", default=False)
+DEMO_DIR = VAR_DIR / "demo"
 EMBEDDED_DASHBOARD_DB = DEMO or "DATABASE_URL" not in os.environ
+
+# The Airflow metadata database (statestore_admin/airflow/dburl.py); the demo's when nothing else is configured.
+AIRFLOW_DB_ALIAS = "airflow"
+if DEMO:  # the demo's worker-side objects live in var/demo/state/, like a worker's common.io backend writes them
+    os.environ.setdefault("AIRFLOW__WORKERS__STATE_STORE_BACKEND", OBJECT_STORAGE_BACKEND)
+    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{DEMO_DIR / 'state'}/")
+    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+AIRFLOW_DATABASE = resolve_airflow_database(os.environ, embedded_path=DEMO_DIR / "airflow.sqlite3", demo=DEMO)
+# On the demo's Airflow database the dashboard is the demo, and its own embedded files are the demo's; on any
+# other, they are var/'s, which the demo never writes: its users and their shared password stay in the demo.
+EMBEDDED_FILES_DIR = DEMO_DIR if AIRFLOW_DATABASE.embedded else VAR_DIR
 
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
@@ -38,9 +52,9 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 
 def _embedded_secret_key() -> str:
-    path = VAR_DIR / "secret_key"
+    path = EMBEDDED_FILES_DIR / "secret_key"
     if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        EMBEDDED_FILES_DIR.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(50))
@@ -124,22 +138,15 @@ TEMPLATES = [
 ]
 
 # Databases ----------------------------------------------------------------------------------
-AIRFLOW_DB_ALIAS = "airflow"
 # The Airflow series ("3.3" or "3.4") whose schema a new embedded (demo) or test Airflow database gets. A real
 # Airflow database is never created: the dashboard reads which series it has (airflow/versions.py).
 AIRFLOW_FIXTURE_SERIES = env.str("AIRFLOW_FIXTURE_SERIES", default="3.3")
-_embedded_airflow_path = VAR_DIR / "airflow.sqlite3"
-if DEMO:  # the demo's worker-side objects live in var/state/, like a worker's common.io backend writes them
-    os.environ.setdefault("AIRFLOW__WORKERS__STATE_STORE_BACKEND", OBJECT_STORAGE_BACKEND)
-    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{VAR_DIR / 'state'}/")
-    os.environ.setdefault("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
-AIRFLOW_DATABASE = resolve_airflow_database(os.environ, embedded_path=_embedded_airflow_path, demo=DEMO)
 if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    EMBEDDED_FILES_DIR.mkdir(parents=True, exist_ok=True)
 
 DATABASES = {
     "default": (
-        env.db_url_config(f"sqlite:///{VAR_DIR / 'dashboard.sqlite3'}")
+        env.db_url_config(f"sqlite:///{EMBEDDED_FILES_DIR / 'dashboard.sqlite3'}")
         if EMBEDDED_DASHBOARD_DB
         else env.db_url("DATABASE_URL")
     )

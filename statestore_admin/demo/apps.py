@@ -2,8 +2,12 @@ from django.apps import AppConfig
 
 
 class DemoConfig(AppConfig):
-    """The embedded demo's data and its ``demo_data`` and ``demo_setup`` commands."""
+    """The embedded demo's data, its ``demo_data``, ``demo_setup`` and ``remove_demo_accounts`` commands, and the
+    check that keeps its accounts out of any other deployment (statestore.E050)."""
 
     name = "statestore_admin.demo"
     label = "demo"
     verbose_name = "Demo"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers statestore.E050)

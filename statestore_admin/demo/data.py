@@ -51,7 +51,7 @@ def _ref(uri: str) -> dict:
 @dataclass(frozen=True)
 class Offloaded:
     """A value a worker-side backend keeps as an object: with the demo's object storage (``make run`` puts it
-    in var/state/), written there the way common.io's backend writes it, the row holding its reference."""
+    in var/demo/state/), written there the way common.io's backend writes it, the row holding its reference."""
 
     value: object
 

@@ -1,5 +1,5 @@
 """Editing a worker-side reference (issue 23 item 9), in a real browser on the demo's data with its local object
-storage (``file://``, as ``make run`` configures it in var/state/): the editor says that saving replaces the
+storage (``file://``, as ``make run`` configures it in var/demo/state/): the editor says that saving replaces the
 reference with an inline value and orphans the object, and "Also delete the worker-side object" deletes it
 after the row. No console error."""
 

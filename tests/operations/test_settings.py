@@ -31,6 +31,7 @@ def test_secret_key_is_required_with_a_dashboard_database_url(tmp_path):
 
 
 def test_embedded_mode_generates_a_private_secret_key_once(tmp_path):
+    """Nothing configured: the demo's files, its key in var/demo/ (a dashboard on a real Airflow has its own)."""
     env = {"STATESTORE_VAR_DIR": str(tmp_path / "var")}
     first = run_manage(
         "shell",
@@ -49,7 +50,7 @@ def test_embedded_mode_generates_a_private_secret_key_once(tmp_path):
     assert first.returncode == 0, first.stderr
     key = first.stdout.strip()
     assert len(key) >= 50 and key == second.stdout.strip()
-    assert (tmp_path / "var" / "secret_key").stat().st_mode & 0o077 == 0
+    assert (tmp_path / "var" / "demo" / "secret_key").stat().st_mode & 0o077 == 0
 
 
 def test_debug_is_off_by_default(tmp_path):
@@ -127,10 +128,10 @@ def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
         f"print(sorted(g.name for g in u.groups.all()), scope_of(u).describe(), u.check_password({password!r}))",
         env=dict(env),
     )
-    assert scoped.stdout.strip() == ("['Operator', 'demo-team-etl'] DAGs etl_*; assets s3://warehouse/raw/* True"), (
-        scoped.stderr
-    )
-    db = sqlite3.connect(tmp_path / "var" / "airflow.sqlite3")
+    assert scoped.stdout.strip() == (
+        "['Operator', 'demo accounts', 'demo-team-etl'] DAGs etl_*; assets s3://warehouse/raw/* True"
+    ), scoped.stderr
+    db = sqlite3.connect(tmp_path / "var" / "demo" / "airflow.sqlite3")
     total = db.execute("SELECT count(*) FROM task_state_store").fetchone()[0]
     assert total >= 40
     db.execute("DELETE FROM task_state_store WHERE key = 'job_id'")

@@ -9,13 +9,19 @@ from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
+from statestore_admin.demo.accounts import (
+    DEMO_OPERATOR_USERNAME,
+    DEMO_TEAM_GROUP,
+    DEMO_USERNAME,
+    DEMO_VIEWER_USERNAME,
+    mark,
+)
 from statestore_admin.demo.data import README_RUN_ID
 from statestore_admin.state import history, scopes
 from statestore_admin.state.roles import OPERATOR, VIEWER
 
-DEMO_USERNAME = "demo"
 # Users to try the roles and a scope with (the same password): (name, role, team group or None)
-DEMO_ROLE_USERS = (("demo-viewer", VIEWER, None), ("demo-etl", OPERATOR, "demo-team-etl"))
+DEMO_ROLE_USERS = ((DEMO_VIEWER_USERNAME, VIEWER, None), (DEMO_OPERATOR_USERNAME, OPERATOR, DEMO_TEAM_GROUP))
 DEMO_TEAM_SCOPE = {"dags": ["etl_*"], "assets": ["s3://warehouse/raw/*"]}
 
 
@@ -23,8 +29,8 @@ class Command(BaseCommand):
     requires_system_checks = []  # it creates what the Airflow database check looks for
 
     help = (
-        "Prepare the embedded demo: Airflow's schema and demo data in var/airflow.sqlite3 and a demo "
-        "login in the embedded dashboard database. Prints the login."
+        "Prepare the embedded demo in var/demo/: Airflow's schema and demo data in its airflow.sqlite3 and "
+        "the demo's logins in its dashboard.sqlite3. Prints the login."
     )
 
     def add_arguments(self, parser):
@@ -38,14 +44,14 @@ class Command(BaseCommand):
             )
         if set(STATE_TABLES) <= existing_airflow_tables(connections[airflow_alias()]):
             self.stdout.write(
-                "Keeping the existing demo database with your changes (`python manage.py demo_data` refreshes "
-                "the demo keys; deleting var/airflow.sqlite3 starts afresh)."
+                "Keeping the existing demo database with your changes (`STATESTORE_DEMO=1 python manage.py "
+                "demo_data` refreshes the demo keys; `make clean-demo` starts afresh)."
             )
         else:
             call_command("create_airflow_schema", stdout=self.stdout)
             call_command("demo_data", stdout=self.stdout)
             history.seed_history()  # Insights draws days of history on a fresh demo
-        password_file = settings.VAR_DIR / "demo_password"
+        password_file = settings.DEMO_DIR / "demo_password"
         if not password_file.exists():
             password_file.write_text(secrets.token_urlsafe(12))
             password_file.chmod(0o600)
@@ -61,7 +67,8 @@ def start_message(url: str, password: str) -> str:
     return (
         f"\nstatestore-admin demo: {url}\n  login: {DEMO_USERNAME} / {password}\n"
         f"  also, with the same password: {others}\n"
-        f"  the API: TOKEN=$(.venv/bin/python manage.py create_api_token {DEMO_USERNAME} --name try-the-api)\n"
+        f"  the API: TOKEN=$(STATESTORE_DEMO=1 .venv/bin/python manage.py create_api_token {DEMO_USERNAME} "
+        "--name try-the-api)\n"
         f'           curl -H "Authorization: Bearer $TOKEN" "{api}"\n'
     )
 
@@ -74,12 +81,14 @@ def _scope_text(team: str | None) -> str:
 
 
 def create_demo_users(password: str) -> None:
-    """The demo login (a superuser) and the users to try the roles with, all with ``password``."""
+    """The demo login (a superuser) and the users to try the roles with, all with ``password``, each marked as
+    the demo's (statestore.E050 keeps them out of any other deployment)."""
     user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
     user.is_staff = user.is_superuser = True
     if not user.check_password(password):  # a new hash of the same password would revoke the demo's tokens
         user.set_password(password)
     user.save()
+    mark(user)
     for name, role, team in DEMO_ROLE_USERS:
         _role_user(name, role, team, password)
 
@@ -90,6 +99,7 @@ def _role_user(name: str, role: str, team: str | None, password: str) -> None:
     if created:
         user.set_password(password)
         user.save()
+    mark(user)
     user.groups.add(Group.objects.get(name=role))
     if team:
         group, _ = Group.objects.get_or_create(name=team)
