@@ -171,8 +171,10 @@ def _verified_claims(request) -> tuple[dict, str]:
             ) from exc
         raise _Failure(
             400,
-            f"{provider_name()} refused the sign-in ({exc.error}). Start again from the sign-in page.",
-            f"provider error {exc.error!r}: {exc.description or ''}",
+            # The error comes from the callback's query string, which anyone can write: cut short on the page,
+            # quoted in the log (no line of its own there).
+            f"{provider_name()} refused the sign-in ({str(exc.error)[:80]}). Start again from the sign-in page.",
+            f"provider error {exc.error!r}: {exc.description!r}",
         ) from exc
     except requests.RequestException as exc:
         raise _unreachable(exc) from exc

@@ -122,8 +122,10 @@ def test_a_code_the_provider_refuses_is_refused(client, provider, caplog):
 
 def test_an_error_the_provider_sends_back_is_refused(client, provider, caplog):
     params = begin(client, provider)
-    answer = client.get("/oidc/callback/", {"error": "access_denied", "state": params["state"]})
+    forged = {"error": "access_denied", "error_description": "x\nWARNING forged line", "state": params["state"]}
+    answer = client.get("/oidc/callback/", forged)
     assert_refused(answer, client, caplog, says="refused the sign-in (access_denied)")
+    assert not any("\n" in record.getMessage() for record in caplog.records)  # the description stays on its line
 
 
 @pytest.mark.parametrize(
