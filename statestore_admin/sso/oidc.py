@@ -159,8 +159,6 @@ def _verified_claims(request) -> tuple[dict, str]:
             "aud": {"essential": True, "values": [settings.OIDC_CLIENT_ID]},
         }
         token = client.authorize_access_token(request, claims_options=claims_options, leeway=60)
-    except _Failure:
-        raise
     except OAuthError as exc:
         if exc.error == "mismatching_state":
             raise _Failure(
@@ -203,8 +201,10 @@ def _identity(claims: dict) -> sign_in.Identity:
             f"ID token of sub {claims.get('sub')!r} without a string {settings.OIDC_USERNAME_CLAIM!r} claim",
         )
     groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
-    if isinstance(groups, str):  # a provider that sends one group as a string
+    if isinstance(groups, str):  # a provider that sends one group as a string (Google's "hd")
         groups = [groups]
+    if not isinstance(groups, list):  # not a list of names: no group, so the no-access page rather than a 500
+        groups = []
     email = claims.get("email")
     return sign_in.Identity(
         method=sign_in.OIDC,

@@ -302,3 +302,17 @@ def test_the_audit_records_a_change_as_made_after_single_sign_on(
     listed = dialog.content.decode().split('name="listed" value="')[1].split('"')[0]
     assert client.post("/keys/task/expire/", {"ids": [key.pk], "listed": listed}, **hx).status_code == 204
     assert AuditEvent.objects.get().signed_in == "single sign-on (Hostile)"
+
+
+@pytest.mark.parametrize("groups", [{"ops-viewers": True}, 7])
+def test_a_groups_claim_that_is_no_list_gives_no_access(client, provider, groups):
+    provider.claims = {"groups": groups}
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert answer.status_code == 403 and 'data-testid="no-access"' in answer.content.decode()
+
+
+def test_one_group_as_a_string_is_a_group(client, provider):
+    provider.claims = {"groups": "ops-viewers"}
+    params = begin(client, provider)
+    assert finish(client, params["state"]).status_code == 302 and signed_in(client)
