@@ -22,7 +22,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev
+# The OpenID provider the single sign-on browser tests start (tests/oidc_provider/, pinned by its package-lock.json);
+# without npm those tests are skipped, saying so (in CI they fail).
+OIDC_PROVIDER := tests/oidc_provider
+$(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.json
+	@if command -v npm >/dev/null; then cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm is missing: tests/browser/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
+
+install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json
 
 # The embedded demo: both databases are SQLite files in var/demo/, whatever the environment says; nothing of it
 # (its users, their password) is in var/dashboard.sqlite3, the database of a dashboard on a real Airflow.

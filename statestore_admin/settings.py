@@ -18,6 +18,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -131,6 +132,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "statestore_admin.dashboard.context.capabilities",
                 "statestore_admin.dashboard.context.environment",
+                "statestore_admin.sso.oidc.context",
             ],
         },
     },
@@ -281,19 +283,31 @@ def _group_mapping(name: str) -> dict[str, str]:
 OIDC_GROUP_ROLES = _group_mapping("OIDC_GROUP_ROLES")
 OIDC_GROUP_SCOPES = _group_mapping("OIDC_GROUP_SCOPES")
 
+# OpenID Connect sign-in (docs/sign-in.md, "OpenID Connect"; statestore_admin/sso/oidc.py) ---------------------
+# OIDC_ISSUER turns it on: the provider's issuer URL, whose /.well-known/openid-configuration the dashboard reads.
+# The login page then offers "Sign in with OIDC_PROVIDER_NAME" (default: the issuer's host name), which the audit
+# trail also records. OIDC_GROUPS_CLAIM and OIDC_USERNAME_CLAIM: the ID token's claims that carry the person's
+# groups and their username. OIDC_TIMEOUT: seconds to wait for each request to the provider.
+OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
+OIDC_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+OIDC_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+OIDC_SCOPES = env.str("OIDC_SCOPES", default="openid email profile groups").replace(",", " ").split()
+OIDC_GROUPS_CLAIM = env.str("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env.str("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="")
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT", default=5.0)
+
 # Behind an authenticating proxy (docs/sign-in.md, "Behind an authenticating proxy"; statestore_admin/sso/proxy.py):
 # requests whose REMOTE_ADDR is one of TRUSTED_PROXY_ADDRESSES (addresses or CIDR networks; empty: the mode is off)
 # and carry PROXY_USER_HEADER are signed in as that user, with PROXY_EMAIL_HEADER and PROXY_GROUPS_HEADER
 # (comma-separated, as oauth2-proxy sends them) through the group mapping above. The same headers from any other
 # address are ignored and logged. PROXY_PROVIDER_NAME: the proxy's name in the audit trail ("authenticating proxy
-# (oauth2-proxy)"; empty: "authenticating proxy"); it is part of each person's link, so it must not change later.
+# (oauth2-proxy)"; empty: "authenticating proxy").
 TRUSTED_PROXY_ADDRESSES = env.list("TRUSTED_PROXY_ADDRESSES", default=[])
 PROXY_USER_HEADER = env.str("PROXY_USER_HEADER", default="X-Forwarded-User")
 PROXY_EMAIL_HEADER = env.str("PROXY_EMAIL_HEADER", default="X-Forwarded-Email")
 PROXY_GROUPS_HEADER = env.str("PROXY_GROUPS_HEADER", default="X-Forwarded-Groups")
 PROXY_PROVIDER_NAME = env.str("PROXY_PROVIDER_NAME", default="")
-# Single sign-on's issuer (the OpenID Connect settings; empty: off).
-OIDC_ISSUER = env.str("OIDC_ISSUER", default="")
 # Off: no password sign-in at all (the login page and /admin/login/ refuse it), allowed only with single sign-on
 # or the proxy (statestore.E045). A superuser then gets in through `manage.py break_glass` (docs/sign-in.md).
 LOCAL_PASSWORDS = env.bool("LOCAL_PASSWORDS", default=True)
@@ -377,6 +391,21 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+
+
+def allow_form_action(csp: dict, url: str) -> dict:
+    """``csp`` with the origin of ``url`` added to form-action. Browsers apply form-action to where a form's answer
+    redirects: the Sign out form's logout continues to the OpenID provider's end-session endpoint."""
+    parts = urlsplit(url)
+    directives = csp["DIRECTIVES"]
+    return {
+        **csp,
+        "DIRECTIVES": {**directives, "form-action": [*directives["form-action"], f"{parts.scheme}://{parts.netloc}"]},
+    }
+
+
+if OIDC_ISSUER:
+    CONTENT_SECURITY_POLICY = allow_form_action(CONTENT_SECURITY_POLICY, OIDC_ISSUER)
 # Airflow's UI may frame the pages when its origins are listed (statestore_admin/framing.py); none by default.
 try:
     STATESTORE_FRAME_ANCESTORS = [frame_origin(o) for o in env.list("STATESTORE_FRAME_ANCESTORS", default=[])]

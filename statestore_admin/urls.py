@@ -1,17 +1,18 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from statestore_admin import health, metrics
 from statestore_admin.dashboard import errors
-from statestore_admin.sso import break_glass, passwords
+from statestore_admin.sso import break_glass, oidc, passwords
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("login/", passwords.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", oidc.OidcLogoutView.as_view(), name="logout"),
+    path("oidc/login/", oidc.start, name="oidc_login"),
+    path("oidc/callback/", oidc.callback, name="oidc_callback"),
     path("break-glass/<str:token>/", break_glass.view, name="break-glass"),
     path("admin/login/", passwords.admin_login),  # before the admin's own: LOCAL_PASSWORDS
     path("admin/", admin.site.urls),

@@ -104,7 +104,7 @@ class ProxySignInMiddleware:
             return None
         identity = sign_in.Identity(
             method=sign_in.PROXY,
-            provider=settings.PROXY_PROVIDER_NAME,
+            label=settings.PROXY_PROVIDER_NAME,
             username=username.strip(),
             email=(_header(meta, self.headers["PROXY_EMAIL_HEADER"]) or "").strip(),
             groups=split_groups(_header(meta, self.headers["PROXY_GROUPS_HEADER"]) or ""),

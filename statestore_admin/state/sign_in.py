@@ -34,8 +34,9 @@ USERNAME_MAX = 150  # Django's User.username
 
 @dataclass(frozen=True)
 class Identity:
-    """A person as the provider (or proxy) vouched for them. ``subject`` identifies them for good (OIDC's
-    ``sub``); the proxy, which sends no such id, vouches for the user name itself."""
+    """A person as the provider (or proxy) vouched for them. ``provider`` and ``subject`` identify them for good
+    (OIDC's issuer and ``sub``; the proxy, which sends no such id, vouches for the user name itself); ``label``
+    is only the provider's name as people know it, free to change."""
 
     method: str
     username: str
@@ -43,12 +44,14 @@ class Identity:
     groups: tuple[str, ...] = ()
     provider: str = ""
     subject: str = ""
+    label: str = ""
 
     @property
     def described(self) -> str:
         """How they signed in, as the audit trail shows it: 'single sign-on (Okta)'."""
-        label = METHODS.get(self.method, self.method)
-        return f"{label} ({self.provider})" if self.provider else label
+        how = METHODS.get(self.method, self.method)
+        name = self.label or self.provider
+        return f"{how} ({name})" if name else how
 
 
 class Refused(Exception):

@@ -292,7 +292,7 @@ def test_requirements_split():
     runtime = (ROOT / "requirements.txt").read_text().lower()
     dev = (ROOT / "requirements-dev.txt").read_text().lower()
     assert "gunicorn==" in runtime
-    for tool in ("pytest", "playwright", "schemathesis", "ruff", "apache-airflow-client", "requests"):
+    for tool in ("pytest", "playwright", "schemathesis", "ruff", "apache-airflow-client"):
         assert not re.search(rf"^{tool}\b", runtime, re.M), tool
         assert re.search(rf"^{tool}==", dev, re.M), tool
     assert "-r requirements.txt" in dev

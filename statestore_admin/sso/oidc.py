@@ -1,0 +1,276 @@
+"""OpenID Connect sign-in (docs/sign-in.md, "OpenID Connect"), through Authlib's Django client.
+
+``OIDC_ISSUER`` turns it on. The login page links to ``start`` ("Sign in with <provider>"), which sends the
+browser to the provider's authorization endpoint (found in its ``/.well-known/openid-configuration``) with a
+state, a nonce and a PKCE S256 challenge, all three kept in the session. The provider sends the browser back
+to ``callback``, which exchanges the code (with the PKCE verifier) at the token endpoint and verifies the ID
+token: its signature against the provider's published keys (fetched again once when a token names a key they
+do not hold: a rotation), its issuer, audience, expiry and nonce. Only then is anyone signed in:
+``sign_in.sign_in_identity`` makes or finds the user and applies the group mapping.
+
+Everything that can go wrong on the way answers a page that says what happened, with a log line, and
+signs nobody in: a state that is missing, wrong or used already (a replayed callback), a refusal by the
+provider (a code used twice), a token that fails verification, a provider that is down or slow.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+import requests
+from authlib.integrations.django_client import DjangoOAuth2App, OAuth, OAuthError
+from django.conf import settings
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import LogoutView
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import render, resolve_url
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from joserfc.errors import JoseError
+
+from statestore_admin.state import sign_in
+
+log = logging.getLogger(__name__)
+
+# The ID token signatures accepted, whatever the provider's metadata lists: asymmetric ones only, so never
+# "none" and never an HMAC keyed with something the provider published.
+SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+NEXT_KEY = "oidc_next"  # where to go after signing in (a safe path, checked before it is stored)
+ID_TOKEN_KEY = "oidc_id_token"  # the ID token, sent back to the provider as id_token_hint at logout
+
+
+def enabled() -> bool:
+    return bool(settings.OIDC_ISSUER)
+
+
+def provider_name() -> str:
+    return settings.OIDC_PROVIDER_NAME or urlsplit(settings.OIDC_ISSUER).hostname or settings.OIDC_ISSUER
+
+
+def context(request) -> dict:
+    """A context processor: the provider's name for the login page's "Sign in with …" (empty: no button)."""
+    return {"oidc_provider": provider_name() if enabled() else ""}
+
+
+class _ProviderApp(DjangoOAuth2App):
+    def load_server_metadata(self):
+        metadata = super().load_server_metadata()
+        # OpenID Connect Discovery 1.0, 4.3: the document must name the issuer it was fetched for; the ID token's
+        # "iss" is then checked against the configured issuer, not against what the document says.
+        if str(metadata.get("issuer", "")).rstrip("/") != settings.OIDC_ISSUER.rstrip("/"):
+            self.server_metadata.clear()  # not kept: the next sign-in reads the document again
+            raise _Failure(
+                400,
+                "The provider's discovery document names another issuer.",
+                f"discovery document issuer {metadata.get('issuer')!r} is not OIDC_ISSUER {settings.OIDC_ISSUER!r}",
+            )
+        offered = metadata.get("id_token_signing_alg_values_supported") or ["RS256"]
+        metadata["id_token_signing_alg_values_supported"] = [alg for alg in offered if alg in SIGNING_ALGORITHMS]
+        return metadata
+
+
+class _OAuth(OAuth):
+    oauth2_client_cls = _ProviderApp
+
+
+# One client per configuration: Authlib keeps the discovery document and the keys on it for the life of the
+# process (the keys are fetched again when a token names one they do not hold).
+_clients: dict[tuple, _ProviderApp] = {}
+
+
+def _client() -> _ProviderApp:
+    config = (
+        settings.OIDC_ISSUER,
+        settings.OIDC_CLIENT_ID,
+        settings.OIDC_CLIENT_SECRET,
+        tuple(settings.OIDC_SCOPES),
+        settings.OIDC_TIMEOUT,
+    )
+    if config not in _clients:
+        _clients[config] = _OAuth().register(
+            "oidc",
+            client_id=settings.OIDC_CLIENT_ID,
+            client_secret=settings.OIDC_CLIENT_SECRET,
+            server_metadata_url=settings.OIDC_ISSUER.rstrip("/") + "/.well-known/openid-configuration",
+            client_kwargs={
+                "scope": " ".join(settings.OIDC_SCOPES),
+                "code_challenge_method": "S256",
+                "default_timeout": settings.OIDC_TIMEOUT,
+            },
+        )
+    return _clients[config]
+
+
+class _Failure(Exception):
+    """A sign-in that cannot go on: the page's status and message, and what the log says."""
+
+    def __init__(self, status: int, message: str, detail: str):
+        super().__init__(detail)
+        self.status, self.message, self.detail = status, message, detail
+
+
+def _failed(request, failure: _Failure):
+    log.warning("OIDC sign-in refused (%s): %s", provider_name(), failure.detail)
+    context = {"provider": provider_name(), "message": failure.message}
+    return render(request, "registration/oidc_failed.html", context, status=failure.status)
+
+
+def _safe_next(request) -> str:
+    target = request.GET.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return target
+    return resolve_url(settings.LOGIN_REDIRECT_URL)
+
+
+@login_not_required
+def start(request):
+    """Send the browser to the provider, the safe ``next`` kept for the way back."""
+    if not enabled():
+        raise Http404("OpenID Connect sign-in is not configured.")
+    request.session[NEXT_KEY] = _safe_next(request)
+    try:
+        return _client().authorize_redirect(request, request.build_absolute_uri(reverse("oidc_callback")))
+    except _Failure as failure:
+        return _failed(request, failure)
+    except requests.RequestException as exc:
+        return _failed(request, _unreachable(exc))
+
+
+def _unreachable(exc: Exception) -> _Failure:
+    return _Failure(
+        503,
+        f"{provider_name()} did not answer in time, or could not be reached. Try again in a moment; if it "
+        "persists, tell whoever runs the dashboard.",
+        f"provider unreachable: {type(exc).__name__}: {exc}",
+    )
+
+
+def _verified_claims(request) -> tuple[dict, str]:
+    """The ID token's verified claims and the token itself, or ``_Failure``."""
+    try:
+        client = _client()
+        issuer = client.load_server_metadata()["issuer"]  # the configured one (checked as the document is read)
+        # Both named: Authlib checks "aud" only when told to (it checks "azp" against the client id, which a token
+        # for another client may well carry too).
+        claims_options = {
+            "iss": {"essential": True, "values": [issuer]},
+            "aud": {"essential": True, "values": [settings.OIDC_CLIENT_ID]},
+        }
+        token = client.authorize_access_token(request, claims_options=claims_options, leeway=60)
+    except OAuthError as exc:
+        if exc.error == "mismatching_state":
+            raise _Failure(
+                400,
+                "This sign-in answer does not belong to a sign-in started in this browser, or it was used already. "
+                "Start again from the sign-in page.",
+                "state missing, unknown or used already (a forged or replayed callback)",
+            ) from exc
+        raise _Failure(
+            400,
+            # The error comes from the callback's query string, which anyone can write: cut short on the page,
+            # quoted in the log (no line of its own there).
+            f"{provider_name()} refused the sign-in ({str(exc.error)[:80]}). Start again from the sign-in page.",
+            f"provider error {exc.error!r}: {exc.description!r}",
+        ) from exc
+    except requests.RequestException as exc:
+        raise _unreachable(exc) from exc
+    except (JoseError, ValueError) as exc:
+        raise _Failure(
+            400,
+            f"The answer from {provider_name()} could not be verified, so nobody was signed in. Start again from the "
+            "sign-in page; if it persists, tell whoever runs the dashboard.",
+            f"ID token refused: {type(exc).__name__}: {exc}",
+        ) from exc
+    if "userinfo" not in token:
+        raise _Failure(
+            400,
+            f"{provider_name()} sent no ID token, so nobody was signed in.",
+            "token response without an ID token (is 'openid' in OIDC_SCOPES?)",
+        )
+    return dict(token["userinfo"]), token["id_token"]
+
+
+def _identity(claims: dict) -> sign_in.Identity:
+    username = claims.get(settings.OIDC_USERNAME_CLAIM)
+    if not isinstance(username, str) or not username.strip():
+        raise _Failure(
+            400,
+            f"{provider_name()} sent no {settings.OIDC_USERNAME_CLAIM!r} claim to use as your username.",
+            f"ID token of sub {claims.get('sub')!r} without a string {settings.OIDC_USERNAME_CLAIM!r} claim",
+        )
+    groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
+    if isinstance(groups, str):  # a provider that sends one group as a string (Google's "hd")
+        groups = [groups]
+    if not isinstance(groups, list):  # not a list of names: no group, so the no-access page rather than a 500
+        groups = []
+    email = claims.get("email")
+    return sign_in.Identity(
+        method=sign_in.OIDC,
+        username=username.strip(),
+        email=email if isinstance(email, str) else "",
+        groups=tuple(str(group) for group in groups),
+        provider=settings.OIDC_ISSUER,  # with sub, the person's link: the name on the button may change
+        subject=str(claims["sub"]),
+        label=provider_name(),
+    )
+
+
+@login_not_required
+def callback(request):
+    """The provider's answer: verified, then the person signed in and sent on, or a page saying why not."""
+    if not enabled():
+        raise Http404("OpenID Connect sign-in is not configured.")
+    target = request.session.pop(NEXT_KEY, None) or resolve_url(settings.LOGIN_REDIRECT_URL)
+    try:
+        claims, id_token = _verified_claims(request)
+        identity = _identity(claims)
+    except _Failure as failure:
+        return _failed(request, failure)
+    try:
+        user = sign_in.sign_in_identity(identity)
+    except sign_in.NoAccess as exc:  # sign_in logs it
+        context = {"identity": identity, "message": str(exc)}
+        return render(request, "registration/no_access.html", context, status=403)
+    except sign_in.Refused as exc:
+        return _failed(request, _Failure(403, str(exc), f"identity of {identity.username!r} refused: {exc}"))
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    sign_in.remember(request, identity)
+    request.session[ID_TOKEN_KEY] = id_token
+    return HttpResponseRedirect(target)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class OidcLogoutView(LogoutView):
+    """Django's logout (POST, CSRF); after an OIDC sign-in, on to the provider's end-session endpoint when it
+    publishes one, so that the provider's session ends too and the browser comes back to the login page."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get(ID_TOKEN_KEY)
+        response = super().post(request, *args, **kwargs)
+        if not (id_token and enabled()):
+            return response
+        try:
+            end_session = _client().load_server_metadata().get("end_session_endpoint")
+            if not end_session:
+                return response
+            if _origin(end_session) != _origin(settings.OIDC_ISSUER):
+                # CSP's form-action allows the issuer's origin only (settings.allow_form_action): elsewhere the
+                # browser would stop the redirect on a blank page.
+                log.warning("OIDC logout: end_session_endpoint %s is not on the issuer's origin", end_session)
+                return response
+            return HttpResponseRedirect(
+                _client().create_logout_url(
+                    post_logout_redirect_uri=request.build_absolute_uri(resolve_url(settings.LOGOUT_REDIRECT_URL)),
+                    id_token_hint=id_token,
+                )["url"]
+            )
+        except (_Failure, requests.RequestException) as exc:
+            # Signed out of the dashboard already; the provider's session stays, which the log says.
+            log.warning("OIDC logout: the provider's end-session endpoint is unknown: %s", exc)
+            return response

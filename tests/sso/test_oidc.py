@@ -1,0 +1,332 @@
+"""OpenID Connect sign-in refuses every bad answer (issue 24): Django's test client against a provider on loopback
+that answers what each test tells it (tests/sso/hostile_provider.py), over real HTTP; down and slow providers
+through tests/faults.py's TcpProxy. Each refusal is a page with a 4xx (503 for a provider that does not answer),
+a log line, and nobody signed in. The sign-in itself, with a real provider in a browser:
+tests/browser/test_oidc_sign_in.py."""
+
+import base64
+import hashlib
+import logging
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from statestore_admin.state import sign_in
+from statestore_admin.state.models import AuditEvent
+from tests.faults import TcpProxy
+
+from .hostile_provider import CLIENT_ID, CLIENT_SECRET, HostileProvider, new_key
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def provider(settings):
+    provider = HostileProvider()
+    settings.OIDC_ISSUER = provider.issuer
+    settings.OIDC_CLIENT_ID = CLIENT_ID
+    settings.OIDC_CLIENT_SECRET = CLIENT_SECRET
+    settings.OIDC_PROVIDER_NAME = "Hostile"
+    settings.OIDC_TIMEOUT = 1.0
+    settings.OIDC_GROUP_ROLES = {"ops-viewers": "Viewer"}
+    settings.OIDC_GROUP_SCOPES = {}
+    yield provider
+    provider.stop()
+
+
+def begin(client, provider, next_url="/dags/") -> dict:
+    """Start a sign-in: the redirect to the provider, its parameters; the provider learns the nonce."""
+    answer = client.get("/oidc/login/", {"next": next_url})
+    assert answer.status_code == 302, answer.content
+    url = urlsplit(answer["Location"])
+    assert f"{url.scheme}://{url.netloc}{url.path}" == f"{provider.issuer}/authorize"
+    params = {name: values[0] for name, values in parse_qs(url.query).items()}
+    provider.nonce = params["nonce"]
+    return params
+
+
+def finish(client, state, code="code-1"):
+    return client.get("/oidc/callback/", {"code": code, "state": state})
+
+
+def signed_in(client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+def assert_refused(answer, client, caplog, status=400, says=""):
+    assert answer.status_code == status, answer.content
+    page = answer.content.decode()
+    assert 'data-testid="oidc-failed"' in page
+    assert says in page
+    assert "Traceback" not in page
+    assert not signed_in(client)
+    assert any("OIDC sign-in refused" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+def test_a_valid_answer_signs_in_with_pkce_state_and_nonce(client, provider):
+    params = begin(client, provider)
+    assert params["code_challenge_method"] == "S256"
+    assert params["scope"] == "openid email profile groups"
+    answer = finish(client, params["state"])
+    assert answer.status_code == 302 and answer["Location"] == "/dags/"
+    assert signed_in(client)
+    user = get_user_model().objects.get(pk=client.session["_auth_user_id"])
+    assert (user.username, user.email) == ("alice", "alice@example.com")
+    assert list(user.groups.values_list("name", flat=True)) == ["Viewer"]
+    # The code went back with the verifier whose S256 hash the authorization request carried.
+    (form,) = [form for path, form in provider.seen if path == "/token"]
+    verifier = form["code_verifier"][0]
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    assert challenge == params["code_challenge"] and form["code"] == ["code-1"]
+
+
+def test_next_elsewhere_is_not_followed(client, provider):
+    params = begin(client, provider, next_url="https://evil.example/steal")
+    answer = finish(client, params["state"])
+    assert answer.status_code == 302 and answer["Location"] == "/"
+
+
+def test_wrong_state_is_refused(client, provider, caplog):
+    begin(client, provider)
+    answer = finish(client, "forged-state")
+    assert_refused(answer, client, caplog, says="does not belong to a sign-in started in this browser")
+    assert "/token" not in provider.paths()  # the code was never sent to the provider
+
+
+def test_missing_state_is_refused(client, provider, caplog):
+    begin(client, provider)
+    answer = client.get("/oidc/callback/", {"code": "code-1"})
+    assert_refused(answer, client, caplog, says="does not belong to a sign-in started in this browser")
+
+
+def test_a_replayed_callback_is_refused(client, provider, caplog, django_user_model):
+    params = begin(client, provider)
+    assert finish(client, params["state"]).status_code == 302
+    client.post("/logout/")
+    assert not signed_in(client)
+    # The same answer again, in the browser that used it and in another: the state was used up.
+    assert_refused(finish(client, params["state"]), client, caplog, says="used already")
+    other = type(client)()
+    assert_refused(finish(other, params["state"]), other, caplog, says="used already")
+    assert provider.paths().count("/token") == 1
+
+
+def test_a_code_the_provider_refuses_is_refused(client, provider, caplog):
+    """A code used twice (or expired): the provider answers invalid_grant, as a real one does."""
+    params = begin(client, provider)
+    provider.token_answer = (400, {"error": "invalid_grant", "error_description": "grant request is invalid"})
+    assert_refused(finish(client, params["state"]), client, caplog, says="refused the sign-in (invalid_grant)")
+
+
+def test_an_error_the_provider_sends_back_is_refused(client, provider, caplog):
+    params = begin(client, provider)
+    forged = {"error": "access_denied", "error_description": "x\nWARNING forged line", "state": params["state"]}
+    answer = client.get("/oidc/callback/", forged)
+    assert_refused(answer, client, caplog, says="refused the sign-in (access_denied)")
+    assert not any("\n" in record.getMessage() for record in caplog.records)  # the description stays on its line
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        pytest.param({"nonce": "another-nonce"}, id="wrong nonce"),
+        pytest.param({"nonce": None}, id="no nonce"),
+        pytest.param({"aud": "another-client"}, id="another audience"),
+        # Authlib checks "azp" against the client id, and "aud" only when told to: the dashboard tells it.
+        pytest.param({"aud": "another-client", "azp": CLIENT_ID}, id="another audience, our azp"),
+        pytest.param({"aud": ["another-client", "a-third"]}, id="other audiences"),
+        pytest.param({"iss": "http://127.0.0.1:9/"}, id="another issuer"),
+        pytest.param({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, id="expired"),
+    ],
+)
+def test_a_forged_id_token_is_refused(client, provider, caplog, forgery):
+    params = begin(client, provider)
+    provider.claims = forgery
+    assert_refused(finish(client, params["state"]), client, caplog, says="could not be verified")
+
+
+def test_an_id_token_signed_by_an_unknown_key_is_refused_after_fetching_the_keys_again(client, provider, caplog):
+    params = begin(client, provider)
+    provider.signing_key = new_key("key-1")  # the published key's id, another key: a forged signature
+    assert_refused(finish(client, params["state"]), client, caplog, says="could not be verified")
+    begin(client, provider)
+    provider.signing_key = new_key("key-unknown")  # a key id the provider does not publish
+    jwks_before = provider.paths().count("/jwks")
+    assert_refused(finish(client, client_state(client)), client, caplog, says="could not be verified")
+    assert provider.paths().count("/jwks") == jwks_before + 1  # fetched again before refusing
+
+
+def client_state(client) -> str:
+    """The state of the sign-in the client started last (Authlib keeps it in the session)."""
+    (key,) = [key for key in client.session.keys() if key.startswith("_state_oidc_")]
+    return key.removeprefix("_state_oidc_")
+
+
+def test_an_unsigned_id_token_is_refused_although_the_provider_offers_alg_none(client, provider, caplog):
+    params = begin(client, provider)
+    provider.token_answer = (
+        200,
+        {"access_token": "a", "token_type": "Bearer", "id_token": provider.unsigned_id_token()},
+    )
+    assert_refused(finish(client, params["state"]), client, caplog, says="could not be verified")
+
+
+def test_a_token_answer_without_id_token_is_refused(client, provider, caplog):
+    params = begin(client, provider)
+    provider.token_answer = (200, {"access_token": "a", "token_type": "Bearer"})
+    assert_refused(finish(client, params["state"]), client, caplog, says="sent no ID token")
+
+
+def test_a_discovery_document_of_another_issuer_is_refused(client, provider, caplog):
+    provider.discovery_overrides = {"issuer": "https://login.example.com"}
+    answer = client.get("/oidc/login/")
+    assert_refused(answer, client, caplog, says="names another issuer")
+    provider.discovery_overrides = {}  # the provider's document put right: read again, not the refused one kept
+    assert client.get("/oidc/login/").status_code == 302
+
+
+def test_a_rotated_key_is_fetched_and_accepted(client, provider):
+    params = begin(client, provider)
+    assert finish(client, params["state"]).status_code == 302
+    client.post("/logout/")
+    provider.signing_key = new_key("key-2")  # the provider rotates: key-2 replaces key-1
+    provider.published = [provider.signing_key]
+    params = begin(client, provider)
+    assert finish(client, params["state"]).status_code == 302
+    assert signed_in(client)
+
+
+def test_a_provider_that_is_down_is_a_page_not_a_500(client, provider, settings, caplog):
+    with TcpProxy(provider.port) as proxy:
+        proxy.refuse()
+        settings.OIDC_ISSUER = provider.issuer = f"http://127.0.0.1:{proxy.port}"
+        assert_refused(client.get("/oidc/login/"), client, caplog, status=503, says="could not be reached")
+
+
+@pytest.mark.parametrize("fault", ["refuse", "black_hole"])
+def test_a_provider_down_or_slow_at_the_token_endpoint_is_a_page(client, provider, settings, caplog, fault):
+    with TcpProxy(provider.port) as proxy:
+        settings.OIDC_ISSUER = provider.issuer = f"http://127.0.0.1:{proxy.port}"
+        params = begin(client, provider)
+        getattr(proxy, fault)()
+        started = time.monotonic()
+        assert_refused(finish(client, params["state"]), client, caplog, status=503, says="did not answer in time")
+        assert time.monotonic() - started < 5  # OIDC_TIMEOUT (1 s) per request, not a hung worker
+
+
+def test_a_provider_slow_at_discovery_is_a_page(client, provider, settings, caplog):
+    with TcpProxy(provider.port) as proxy:
+        proxy.black_hole()
+        settings.OIDC_ISSUER = provider.issuer = f"http://127.0.0.1:{proxy.port}"
+        started = time.monotonic()
+        assert_refused(client.get("/oidc/login/"), client, caplog, status=503, says="did not answer in time")
+        assert time.monotonic() - started < 5
+
+
+def test_the_login_page_offers_the_provider_only_when_configured(client, provider, settings):
+    assert "Sign in with Hostile" in client.get("/login/?next=/dags/").content.decode()
+    settings.OIDC_ISSUER = ""
+    page = client.get("/login/").content.decode()
+    assert "Sign in with" not in page
+    assert client.get("/oidc/login/").status_code == 404
+
+
+def test_the_session_records_how_its_owner_signed_in(client, provider):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    assert client.session[sign_in.SESSION_KEY] == "single sign-on (Hostile)"
+
+
+def test_renaming_the_provider_keeps_people_linked_to_their_accounts(client, provider, settings):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    client.logout()
+    settings.OIDC_PROVIDER_NAME = "Renamed"
+
+    params = begin(client, provider)
+    answer = finish(client, params["state"], code="code-2")
+
+    assert answer.status_code == 302 and signed_in(client)
+    assert client.session[sign_in.SESSION_KEY] == "single sign-on (Renamed)"
+    assert get_user_model().objects.get().username == "alice"  # the same account, not refused as a stranger
+
+
+def test_a_local_account_of_the_same_name_is_not_taken_over(client, provider, user_factory, caplog):
+    user_factory("alice")
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert_refused(answer, client, caplog, status=403, says="already exists and is not linked")
+
+
+def test_someone_in_no_mapped_group_gets_the_no_access_page(client, provider):
+    provider.claims = {"groups": ["marketing"]}
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert answer.status_code == 403 and not signed_in(client)
+    page = answer.content.decode()
+    assert 'data-testid="no-access"' in page and "<code>marketing</code>" in page and "single sign-on (Hostile)" in page
+
+
+def test_logout_goes_on_to_the_providers_end_session_endpoint(client, provider):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    id_token = client.session["oidc_id_token"]
+    answer = client.post("/logout/")
+    assert not signed_in(client)
+    url = urlsplit(answer["Location"])
+    assert f"{url.scheme}://{url.netloc}{url.path}" == f"{provider.issuer}/logout"
+    query = parse_qs(url.query)
+    assert query["id_token_hint"] == [id_token]
+    assert query["post_logout_redirect_uri"] == ["http://testserver/login/"]
+
+
+def test_logout_stays_here_when_the_end_session_endpoint_is_elsewhere_or_none(client, provider, user_factory):
+    params = begin(client, provider)
+    finish(client, params["state"])
+    provider.discovery_overrides = {"end_session_endpoint": "https://elsewhere.example/logout"}
+    _drop_cached_discovery()
+    answer = client.post("/logout/")
+    assert answer.status_code == 302 and answer["Location"] == "/login/" and not signed_in(client)
+    # A password sign-in has no ID token: Django's logout, whatever the provider offers.
+    client.force_login(user_factory("bob"))
+    assert client.post("/logout/")["Location"] == "/login/"
+
+
+def _drop_cached_discovery():
+    """The dashboard keeps a provider's discovery document for the life of the process: a changed one is read
+    after a restart, which this stands for."""
+    from statestore_admin.sso import oidc
+
+    for app in oidc._clients.values():
+        app.server_metadata.clear()
+
+
+@pytest.mark.django_db(databases=["default", "airflow"])
+def test_the_audit_records_a_change_as_made_after_single_sign_on(
+    client, provider, settings, dag_run_factory, task_key_factory
+):
+    key = task_key_factory(dag_run_factory(), key="cursor", value="1")
+    settings.OIDC_GROUP_ROLES = {"ops-viewers": "Operator"}
+    params = begin(client, provider)
+    finish(client, params["state"])
+    hx = {"HTTP_HX_REQUEST": "true"}
+    dialog = client.get("/keys/task/expire/", {"ids": [key.pk]}, **hx)
+    listed = dialog.content.decode().split('name="listed" value="')[1].split('"')[0]
+    assert client.post("/keys/task/expire/", {"ids": [key.pk], "listed": listed}, **hx).status_code == 204
+    assert AuditEvent.objects.get().signed_in == "single sign-on (Hostile)"
+
+
+@pytest.mark.parametrize("groups", [{"ops-viewers": True}, 7])
+def test_a_groups_claim_that_is_no_list_gives_no_access(client, provider, groups):
+    provider.claims = {"groups": groups}
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert answer.status_code == 403 and 'data-testid="no-access"' in answer.content.decode()
+
+
+def test_one_group_as_a_string_is_a_group(client, provider):
+    provider.claims = {"groups": "ops-viewers"}
+    params = begin(client, provider)
+    assert finish(client, params["state"]).status_code == 302 and signed_in(client)
