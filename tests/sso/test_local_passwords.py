@@ -84,3 +84,15 @@ def test_off_without_single_sign_on_or_proxy_is_a_check_error(settings):
 
     settings.OIDC_ISSUER = "https://idp.example.com"
     assert check_local_passwords() == []  # single sign-on alone is enough
+
+
+def test_with_passwords_off_single_sign_on_is_offered(client, settings):
+    settings.LOCAL_PASSWORDS = False
+    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = "https://idp.example.com", "id", "s"
+    settings.OIDC_PROVIDER_NAME = "Okta"
+
+    html = client.get(reverse("login"), {"next": "/dags/"}).content.decode()
+
+    assert 'name="password"' not in html
+    assert 'data-testid="oidc-sign-in"' in html and "Sign in with Okta" in html
+    assert 'href="/oidc/login/?next=/dags/"' in html
