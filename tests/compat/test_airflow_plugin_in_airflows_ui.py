@@ -135,12 +135,7 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
     run_id = golden["run_id"]
     context, page = signed_in_page(chromium, url)
     page.goto(f"{airflow_origin}/dags/{golden['dag_id']}/runs/{quote(run_id, safe='')}/tasks/fold/mapped/1")
-    tab = (
-        page.get_by_role("tab", name="State store", exact=True)
-        .or_(page.get_by_role("link", name="State store", exact=True))
-        .first
-    )
-    expect(tab).to_be_visible(timeout=60_000)
+    tab = state_store_tab(page)
     expect(page.get_by_text("No Task Instance found")).to_have_count(0, timeout=60_000)  # loaded
     page.get_by_role("button", name="Browse").click()
     expect(page.get_by_role("menuitem", name="State store")).to_be_visible()
@@ -187,14 +182,7 @@ def test_signing_in_inside_airflows_frame_across_sites(airflow34, golden34, serv
     context = chromium.new_context(viewport={"width": 1400, "height": 900}, ignore_https_errors=True)
     page = context.new_page()
     page.goto(f"{airflow_origin}/dags/{golden34['dag_id']}/runs/{quote(golden34['run_id'], safe='')}/tasks/plain")
-    tab = (
-        page.get_by_role("tab", name="State store", exact=True)
-        .or_(page.get_by_role("link", name="State store", exact=True))
-        .first
-    )
-    expect(tab).to_be_visible(timeout=60_000)
-    tab.click()
-    frame = page.frame_locator('iframe[title="State store"]')
+    frame = open_state_store_tab(page)
     expect(frame.get_by_role("heading", name="Sign in")).to_be_visible(timeout=60_000)
     expect(frame.locator("header.topbar")).to_have_count(0)
     shot(page, "airflow-plugin-sign-in.png")
@@ -222,14 +210,7 @@ def test_on_airflow_34_the_asset_page_has_the_tab(airflow34, golden34, servers, 
     assert keys
     context, page = signed_in_page(chromium, url)
     page.goto(f"{airflow_origin}/assets/{golden34['asset_id']}")
-    tab = (
-        page.get_by_role("tab", name="State store", exact=True)
-        .or_(page.get_by_role("link", name="State store", exact=True))
-        .first
-    )
-    expect(tab).to_be_visible(timeout=60_000)
-    tab.click()
-    frame = page.frame_locator('iframe[title="State store"]')
+    frame = open_state_store_tab(page)
     for key in keys:
         expect(frame.get_by_text(key, exact=True).first).to_be_visible(timeout=60_000)
     assert any(f.url.startswith(f"{url}/assets/{golden34['asset_id']}/") for f in page.frames)
@@ -258,14 +239,7 @@ def test_on_airflow_34_a_task_instance_inside_a_loop_has_the_tab(airflow34, gold
     context, page = signed_in_page(chromium, url)
     run_path = f"/dags/{golden34['dag_id']}/runs/{quote(golden34['run_id'], safe='')}"
     page.goto(f"{airflow_origin}{run_path}/tasks/refine.work/mapped/1?region_id={region_id}&region_index=1")
-    tab = (
-        page.get_by_role("tab", name="State store", exact=True)
-        .or_(page.get_by_role("link", name="State store", exact=True))
-        .first
-    )
-    expect(tab).to_be_visible(timeout=60_000)
-    tab.click()
-    frame = page.frame_locator('iframe[title="State store"]')
+    frame = open_state_store_tab(page)
     named = frame.get_by_test_id("from-airflow")
     expect(named).to_contain_text("map index 1 of refine.work", timeout=60_000)
     expect(frame.get_by_text("cursor", exact=True).first).to_be_visible()
@@ -279,6 +253,25 @@ def test_on_airflow_34_a_task_instance_inside_a_loop_has_the_tab(airflow34, gold
     framed_url = next(f.url for f in page.frames if f.url.startswith(url))
     assert f"region_id={region_id}" in framed_url and "map_index=1" in framed_url, framed_url
     context.close()
+
+
+def state_store_tab(page):
+    """The plugin's tab on an Airflow page (a tab, or a link where Airflow draws it so), once it shows."""
+    from playwright.sync_api import expect
+
+    tab = (
+        page.get_by_role("tab", name="State store", exact=True)
+        .or_(page.get_by_role("link", name="State store", exact=True))
+        .first
+    )
+    expect(tab).to_be_visible(timeout=60_000)
+    return tab
+
+
+def open_state_store_tab(page):
+    """Click the plugin's tab: the frame that shows the dashboard's page inside Airflow."""
+    state_store_tab(page).click()
+    return page.frame_locator('iframe[title="State store"]')
 
 
 def shot(page, name: str) -> None:

@@ -13,11 +13,10 @@ import sys
 import time
 import uuid
 
-import psycopg
 import pytest
 import requests
 
-from tests.operations.test_production import ADMIN_URL, ROOT, _environment, free_port, stop
+from tests.operations.test_production import ROOT, _environment, free_port, scratch_databases, stop
 
 SUPERUSER_PASSWORD = "real-" + uuid.uuid4().hex
 
@@ -28,20 +27,8 @@ def airflow_database():
     if os.environ.get("STATESTORE_TEST_DB", "sqlite") != "postgres":
         pytest.skip("runs once, in the STATESTORE_TEST_DB=postgres pass (a fresh clone with servers of its own)")
     name = f"statestore_demo_guard_af_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        message = f"PostgreSQL is not reachable on 127.0.0.1:5432 (user postgres): {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
-    try:
-        yield url
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_databases(name):
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -52,16 +53,10 @@ def stop(process, timeout):
             process.wait()
 
 
-# --- `make serve` in a fresh clone -----------------------------------------------------------------
-
-
-@pytest.fixture
-def postgres_databases():
-    """Two empty PostgreSQL databases (the dashboard's, and Airflow's), dropped afterwards."""
-    if os.environ.get("STATESTORE_TEST_DB", "sqlite") != "postgres":
-        pytest.skip("runs once, in the STATESTORE_TEST_DB=postgres pass (it starts its own server on PostgreSQL)")
-    base = f"statestore_prod_{uuid.uuid4().hex[:8]}"
-    names = [base, f"{base}_airflow"]
+@contextmanager
+def scratch_databases(*names: str):
+    """Empty PostgreSQL databases on the shared cluster, dropped afterwards. PostgreSQL unreachable: the test is
+    skipped, saying why, except in CI, where it fails."""
     try:
         with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
             for name in names:
@@ -71,13 +66,28 @@ def postgres_databases():
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    yield [
-        f"postgres://postgres@127.0.0.1:5432/{base}",
-        f"postgresql+psycopg2://postgres@127.0.0.1:5432/{base}_airflow",
-    ]
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        for name in names:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- `make serve` in a fresh clone -----------------------------------------------------------------
+
+
+@pytest.fixture
+def postgres_databases():
+    """Two empty PostgreSQL databases (the dashboard's, and Airflow's), dropped afterwards."""
+    if os.environ.get("STATESTORE_TEST_DB", "sqlite") != "postgres":
+        pytest.skip("runs once, in the STATESTORE_TEST_DB=postgres pass (it starts its own server on PostgreSQL)")
+    base = f"statestore_prod_{uuid.uuid4().hex[:8]}"
+    with scratch_databases(base, f"{base}_airflow"):
+        yield [
+            f"postgres://postgres@127.0.0.1:5432/{base}",
+            f"postgresql+psycopg2://postgres@127.0.0.1:5432/{base}_airflow",
+        ]
 
 
 def _environment(tmp_path, **variables):
