@@ -366,6 +366,9 @@ else:
     }
 
 SESSION_COOKIE_HTTPONLY = True
+# How long a sign-in lasts (seconds; Django's two weeks by default). With single sign-on, roles follow the
+# provider's groups at each sign-in, so this is also how long a group lost there may still count here.
+SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=14 * 24 * 3600)
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True

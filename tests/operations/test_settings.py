@@ -53,6 +53,19 @@ def test_embedded_mode_generates_a_private_secret_key_once(tmp_path):
     assert (tmp_path / "var" / "demo" / "secret_key").stat().st_mode & 0o077 == 0
 
 
+def test_how_long_a_sign_in_lasts_is_the_operators(tmp_path):
+    """SESSION_COOKIE_AGE: with single sign-on, also how long a group lost at the provider still counts."""
+    result = run_manage(
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(settings.SESSION_COOKIE_AGE)",
+        env={"HOME": str(tmp_path), "STATESTORE_VAR_DIR": str(tmp_path / "var"), "SESSION_COOKIE_AGE": "3600"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "3600"
+
+
 def test_debug_is_off_by_default(tmp_path):
     result = run_manage(
         "shell",
