@@ -309,7 +309,7 @@ PROXY_EMAIL_HEADER = env.str("PROXY_EMAIL_HEADER", default="X-Forwarded-Email")
 PROXY_GROUPS_HEADER = env.str("PROXY_GROUPS_HEADER", default="X-Forwarded-Groups")
 PROXY_PROVIDER_NAME = env.str("PROXY_PROVIDER_NAME", default="")
 # Off: no password sign-in at all (the login page and /admin/login/ refuse it), allowed only with single sign-on
-# or the proxy (statestore.E045). A superuser then gets in through `manage.py break_glass` (docs/sign-in.md).
+# or the proxy (statestore.E047). A superuser then gets in through `manage.py break_glass` (docs/sign-in.md).
 LOCAL_PASSWORDS = env.bool("LOCAL_PASSWORDS", default=True)
 
 # Login and token throttling (README, "Login and token throttling") -----------------------------
