@@ -4,10 +4,6 @@ accounts and the dashboard is on another Airflow database than the demo's; `remo
 The test settings put the dashboard on an Airflow database of their own, not the demo's: the check applies."""
 
 import io
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -23,10 +19,10 @@ from statestore_admin.state import roles
 from statestore_admin.state.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
+from tests.operations.test_settings import run_manage
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
-ROOT = Path(__file__).resolve().parents[2]
 User = get_user_model()
 
 
@@ -90,10 +86,7 @@ def test_remove_demo_accounts_deletes_them_and_their_tokens_keeps_the_audit_and_
 
 
 def manage(*args, env):
-    keep = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env={**keep, **env}, capture_output=True, text=True, timeout=180
-    )
+    return run_manage(*args, env=env, timeout=180)  # demo_setup writes the whole demo
 
 
 def test_the_demos_files_are_its_own_and_a_real_airflow_database_stops_on_its_accounts(tmp_path):

@@ -14,10 +14,15 @@ from statestore_admin.airflow.schema import fixture_sql
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_manage(*args, env, cwd=ROOT):
-    base = {"PATH": os.environ["PATH"], "HOME": env.pop("HOME")}
+def run_manage(*args, env, cwd=ROOT, timeout=120):
+    """``manage.py`` in a fresh process whose environment is ``env`` (with its own HOME) and PATH only."""
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=cwd, env={**base, **env}, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"], **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -1,18 +1,13 @@
 """The checks of a half-configured OpenID Connect sign-in (statestore_admin/sso/checks.py), each failing
 ``manage.py check`` as the server's start does."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from statestore_admin.sso.checks import check_oidc
+from tests.operations.test_settings import run_manage
 
-ROOT = Path(__file__).resolve().parents[2]
 GOOD = {
     "OIDC_ISSUER": "https://login.example.com/realms/ops",
     "OIDC_CLIENT_ID": "dash",
@@ -68,20 +63,12 @@ def test_the_settings_from_the_environment(tmp_path):
         "print(s.OIDC_SCOPES, s.OIDC_TIMEOUT, s.CONTENT_SECURITY_POLICY['DIRECTIVES']['form-action'])"
     )
     env = {
-        "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "STATESTORE_VAR_DIR": str(tmp_path),
         "OIDC_ISSUER": "https://login.example.com/realms/ops",
         "OIDC_SCOPES": "openid,email  groups",
         "OIDC_TIMEOUT": "2.5",
     }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_manage("shell", "--no-imports", "-c", code, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['openid', 'email', 'groups'] 2.5 [\"'self'\", 'https://login.example.com']"
