@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 import requests
 from authlib.integrations.django_client import DjangoOAuth2App, OAuth, OAuthError
 from django.conf import settings
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LogoutView
 from django.http import Http404, HttpResponseRedirect
@@ -235,8 +234,7 @@ def callback(request):
         return render(request, "registration/no_access.html", context, status=403)
     except sign_in.Refused as exc:
         return _failed(request, _Failure(403, str(exc), f"identity of {identity.username!r} refused: {exc}"))
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-    sign_in.remember(request, identity)
+    sign_in.start_session(request, user, identity)
     request.session[ID_TOKEN_KEY] = id_token
     return HttpResponseRedirect(target)
 

@@ -18,7 +18,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.contrib.auth import login, logout
+from django.contrib.auth import logout
 from django.core import checks
 from django.http import HttpResponseForbidden
 from django.shortcuts import render
@@ -28,7 +28,6 @@ from statestore_admin.state import sign_in
 log = logging.getLogger(__name__)
 
 SESSION_KEY = "statestore_proxy"  # {"user": the header's user name, "hash": of every header it used}
-BACKEND = "django.contrib.auth.backends.ModelBackend"  # loads the session's user; the proxy authenticated them
 WARN_EVERY_SECONDS = 300  # one log line per untrusted address and headers in that time
 WARNED_MAX = 1024
 _warned: dict[tuple[str, tuple[str, ...]], float] = {}
@@ -130,8 +129,7 @@ class ProxySignInMiddleware:
         if request.user.is_authenticated:
             request.user = user  # this request already sees the new roles, not the user loaded before them
         else:
-            login(request, user, backend=BACKEND)
-            sign_in.remember(request, identity)
+            sign_in.start_session(request, user, identity)
         request.session[SESSION_KEY] = {"user": identity.username, "hash": fingerprint}
         return None
 

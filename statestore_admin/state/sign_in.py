@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.contrib.auth import get_user_model, user_logged_in
+from django.contrib.auth import get_user_model, login, user_logged_in
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
@@ -29,6 +29,9 @@ PASSWORD, OIDC, PROXY, BREAK_GLASS = "password", "oidc", "proxy", "break-glass"
 METHODS = {PASSWORD: "password", OIDC: "single sign-on", PROXY: "authenticating proxy", BREAK_GLASS: "break-glass"}
 SUPERUSER = "superuser"
 SESSION_KEY = "statestore_signed_in"
+# The backend a session from outside is kept under: it only loads the session's user by id; the provider, the
+# proxy or a break-glass link authenticated them.
+SESSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
 USERNAME_MAX = 150  # Django's User.username
 
 
@@ -183,6 +186,12 @@ def _apply(user, identity: Identity, mapping: GroupMapping, granted: set[str], s
         user.save(update_fields=fields)
 
 
+def start_session(request, user, how: Identity | str) -> None:
+    """Sign ``user`` in to this request's session, which remembers how (``remember``)."""
+    login(request, user, backend=SESSION_BACKEND)
+    remember(request, how)
+
+
 def remember(request, how: Identity | str) -> None:
     """After ``login()``: how this session signed in, for the audit trail of its changes."""
     request.session[SESSION_KEY] = how.described if isinstance(how, Identity) else METHODS.get(how, how)
@@ -190,7 +199,7 @@ def remember(request, how: Identity | str) -> None:
 
 def note_password_sign_in(sender, request, user, **kwargs) -> None:
     """user_logged_in: a sign-in through a password backend (the login page, /admin/login/) is a password
-    one; single sign-on and the proxy call ``remember`` themselves after ``login()``."""
+    one; single sign-on, the proxy and break-glass sign in through ``start_session``, which then says how."""
     if request is not None and getattr(user, "backend", "").endswith("ModelBackend"):
         remember(request, PASSWORD)
 

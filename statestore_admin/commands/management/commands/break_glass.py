@@ -3,7 +3,7 @@ from urllib.parse import urljoin, urlsplit
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from statestore_admin.sso import break_glass
+from statestore_admin.state import break_glass
 
 MAX_MINUTES = 24 * 60
 
