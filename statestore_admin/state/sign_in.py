@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .models import ExternalIdentity
-from .roles import ROLES
+from .roles import ADMIN, ROLES
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,8 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
         raise Refused(f"{identity.described} did not say who you are (no user name in its answer).")
     if len(username) > USERNAME_MAX:
         raise Refused(f"The user name from {identity.described} is longer than {USERNAME_MAX} characters.")
+    if any(ord(c) < 32 or ord(c) == 127 for c in username + identity.email + "".join(identity.groups)):
+        raise Refused(f"{identity.described} sent control characters in who you are or your groups.")
     subject = identity.subject or username
     granted, superuser = mapping.grants(identity.groups)
     User = get_user_model()
@@ -175,7 +177,7 @@ def _apply(user, identity: Identity, mapping: GroupMapping, granted: set[str], s
     if SUPERUSER in mapping.roles.values() and user.is_superuser != superuser:
         user.is_superuser = superuser
         fields.append("is_superuser")
-    staff = user.is_superuser or "Admin" in wanted  # /admin/ for those whose role has something there
+    staff = user.is_superuser or ADMIN in wanted  # /admin/ for those whose role has something there
     if user.is_staff != staff:
         user.is_staff = staff
         fields.append("is_staff")

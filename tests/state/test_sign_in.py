@@ -109,10 +109,16 @@ def test_a_deactivated_account_stays_out():
         sign_in_identity(oidc("airflow-ops"), MAPPING)
 
 
-@pytest.mark.parametrize("username", ["", "   ", "x" * 151])
+@pytest.mark.parametrize("username", ["", "   ", "x" * 151, "bob\nadmin", "bob\x7f"])
 def test_unusable_user_names_are_refused_and_create_nothing(username):
     with pytest.raises(Refused):
         sign_in_identity(oidc("airflow-ops", username=username), MAPPING)
+    assert not get_user_model().objects.exists()
+
+
+def test_control_characters_in_a_group_are_refused_and_create_nothing():
+    with pytest.raises(Refused, match="control characters"):
+        sign_in_identity(oidc("airflow-ops", "team\r\netl"), MAPPING)
     assert not get_user_model().objects.exists()
 
 
