@@ -58,8 +58,10 @@ def check_cache(app_configs=None, **kwargs):
                 id="statestore.E011",
             )
         ]
-    workers = server_workers()
-    if backend in PER_PROCESS_CACHES and workers > 1:
+    if backend not in PER_PROCESS_CACHES:
+        return []
+    workers = server_workers()  # gunicorn.conf.py run only for a per-process cache, not at every start
+    if workers > 1:
         return [
             checks.Warning(
                 f"The cache ({backend.rsplit('.', 1)[-1]}) is per process, and the server runs {workers} "
