@@ -30,7 +30,7 @@ from statestore_admin.state.stats import take_snapshot
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage, ref_value, write_object
-from .conftest import SCREENSHOTS, row_action
+from .conftest import SCREENSHOTS, row_action, sign_in
 from .test_overview_layout import BREAKS
 
 pytestmark = [
@@ -148,14 +148,6 @@ def new_page(browser, live_server, *, scheme="light", viewport=DESKTOP, timezone
     page = context.new_page()
     page.goto(f"{live_server.url}/login/")
     return page
-
-
-def sign_in(page, live_server, user):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", user.raw_password)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Task & asset state")
 
 
 def visit(page, url):

@@ -15,6 +15,7 @@ from statestore_admin.state.models import GcRun
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
+from .conftest import sign_in
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -50,14 +51,6 @@ def deployment(operator, dag_run_factory, task_instance_factory, task_key_factor
     )
     ApiToken.issue(operator, name="nightly export of the orders' watermarks")
     return {"run": run, "key": key}
-
-
-def sign_in(page, live_server, user):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", user.raw_password)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Task & asset state")
 
 
 def lists(deployment):

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES, VIEW_PERMS
 from ..objects_helpers import file_storage
+from .conftest import sign_in
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -22,14 +23,6 @@ def deployment(dag_run_factory, task_instance_factory, task_key_factory):
     task_instance_factory(run, task_id="submit")
     task_key_factory(run, task_id="submit", key="job_id", value="spark-7")
     return run
-
-
-def sign_in(page, live_server, user):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", user.raw_password)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Task & asset state")
 
 
 def test_the_environment_is_on_every_page_and_in_the_title(page, live_server, settings, operator, deployment):
@@ -101,6 +94,7 @@ def test_slash_focuses_the_search_and_question_mark_shows_the_shortcuts(page, li
     expect(page).to_have_url(re.compile(r"/search/\?key=job$"))
     expect(page.locator("main")).to_contain_text("job_id")
     expect(search).to_have_value("job")  # the header's field shows what was searched
+    page.wait_for_load_state()  # the search page's shortcuts.js has run before "?" is pressed
 
     page.locator("main h1").click()  # focus leaves the field
     page.keyboard.press("?")
