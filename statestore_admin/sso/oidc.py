@@ -16,6 +16,7 @@ provider (a code used twice), a token that fails verification, a provider that i
 from __future__ import annotations
 
 import logging
+import time
 from urllib.parse import urlsplit
 
 import requests
@@ -55,6 +56,9 @@ def context(request) -> dict:
 
 class _ProviderApp(DjangoOAuth2App):
     def load_server_metadata(self):
+        loaded_at = self.server_metadata.get("_loaded_at")  # Authlib's mark of a document read
+        if loaded_at is not None and time.time() - loaded_at > DISCOVERY_MAX_AGE:
+            self.server_metadata.clear()  # read again below, the keys with it
         metadata = super().load_server_metadata()
         # OpenID Connect Discovery 1.0, 4.3: the document must name the issuer it was fetched for; the ID token's
         # "iss" is then checked against the configured issuer, not against what the document says.
@@ -74,8 +78,11 @@ class _OAuth(OAuth):
     oauth2_client_cls = _ProviderApp
 
 
-# One client per configuration: Authlib keeps the discovery document and the keys on it for the life of the
-# process (the keys are fetched again when a token names one they do not hold).
+# One client per configuration. Authlib would keep the discovery document and the keys on it for the life of the
+# process (the keys are fetched again when a token names one they do not hold); the dashboard reads the document
+# again at the first sign-in or logout an hour after it was read, so a provider that moves an endpoint is followed
+# without a restart, and a provider down then fails that one sign-in, as it would at its token endpoint.
+DISCOVERY_MAX_AGE = 3600.0
 _clients: dict[tuple, _ProviderApp] = {}
 
 

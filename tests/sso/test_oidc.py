@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.contrib.auth import get_user_model
 
+from statestore_admin.sso import oidc
 from statestore_admin.state import sign_in
 from statestore_admin.state.models import AuditEvent
 from tests.faults import TcpProxy
@@ -286,7 +287,7 @@ def test_logout_stays_here_when_the_end_session_endpoint_is_elsewhere_or_none(cl
     params = begin(client, provider)
     finish(client, params["state"])
     provider.discovery_overrides = {"end_session_endpoint": "https://elsewhere.example/logout"}
-    _drop_cached_discovery()
+    _age_cached_discovery()
     answer = client.post("/logout/")
     assert answer.status_code == 302 and answer["Location"] == "/login/" and not signed_in(client)
     # A password sign-in has no ID token: Django's logout, whatever the provider offers.
@@ -294,13 +295,27 @@ def test_logout_stays_here_when_the_end_session_endpoint_is_elsewhere_or_none(cl
     assert client.post("/logout/")["Location"] == "/login/"
 
 
-def _drop_cached_discovery():
-    """The dashboard keeps a provider's discovery document for the life of the process: a changed one is read
-    after a restart, which this stands for."""
-    from statestore_admin.sso import oidc
+def _age_cached_discovery(seconds: float = oidc.DISCOVERY_MAX_AGE + 1):
+    """Move the dashboard's reading of the provider's discovery document ``seconds`` into the past: an hour
+    passing, without waiting an hour."""
+    oidc._client().server_metadata["_loaded_at"] -= seconds  # the client of this test's provider
 
-    for app in oidc._clients.values():
-        app.server_metadata.clear()
+
+def test_the_discovery_document_is_kept_an_hour_then_read_again(client, provider):
+    discovery = "/.well-known/openid-configuration"
+    params = begin(client, provider)
+    finish(client, params["state"])
+    assert provider.paths().count(discovery) == 1
+    provider.discovery_overrides = {"end_session_endpoint": f"{provider.issuer}/moved/logout"}
+    _age_cached_discovery(oidc.DISCOVERY_MAX_AGE - 60)  # 59 minutes on: the document read at sign-in is kept
+    assert urlsplit(client.post("/logout/")["Location"]).path == "/logout"
+    assert provider.paths().count(discovery) == 1
+
+    params = begin(client, provider)
+    finish(client, params["state"])
+    _age_cached_discovery()  # over an hour on: the next logout reads the provider's document again
+    assert urlsplit(client.post("/logout/")["Location"]).path == "/moved/logout"
+    assert provider.paths().count(discovery) == 2
 
 
 @pytest.mark.django_db(databases=["default", "airflow"])
