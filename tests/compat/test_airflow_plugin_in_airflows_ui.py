@@ -135,15 +135,14 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
     run_id = golden["run_id"]
     context, page = signed_in_page(chromium, url)
     page.goto(f"{airflow_origin}/dags/{golden['dag_id']}/runs/{quote(run_id, safe='')}/tasks/fold/mapped/1")
-    tab = state_store_tab(page)
+    state_store_tab(page)
     expect(page.get_by_text("No Task Instance found")).to_have_count(0, timeout=60_000)  # loaded
     page.get_by_role("button", name="Browse").click()
     expect(page.get_by_role("menuitem", name="State store")).to_be_visible()
     shot(page, "airflow-plugin-nav.png")
     page.keyboard.press("Escape")
 
-    tab.click()
-    frame = page.frame_locator('iframe[title="State store"]')
+    frame = open_state_store_tab(page)
     for key in keys:
         expect(frame.get_by_text(key, exact=True).first).to_be_visible(timeout=60_000)
     expect(frame.locator("header.topbar")).to_have_count(0)  # the compact layout: Airflow's header is above
@@ -269,8 +268,21 @@ def state_store_tab(page):
 
 
 def open_state_store_tab(page):
-    """Click the plugin's tab: the frame that shows the dashboard's page inside Airflow."""
-    state_store_tab(page).click()
+    """Click the plugin's tab: the frame that shows the dashboard's page inside Airflow. A click while Airflow's
+    page is still loading its task instance can be lost to the page's own navigation to its default tab (a CI
+    run saw the logs shown, no frame): then the tab is clicked again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    tab = state_store_tab(page)
+    frame = page.locator('iframe[title="State store"]')
+    for attempt in range(3):
+        tab.click()
+        try:
+            frame.wait_for(state="attached", timeout=15_000)
+            break
+        except PlaywrightTimeoutError:
+            if attempt == 2:
+                raise
     return page.frame_locator('iframe[title="State store"]')
 
 
