@@ -54,6 +54,12 @@ def context(request) -> dict:
     return {"oidc_provider": provider_name() if enabled() else ""}
 
 
+# Authlib would keep the discovery document (and the keys read from it) for the life of the process. It is read
+# again at the first sign-in or logout after this long, so a provider that moves an endpoint is followed without a
+# restart; a provider down then fails that one sign-in, as it would at its token endpoint.
+DISCOVERY_MAX_AGE = 3600.0
+
+
 class _ProviderApp(DjangoOAuth2App):
     def load_server_metadata(self):
         loaded_at = self.server_metadata.get("_loaded_at")  # Authlib's mark of a document read
@@ -78,11 +84,8 @@ class _OAuth(OAuth):
     oauth2_client_cls = _ProviderApp
 
 
-# One client per configuration. Authlib would keep the discovery document and the keys on it for the life of the
-# process (the keys are fetched again when a token names one they do not hold); the dashboard reads the document
-# again at the first sign-in or logout an hour after it was read, so a provider that moves an endpoint is followed
-# without a restart, and a provider down then fails that one sign-in, as it would at its token endpoint.
-DISCOVERY_MAX_AGE = 3600.0
+# One client per configuration: it keeps the discovery document (``DISCOVERY_MAX_AGE``) and the keys on it (fetched
+# again when a token names one they do not hold).
 _clients: dict[tuple, _ProviderApp] = {}
 
 

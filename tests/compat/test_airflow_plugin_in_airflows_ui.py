@@ -279,11 +279,10 @@ def open_state_store_tab(page):
         tab.click()
         try:
             frame.wait_for(state="attached", timeout=15_000)
-            break
+            return frame.content_frame
         except PlaywrightTimeoutError:
             if attempt == 2:
                 raise
-    return page.frame_locator('iframe[title="State store"]')
 
 
 def shot(page, name: str) -> None:
