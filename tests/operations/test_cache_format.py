@@ -8,6 +8,8 @@ import base64
 import json
 import os
 import pickle
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -20,7 +22,7 @@ from statestore_admin.dashboard.checks import check_cache, check_cache_password
 from statestore_admin.state.models import AccessScope
 from statestore_admin.state.selectors.scoped import _DAG_IDS_CACHE_KEY
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
-from tests.contracts.test_security import manage, production_env  # noqa: F401  (a fixture)
+from tests.contracts.test_security import ROOT, manage, production_env  # noqa: F401  (a fixture)
 from tests.operations.test_cache import redis_cache
 from tests.operations.test_production import free_port
 from tests.operations.test_scale_out import private_redis
@@ -240,3 +242,17 @@ def test_check_deploy_names_a_redis_without_a_password_in_a_fresh_process(produc
 def test_check_refuses_a_pickling_cache_url_in_a_fresh_process(production_env, tmp_path):  # noqa: F811
     result = manage("check", env={**production_env, "CACHE_URL": f"filecache://{tmp_path}/cache"})
     assert result.returncode != 0 and "statestore.E012" in result.stderr, result.stdout + result.stderr
+
+
+def test_a_server_started_without_manage_py_refuses_a_pickling_cache_too(production_env, tmp_path):  # noqa: F811
+    """gunicorn alone (no `migrate` and its checks first): each worker's wsgi module stops."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import statestore_admin.wsgi"],
+        cwd=ROOT,
+        env={**production_env, "CACHE_URL": f"filecache://{tmp_path}/cache"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "ImproperlyConfigured" in result.stderr
+    assert "stores pickles in a store others may write" in result.stderr, result.stderr
