@@ -76,6 +76,15 @@ def in_zone(value: datetime, zone: tzinfo) -> datetime:
     return value
 
 
+def in_zone_text(value: datetime | None, zone: tzinfo) -> str:
+    """A time for people in ``zone`` with its abbreviation, "2026-12-01 10:00:00 +14"; at an end of the calendar
+    the zone has no such time, in UTC: "9999-12-31 23:59:59 UTC". A missing time is "–"."""
+    if value is None:
+        return MISSING
+    local = in_zone(value, zone)
+    return f"{local.year:04d}-{local:%m-%d %H:%M:%S} {'UTC' if shown_in_utc(local, zone) else local.strftime('%Z')}"
+
+
 def shown_in_utc(value: datetime, zone: tzinfo) -> bool:
     """Whether ``in_zone`` left ``value`` in UTC though ``zone`` was asked (an end of the calendar)."""
     return value.tzinfo is UTC and zone is not UTC

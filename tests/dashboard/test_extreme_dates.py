@@ -185,8 +185,12 @@ class TestPages:
         assert past.status_code == 204 and TaskStateStore.objects.get(pk=early.pk).expires_at == EARLIEST
         for path in ("/audit/", f"/keys/task/{early.pk}/"):  # the audit trail holds both ends now
             assert client.get(path).status_code == 200, path
-        event = client.get("/api/statestore/v1/audit-events").json()
-        assert "0001-01-01T00:00:00Z" in json.dumps(event)
+        events = client.get("/api/statestore/v1/audit-events").json()
+        assert "0001-01-01T00:00:00Z" in json.dumps(events)
+        for event in events["items"]:
+            assert client.get(f"/audit/{event['id']}/").status_code == 200
+            assert client.get(f"/api/statestore/v1/audit-events/{event['id']}").status_code == 200
+        assert client.get("/audit/export/?format=csv").status_code == 200
 
         item = f"/api/v2/dags/etl/dagRuns/{ends['run'].run_id.replace('+', '%2B')}/taskInstances/t/state-store/late"
         for written in ("9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00Z"):
