@@ -8,7 +8,7 @@ module draws the lines (SVG geometry for ``templates/story/_chart.html``: no scr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -50,10 +50,22 @@ class StoryChart:
     right_x: int = WIDTH - RIGHT
 
 
+FIRST, LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
 def _label(kind: str, value: float) -> str:
-    if kind == "time":
-        return _time_label(datetime.fromtimestamp(value, UTC))
-    return formatting.number(value)
+    return _time_label(_instant(value)) if kind == "time" else formatting.number(value)
+
+
+def _instant(seconds: float) -> datetime:
+    """Epoch ``seconds`` as a time. A float has no microseconds at the calendar's ends (9999-12-31 23:59:59.999999
+    rounds up to year 10000, which ``fromtimestamp`` refuses): those are the first or the last time there is."""
+    offset = seconds - FIRST.timestamp()
+    if offset <= 0:
+        return FIRST
+    if offset >= (LAST - FIRST).total_seconds():
+        return LAST
+    return FIRST + timedelta(seconds=offset)
 
 
 def _time_label(value: datetime) -> str:

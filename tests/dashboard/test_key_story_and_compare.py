@@ -351,3 +351,19 @@ def test_a_number_too_large_for_a_float_is_listed_not_charted(signed_in, history
         assert signed_in.get(path).status_code == 200, path
     events = signed_in.get("/api/statestore/v1/audit-events").json()
     assert str(huge) in json.dumps(events)
+
+
+def test_times_at_the_ends_of_the_calendar_are_drawn_and_labelled(signed_in):
+    """Times in values at both ends of the calendar (issue 36): the line's labels are those times, in UTC where
+    the reader's zone has none; a time whose offset carries it out of years 1 to 9999 is not drawn."""
+    ends = ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00+01:00"]
+    keys = []
+    for n, at in enumerate(ends):
+        run = make_dag_run(dag_id="calendar", run_id=f"scheduled__day-{n}")
+        keys.append(make_task_key(run, key="at", task_id="t", value={"at": at, "n": n}))
+    signed_in.cookies["tz"] = "Pacific/Kiritimati"
+    story = signed_in.get(f"/keys/task/{keys[-1].pk}/story/")
+    assert story.status_code == 200
+    body = htmllib.unescape(story.content.decode())
+    chart = next(c for c in re.findall(r"<figure.*?</figure>", body, re.S) if "<figcaption>at</figcaption>" in c)
+    assert "31 Dec 23:59 UTC" in chart and chart.count('class="dot"') == 2

@@ -189,7 +189,10 @@ def _as_point(value) -> tuple[str, float | int] | None:
         except ValueError:
             return None
         if parsed is not None:
-            return "time", (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()  # naive: UTC
+            try:  # naive: UTC; one whose offset carries it out of years 1 to 9999 is no time to draw
+                return "time", (parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+            except OverflowError:
+                return None
     return None
 
 
