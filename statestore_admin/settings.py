@@ -412,12 +412,13 @@ def allow_form_action(csp: dict, url: str) -> dict:
 
 if OIDC_ISSUER:
     CONTENT_SECURITY_POLICY = allow_form_action(CONTENT_SECURITY_POLICY, OIDC_ISSUER)
-# Airflow's UI may frame the pages when its origins are listed (statestore_admin/framing.py); none by default.
+# Airflow's UI may frame the read pages when its origins are listed (https, or http on localhost/127.0.0.1:
+# statestore_admin/framing.py); none by default.
 try:
     STATESTORE_FRAME_ANCESTORS = [frame_origin(o) for o in env.list("STATESTORE_FRAME_ANCESTORS", default=[])]
 except ValueError as exc:
     raise ImproperlyConfigured(f"STATESTORE_FRAME_ANCESTORS: {exc}") from None
-globals().update(framing_settings(STATESTORE_FRAME_ANCESTORS, middleware=MIDDLEWARE, csp=CONTENT_SECURITY_POLICY))
+globals().update(framing_settings(STATESTORE_FRAME_ANCESTORS, middleware=MIDDLEWARE))
 # HSTS for subdomains and the browsers' preload list are the operator's decision (README, Production).
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
