@@ -11,10 +11,10 @@ import logging
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from . import usernames
 from .models import BreakGlassLink
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,10 @@ def spend(token: str):
 
 
 def user_for(username: str, create: bool):
-    """The superuser a link is for; with ``create``, made (without a usable password) when missing."""
-    User = get_user_model()
-    user = User._default_manager.filter(**{User.USERNAME_FIELD: username}).first()
+    """The superuser a link is for (named as ``usernames.find`` finds accounts); with ``create``, made (without a
+    usable password) when missing. ``Invalid`` when the name cannot be an account's."""
+    user = usernames.find(username)
     if user is None and create:
-        user = User(**{User.USERNAME_FIELD: username}, is_staff=True, is_superuser=True)
-        user.set_unusable_password()
-        user.save()
-        log.warning("break-glass: superuser %s created (no usable password)", username)
+        user = usernames.create(username, is_staff=True, is_superuser=True)
+        log.warning("break-glass: superuser %s created (no usable password)", user.get_username())
     return user

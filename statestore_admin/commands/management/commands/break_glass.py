@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from statestore_admin.state import break_glass
+from statestore_admin.state.errors import Invalid
 
 MAX_MINUTES = 24 * 60
 
@@ -36,7 +37,10 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--url {url!r}: give the dashboard's http(s) address, e.g. https://statestore.example.com/"
             )
-        user = break_glass.user_for(username, create)
+        try:
+            user = break_glass.user_for(username, create)
+        except Invalid as exc:
+            raise CommandError(" ".join(exc.messages)) from None
         if user is None:
             raise CommandError(f"No user {username!r}. Give an existing superuser, or --create to make one.")
         try:
@@ -45,4 +49,6 @@ class Command(BaseCommand):
             raise CommandError(f"{exc} Break-glass links are for those only.") from None
         link = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass", args=[token]).lstrip("/"))
         self.stdout.write(link)
-        self.stderr.write(f"Signs in as {username} once, within {minutes} minutes. Logged and audited as break-glass.")
+        self.stderr.write(
+            f"Signs in as {user.get_username()} once, within {minutes} minutes. Logged and audited as break-glass."
+        )
