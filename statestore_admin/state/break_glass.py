@@ -56,14 +56,19 @@ def link_user(token: str):
     return _usable(BreakGlassLink.objects.select_related("user").filter(token_hash=_hash(token)).first()).user
 
 
-def spend(token: str):
-    """The user of the link ``token``, which is used up; ``Unusable`` (nothing changed) otherwise."""
+def spend(token: str) -> BreakGlassLink:
+    """The link ``token`` (its ``user`` to sign in), now used up; ``Unusable`` (nothing changed) otherwise."""
     with transaction.atomic():
         link = BreakGlassLink.objects.select_for_update().select_related("user").filter(token_hash=_hash(token)).first()
         link = _usable(link)
         link.used = timezone.now()
         link.save(update_fields=["used"])
-    return link.user
+    return link
+
+
+def lifetime(link: BreakGlassLink):
+    """How long the link worked (``--minutes``): a session it signs in lasts no longer."""
+    return link.expires - link.created
 
 
 def user_for(username: str, create: bool):

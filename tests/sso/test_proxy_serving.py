@@ -182,6 +182,13 @@ def test_with_local_passwords_off_a_password_is_refused_and_break_glass_gets_in(
     get(again, link)
     spent = again.post(link, data={"csrfmiddlewaretoken": again.cookies["csrftoken"]}, headers={"Referer": link})
     assert spent.status_code == 403 and "already used" in spent.text
+    # The token is a secret: only the access log's request lines (the web server's) may show it, not the
+    # Forbidden line or the login throttle's "successful login" line.
+    token = link.partition("token=")[2]
+    time.sleep(0.5)  # the workers' last lines reach the log file
+    leaks = [line for line in server.log.read_text().splitlines() if token in line and '"GET /break-glass/' not in line]
+    leaks = [line for line in leaks if '"POST /break-glass/' not in line]
+    assert token and not leaks, leaks
 
 
 def raw_request(server, header_lines: list[str], source: str = PROXY) -> tuple[int, str]:

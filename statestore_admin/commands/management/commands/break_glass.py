@@ -1,4 +1,4 @@
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
@@ -47,7 +47,8 @@ class Command(BaseCommand):
             token = break_glass.issue(user, minutes)
         except ValueError as exc:
             raise CommandError(f"{exc} Break-glass links are for those only.") from None
-        link = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass", args=[token]).lstrip("/"))
+        page = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass").lstrip("/"))
+        link = f"{page}?{urlencode({'token': token})}"
         self.stdout.write(link)
         self.stderr.write(
             f"Signs in as {user.get_username()} once, within {minutes} minutes. Logged and audited as break-glass."
