@@ -123,7 +123,9 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
     if len(username) > USERNAME_MAX:
         raise Refused(f"The user name from {identity.described} is longer than {USERNAME_MAX} characters.")
     if usernames.unsafe_characters(username + identity.email + "".join(identity.groups)):
-        raise Refused(f"{identity.described} sent control or invisible characters in who you are or your groups.")
+        raise Refused(
+            f"{identity.described} sent control characters or invisible formatting in who you are or your groups."
+        )
     # The proxy vouches for the name itself: names that look alike are one person (state.usernames).
     subject = identity.subject or usernames.canonical(username)
     granted, superuser = mapping.grants(identity.groups)
