@@ -23,6 +23,7 @@ from django.contrib.auth import logout
 from django.core import checks
 from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from statestore_admin.state import sign_in
 
@@ -108,7 +109,8 @@ class ProxySignInMiddleware:
                 names = ", ".join(getattr(settings, name) for name in repeated)
                 log.warning("proxy headers sent more than once from %s: %s (refused)", _peer(request), names)
                 return HttpResponseBadRequest(
-                    f"The request carries {names} more than once.", content_type="text/plain; charset=utf-8"
+                    gettext("The request carries %(headers)s more than once.") % {"headers": names},
+                    content_type="text/plain; charset=utf-8",
                 )
         if self.networks and not _bearer_api_request(request):
             refusal = self.sign_in(request)

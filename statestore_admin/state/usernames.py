@@ -20,6 +20,7 @@ import unicodedata
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
 
 from .errors import Invalid
 
@@ -29,8 +30,9 @@ REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def canonical(name: str) -> str:
-    """The form two names are compared in: NFKC, then case folding (and NFKC again, which folding can undo)."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    """The form two names are compared in: NFKC, then case folding (and NFKC again, which folding can undo),
+    without the spaces around it."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold()).strip()
 
 
 def unsafe_characters(text: str) -> list[str]:
@@ -48,15 +50,14 @@ def check(name: str) -> str:
     """``name`` stripped, or ``Invalid`` saying what is wrong with it (empty, or a character it may not hold)."""
     name = (name or "").strip()
     if not name:
-        raise Invalid({"username": "A user name cannot be empty."})
+        raise Invalid({"username": _("A user name cannot be empty.")})
     bad = unsafe_characters(name)
     if bad:
-        raise Invalid(
-            {
-                "username": f"A user name cannot hold control or invisible formatting characters "
-                f"(found {', '.join(bad)}): they make one name look like another."
-            }
+        message = _(
+            "A user name cannot hold control characters or invisible formatting (found %(found)s): they make one "
+            "name look like another."
         )
+        raise Invalid({"username": message % {"found": ", ".join(bad)}})
     return name
 
 
@@ -91,12 +92,11 @@ def require_new(name: str, *, exclude_pk=None) -> str:
 def _refuse_taken(name: str, taken: list) -> None:
     if taken:
         other = getattr(taken[0], get_user_model().USERNAME_FIELD)
-        raise Invalid(
-            {
-                "username": f"An account named {visible(other)!r} exists already, and {name!r} is the same name "
-                "(names are compared ignoring case and character width)."
-            }
+        message = _(
+            "An account named %(other)r exists already, and %(name)r is the same name (names are compared ignoring "
+            "case and character width)."
         )
+        raise Invalid({"username": message % {"other": visible(other), "name": visible(name)}})
 
 
 def create(name: str, **fields):
