@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, login, user_logged_in
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from .models import ExternalIdentity
@@ -29,6 +31,7 @@ PASSWORD, OIDC, PROXY, BREAK_GLASS = "password", "oidc", "proxy", "break-glass"
 METHODS = {PASSWORD: "password", OIDC: "single sign-on", PROXY: "authenticating proxy", BREAK_GLASS: "break-glass"}
 SUPERUSER = "superuser"
 SESSION_KEY = "statestore_signed_in"
+METHOD_KEY = "statestore_sign_in_method"  # PASSWORD, OIDC, PROXY or BREAK_GLASS: which rule ends the session
 # The backend a session from outside is kept under: it only loads the session's user by id; the provider, the
 # proxy or a break-glass link authenticated them.
 SESSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -195,8 +198,41 @@ def start_session(request, user, how: Identity | str) -> None:
 
 
 def remember(request, how: Identity | str) -> None:
-    """After ``login()``: how this session signed in, for the audit trail of its changes."""
+    """After ``login()``: how this session signed in, for the audit trail of its changes and for
+    ``session_lapsed``."""
     request.session[SESSION_KEY] = how.described if isinstance(how, Identity) else METHODS.get(how, how)
+    request.session[METHOD_KEY] = how.method if isinstance(how, Identity) else how
+
+
+# Access that the provider vouches for lasts TOKEN_IDP_MAX_AGE after the last sign-in there ----------------
+# Roles and scope groups are set at each sign-in; API tokens and sessions then read them at every request. Someone
+# removed at the provider who never signs in again would keep them: so an account that single sign-on or the proxy
+# manages acts, with a token or a single sign-on session, only while its last sign-in there is that recent.
+def max_age() -> timedelta:
+    return timedelta(seconds=settings.TOKEN_IDP_MAX_AGE)
+
+
+def last_sign_in(user):
+    """When ``user`` last signed in through single sign-on or the proxy; None for an account neither manages."""
+    return ExternalIdentity.objects.filter(user=user).aggregate(last=Max("last_sign_in"))["last"]
+
+
+def lapsed(user) -> bool:
+    """Whether ``user`` is managed by single sign-on or the proxy and has not signed in there for ``max_age()``:
+    their API tokens are refused and their single sign-on sessions end. Local accounts never lapse."""
+    last = last_sign_in(user)
+    return last is not None and timezone.now() - last > max_age()
+
+
+def session_lapsed(request) -> bool:
+    """Whether the request's session, started by single sign-on or the proxy (or from before sessions said how),
+    belongs to an account that has ``lapsed``. Password and break-glass sessions keep their own rules."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return False
+    if request.session.get(METHOD_KEY) in (PASSWORD, BREAK_GLASS):
+        return False
+    return lapsed(user)
 
 
 def note_password_sign_in(sender, request, user, **kwargs) -> None:

@@ -37,7 +37,7 @@ def _perm(app_label, codename):
 @pytest.fixture
 def scoped_admin(user_factory, world):
     """Staff, the Admin role, and a scope of nope_* DAGs (through the group "nope team")."""
-    user = user_factory("scoped-admin", is_staff=True)
+    user = user_factory("scoped-admin", is_staff=True, unscoped=False)
     user.groups.add(Group.objects.get(name=roles.ADMIN), world["nope"])
     return get_user_model().objects.get(pk=user.pk)
 
@@ -106,7 +106,7 @@ def test_a_scoped_admin_cannot_list_see_or_drop_their_scope(client, scoped_admin
 def test_a_scoped_user_changes_no_account_even_with_the_permissions(client, user_factory, world):
     """Given change/add/delete on users and groups (a group of one's own making), a scoped user still cannot
     leave the scope's group, create an account, or drop the group."""
-    user = user_factory("scoped-account-admin", is_staff=True, perms=["task.view"])
+    user = user_factory("scoped-account-admin", is_staff=True, perms=["task.view"], unscoped=False)
     managers = Group.objects.create(name="account managers")
     managers.permissions.add(
         *[_perm("auth", f"{a}_{m}") for a in ("view", "add", "change", "delete") for m in ("user", "group")]
