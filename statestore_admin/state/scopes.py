@@ -111,7 +111,7 @@ def default_scope_problems() -> list[str]:
     from django.core.exceptions import ValidationError
 
     problems = []
-    for pattern in settings.DEFAULT_SCOPE:
+    for pattern in (p.strip() for p in settings.DEFAULT_SCOPE if p.strip()):
         try:
             validate_pattern(pattern)
         except ValidationError as exc:
@@ -171,22 +171,23 @@ def _managed_from_outside(user) -> bool:
 
 def rule_for(user) -> str:
     """Which rule gives ``user`` their scope, in words (Django's admin shows it on the user's page)."""
+    from django.utils.translation import gettext as _
+
     if user.is_superuser:
-        return "Superuser: every DAG and asset, never scoped."
+        return _("Superuser: every DAG and asset, never scoped.")
     if _managed_from_outside(user):
         default = default_scope()
-        fallback = (
-            "every DAG and asset (DEFAULT_SCOPE=*)"
-            if not default.restricted
-            else f"{default.describe()} (DEFAULT_SCOPE)"
-            if default.dags
-            else "nothing (no DEFAULT_SCOPE is set)"
-        )
-        return (
+        if not default.restricted:
+            fallback = _("every DAG and asset (DEFAULT_SCOPE=*)")
+        elif default.dags:
+            fallback = _("%(patterns)s (DEFAULT_SCOPE)") % {"patterns": default.describe()}
+        else:
+            fallback = _("nothing (no DEFAULT_SCOPE is set)")
+        return _(
             "Managed by single sign-on or the authenticating proxy: the scopes of its groups (OIDC_GROUP_SCOPES, "
-            f"set at each sign-in) and of its own grants; without any, {fallback}."
-        )
-    return (
+            "set at each sign-in) and of its own grants; without any, %(fallback)s."
+        ) % {"fallback": fallback}
+    return _(
         "Local account: the scopes of its groups and of its own grants; without any, nothing. Grant "
         "'every DAG and asset (unscoped)' below to let it see everything."
     )

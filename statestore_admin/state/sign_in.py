@@ -6,7 +6,8 @@ a group gained grants, a group lost removes, and a person with no mapped group g
 ``superuser``) and ``OIDC_GROUP_SCOPES`` (provider group → the Django group that holds access scopes).
 Superuser status is never given by a claim unless a group is mapped to ``superuser``, and only then is it
 also taken away by one. ``remember`` puts how the person signed in into their session; the audit trail
-records it with every change they make (``Actor.signed_in``).
+records it with every change they make (``Actor.signed_in``). What a sign-in set counts for ``TOKEN_IDP_MAX_AGE``:
+after that, without a new sign-in, the account's API tokens and single sign-on sessions stop (``lapsed``).
 """
 
 from __future__ import annotations

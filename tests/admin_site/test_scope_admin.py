@@ -179,3 +179,23 @@ def test_a_superuser_still_manages_scopes(client, user_factory, world):
     assert response.status_code == 302, response.content.decode()[:2000]
     target.refresh_from_db()
     assert target.is_superuser
+
+
+def test_the_users_page_says_which_rule_applies_and_unscoped_is_granted_with_star(client, user_factory, world):
+    from statestore_admin.state.models import ExternalIdentity
+
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    local = user_factory("local-person", unscoped=False)
+    page = client.get(f"{USERS}{local.pk}/change/").content.decode()
+    assert "Local account" in page and "without any, nothing" in page
+    assert "its API tokens work until they expire or are revoked" in page
+    sso = user_factory("sso-person", unscoped=False)
+    ExternalIdentity.objects.create(user=sso, method="oidc", provider="https://idp", subject="s")
+    page = client.get(f"{USERS}{sso.pk}/change/").content.decode()
+    assert "Managed by single sign-on" in page and "nothing (no DEFAULT_SCOPE is set)" in page
+    assert "TOKEN_IDP_MAX_AGE after its last sign-in there" in page
+
+    refused = client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "all", "pattern": "etl_*"})
+    assert refused.status_code == 200 and "with the pattern *" in refused.content.decode()
+    assert client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "all", "pattern": "*"}).status_code == 302
+    assert scopes.scope_of(get_user_model().objects.get(pk=local.pk)) is scopes.EVERYTHING
