@@ -7,7 +7,7 @@ a group gained grants, a group lost removes, and a person with no mapped group g
 Superuser status is never given by a claim unless a group is mapped to ``superuser``, and only then is it
 also taken away by one. ``remember`` puts how the person signed in into their session; the audit trail
 records it with every change they make (``Actor.signed_in``). What a sign-in set counts for ``TOKEN_IDP_MAX_AGE``:
-after that, without a new sign-in, the account's API tokens and single sign-on sessions stop (``lapsed``).
+after that, without a new sign-in, the account's API tokens and single sign-on sessions stop (``recheck``).
 """
 
 from __future__ import annotations
@@ -205,10 +205,11 @@ def remember(request, how: Identity | str) -> None:
     request.session[METHOD_KEY] = how.method if isinstance(how, Identity) else how
 
 
-# Access that the provider vouches for lasts TOKEN_IDP_MAX_AGE after the last sign-in there ----------------
+# Access that the provider vouches for lasts TOKEN_IDP_MAX_AGE after the last sign-in there -------------------
 # Roles and scope groups are set at each sign-in; API tokens and sessions then read them at every request. Someone
 # removed at the provider who never signs in again would keep them: so an account that single sign-on or the proxy
-# manages acts, with a token or a single sign-on session, only while its last sign-in there is that recent.
+# manages acts, with a token or a single sign-on session, only while its last sign-in there is that recent, and with
+# what that sign-in's groups map to.
 def max_age() -> timedelta:
     return timedelta(seconds=settings.TOKEN_IDP_MAX_AGE)
 
@@ -218,22 +219,36 @@ def last_sign_in(user):
     return ExternalIdentity.objects.filter(user=user).aggregate(last=Max("last_sign_in"))["last"]
 
 
-def lapsed(user) -> bool:
-    """Whether ``user`` is managed by single sign-on or the proxy and has not signed in there for ``max_age()``:
-    their API tokens are refused and their single sign-on sessions end. Local accounts never lapse."""
-    last = last_sign_in(user)
-    return last is not None and timezone.now() - last > max_age()
+def recheck(user) -> bool:
+    """Whether ``user`` may act now (a token's or a single sign-on session's request). A local account may. One that
+    single sign-on or the proxy manages may not once its last sign-in there is older than ``max_age()``; before that,
+    its roles and scope groups are first put back in line with what its last sign-in's groups map to today (the
+    mapping may have changed since, or a mapped group been given by hand), so that it acts with exactly that."""
+    link = ExternalIdentity.objects.filter(user=user).order_by("-last_sign_in").first()
+    if link is None:
+        return True
+    if timezone.now() - link.last_sign_in > max_age():
+        return False
+    mapping = GroupMapping.from_settings()
+    granted, superuser = mapping.grants(link.groups)
+    last = Identity(method=link.method, username=user.get_username(), groups=tuple(link.groups), provider=link.provider)
+    with transaction.atomic():
+        _apply(user, last, mapping, granted, superuser)
+    for cached in ("_perm_cache", "_user_perm_cache", "_group_perm_cache", "_statestore_scope"):
+        user.__dict__.pop(cached, None)  # read again from the groups just set
+    return True
 
 
 def session_lapsed(request) -> bool:
     """Whether the request's session, started by single sign-on or the proxy (or from before sessions said how),
-    belongs to an account that has ``lapsed``. Password and break-glass sessions keep their own rules."""
+    belongs to an account that may no longer act (``recheck``). Password and break-glass sessions keep their own
+    rules."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return False
     if request.session.get(METHOD_KEY) in (PASSWORD, BREAK_GLASS):
         return False
-    return lapsed(user)
+    return not recheck(user)
 
 
 def note_password_sign_in(sender, request, user, **kwargs) -> None:

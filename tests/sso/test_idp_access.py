@@ -29,7 +29,7 @@ from .test_oidc import provider as oidc_provider  # noqa: F401 - the fixture, un
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
 
 RUN_ID = "manual__idp"
-ROLES = {"ops": "Operator", "viewers": "Viewer", "root": "superuser"}
+ROLES = {"ops": "Operator", "viewers": "Viewer", "admins": "Admin", "root": "superuser"}
 SCOPE_GROUPS = {"team-etl": "scope-etl"}
 
 
@@ -95,6 +95,23 @@ def test_a_token_loses_the_role_and_the_scope_that_the_next_sign_in_removed(clie
     assert listed["items"] == []
     refused = client.put(key_url("etl_a"), {"value": "x"}, content_type="application/json", **bearer(token))
     assert refused.status_code == 403
+
+
+def test_a_token_is_rechecked_against_the_last_sign_ins_groups(client, provider, world, settings):
+    """What the last sign-in's groups map to today, whatever was given since: the deployment's mapping changed (ops
+    are Viewers now, viewers Operators), or a mapped role given by hand in /admin/, which the provider never said."""
+    sign_in_through(provider, "ops", "team-etl")
+    _, token = ApiToken.issue(alice(), "ci")
+    put = client.put(key_url("etl_a"), {"value": "v1"}, content_type="application/json", **bearer(token))
+    assert put.status_code == 204
+    settings.OIDC_GROUP_ROLES = {**ROLES, "ops": "Viewer", "viewers": "Operator"}
+    refused = client.put(key_url("etl_a"), {"value": "v2"}, content_type="application/json", **bearer(token))
+    assert refused.status_code == 403
+    assert set(alice().groups.values_list("name", flat=True)) == {"Viewer", "scope-etl"}
+
+    alice().groups.add(Group.objects.get(name="Admin"))  # by hand: not what the provider said
+    assert client.delete(key_url("etl_a"), **bearer(token)).status_code == 403
+    assert set(alice().groups.values_list("name", flat=True)) == {"Viewer", "scope-etl"}
 
 
 def test_a_token_stops_when_its_owner_has_not_signed_in_for_token_idp_max_age(client, provider, world, settings):
@@ -226,8 +243,11 @@ def test_a_session_loses_a_role_and_a_scope_removed_in_the_admin_at_its_next_req
 
 def test_a_single_sign_on_session_ends_past_the_bound(provider, world, settings):
     settings.DEFAULT_SCOPE = ["*"]
-    browser = sign_in_through(provider, "viewers")
+    browser = sign_in_through(provider, "ops")
     assert browser.get("/dags/ml_x/").status_code == 200
+    settings.OIDC_GROUP_ROLES = {**ROLES, "ops": "Viewer", "viewers": "Operator"}  # the mapping changed
+    assert browser.get("/dags/ml_x/").status_code == 200
+    assert set(alice().groups.values_list("name", flat=True)) == {"Viewer"}  # at the session's next request
     age_last_sign_in(alice(), timedelta(seconds=settings.TOKEN_IDP_MAX_AGE + 60))
 
     page = browser.get("/dags/ml_x/")
