@@ -257,10 +257,29 @@ class AccessScope(models.Model):
 
         if self.kind == self.Kind.ALL and self.pattern != "*":
             raise ValidationError({"pattern": "Every DAG and asset is granted with the pattern *."})
+        self._refuse_mixing_with_every_dag_and_asset()
         try:
             validate_pattern(self.pattern)
         except ValidationError as exc:
             raise ValidationError({"pattern": exc.messages}) from None
+
+    def _refuse_mixing_with_every_dag_and_asset(self):
+        """A holder's own grants are patterns or every DAG and asset, as ``scopes.grant`` keeps them: a pattern added
+        beside every DAG and asset would restrict nothing (the union is everything), which is not what its author
+        meant."""
+        from django.core.exceptions import ValidationError
+
+        if not (self.group_id or self.user_id):
+            return
+        others = AccessScope.objects.filter(group_id=self.group_id, user_id=self.user_id).exclude(pk=self.pk)
+        if self.kind == self.Kind.ALL and others.exclude(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder has patterns: delete them first to grant every DAG and asset instead."}
+            )
+        if self.kind != self.Kind.ALL and others.filter(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder is granted every DAG and asset: delete that first to restrict it to patterns."}
+            )
 
 
 class ExternalIdentity(models.Model):

@@ -199,3 +199,9 @@ def test_the_users_page_says_which_rule_applies_and_unscoped_is_granted_with_sta
     assert refused.status_code == 200 and "with the pattern *" in refused.content.decode()
     assert client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "all", "pattern": "*"}).status_code == 302
     assert scopes.scope_of(get_user_model().objects.get(pk=local.pk)) is scopes.EVERYTHING
+    # A pattern beside every DAG and asset would restrict nothing: refused, saying what to do.
+    mixed = client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "dag", "pattern": "etl_*"})
+    assert mixed.status_code == 200 and "delete that first to restrict it to patterns" in mixed.content.decode()
+    mixed = client.post(f"{SCOPES}add/", {"group": world["nope"].pk, "kind": "all", "pattern": "*"})
+    assert mixed.status_code == 200 and "This holder has patterns" in mixed.content.decode()
+    assert AccessScope.objects.filter(kind="all").count() == 1
