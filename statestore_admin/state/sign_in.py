@@ -234,8 +234,10 @@ def recheck(user) -> bool:
     last = Identity(method=link.method, username=user.get_username(), groups=tuple(link.groups), provider=link.provider)
     with transaction.atomic():
         _apply(user, last, mapping, granted, superuser)
+    # What the request cached on the user from the groups before (ModelBackend's permissions, scopes._CACHE; scopes
+    # imports this module through actors, so the name is repeated here): read again from the groups just set.
     for cached in ("_perm_cache", "_user_perm_cache", "_group_perm_cache", "_statestore_scope"):
-        user.__dict__.pop(cached, None)  # read again from the groups just set
+        user.__dict__.pop(cached, None)
     return True
 
 
