@@ -1,22 +1,37 @@
 """Framing by Airflow's UI (issue 25, docs/airflow-plugin.md): ``STATESTORE_FRAME_ANCESTORS``, off by default.
 
-Airflow shows a plugin's per-object pages in an iframe, so the dashboard may be framed by the origins listed
-there and by no other. CSP ``frame-ancestors`` names them; ``X-Frame-Options`` cannot name an origin (its
-``ALLOW-FROM`` is gone from browsers) and a ``DENY`` would refuse Airflow too, so it is not sent when framing
-is on: browsers that enforce ``frame-ancestors`` ignore it anyway. The session and CSRF cookies must reach the
-dashboard inside a frame of another site, which browsers allow only for ``SameSite=None; Secure`` cookies:
-framing needs the dashboard on HTTPS. Those two cookies are also ``Partitioned`` (CHIPS): a browser that blocks
-third-party cookies (Chromium does, for a frame of another site) keeps a partitioned cookie in a jar of the
-top-level site, so signing in inside Airflow's frame works there.
+Airflow shows a plugin's per-object pages in an iframe, so the read pages the plugin embeds may be framed by the
+origins listed there and by no other; every other page refuses every frame, framing on or off (issue 36): the
+admin, the token pages, signing in, single sign-on, break-glass and every confirmation page shown as a page.
+A view is framable only when ``dashboard.framed.framable`` marks it (an allow-list: a new page is not), and only
+its GET answers are. Such an answer names the origins in CSP ``frame-ancestors`` and sends no
+``X-Frame-Options`` (it cannot name an origin, its ``ALLOW-FROM`` is gone from browsers); every other answer keeps
+``frame-ancestors 'none'`` and ``X-Frame-Options: DENY``. The dialogs of a framed page are htmx partials fetched
+into it, not framed documents, so they need no exception.
+
+An origin is https, or http on the loopback host (``localhost``, ``127.0.0.1``, any port) for a local trial:
+an ``http://`` origin elsewhere would let anyone on the network path frame the pages, so it stops the start.
+
+The session and CSRF cookies must reach the dashboard inside a frame of another site, which browsers allow only
+for ``SameSite=None; Secure`` cookies: framing needs the dashboard on HTTPS. Those two cookies are also
+``Partitioned`` (CHIPS): a browser that blocks third-party cookies (Chromium does, for a frame of another site)
+keeps a partitioned cookie in a jar of the top-level site.
 """
 
 from http.cookies import Morsel
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.shortcuts import render, resolve_url
+from django.urls import Resolver404, resolve
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
+
+from statestore_admin.dashboard.framed import is_framable
 
 XFRAME_MIDDLEWARE = "django.middleware.clickjacking.XFrameOptionsMiddleware"
 PARTITIONED_MIDDLEWARE = "statestore_admin.framing.PartitionedCookiesMiddleware"
+FRAMABLE_MIDDLEWARE = "statestore_admin.framing.FramableViewsMiddleware"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
 
 
 def frame_origin(text: str) -> str:
@@ -28,18 +43,19 @@ def frame_origin(text: str) -> str:
         raise ValueError(f"{text!r} is not an origin such as https://airflow.example.com")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError(f"{text!r} is not an origin: give scheme, host and port only")
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+        raise ValueError(f"{text!r}: give an https:// origin (http:// is accepted for localhost and 127.0.0.1 only)")
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def framing_settings(origins: list[str], *, middleware: list[str], csp: dict) -> dict:
-    """The settings that change when ``origins`` may frame the dashboard; none when the list is empty."""
+def framing_settings(origins: list[str], *, middleware: list[str]) -> dict:
+    """The settings that change when ``origins`` may frame the framable pages; none when the list is empty."""
     if not origins:
         return {}
-    directives = {**csp["DIRECTIVES"], "frame-ancestors": list(origins)}
+    at = middleware.index(XFRAME_MIDDLEWARE) + 1  # inside it: its DENY is skipped for the answers allowed here
     return {
-        # First, so that it sees the cookies the session and CSRF middleware set on the way out.
-        "MIDDLEWARE": [PARTITIONED_MIDDLEWARE, *(m for m in middleware if m != XFRAME_MIDDLEWARE)],
-        "CONTENT_SECURITY_POLICY": {**csp, "DIRECTIVES": directives},
+        # The cookies' first, so that it sees the cookies the session and CSRF middleware set on the way out.
+        "MIDDLEWARE": [PARTITIONED_MIDDLEWARE, *middleware[:at], FRAMABLE_MIDDLEWARE, *middleware[at:]],
         "SESSION_COOKIE_SAMESITE": "None",
         "CSRF_COOKIE_SAMESITE": "None",
         "SESSION_COOKIE_SECURE": True,
@@ -75,3 +91,53 @@ class PartitionedCookiesMiddleware:
                 partitioned.set(morsel.key, morsel.value, morsel.coded_value)
                 response.cookies[name] = partitioned
         return response
+
+
+class FramableViewsMiddleware:
+    """With framing on (``framing_settings``): the GET answer of a framable view (``dashboard.framed.framable``),
+    whatever it is (the page, its 404 or 503), may be framed by ``STATESTORE_FRAME_ANCESTORS``; nothing else.
+
+    Someone not signed in is sent to the sign-in form, which is never framed: inside a frame (``request.framed``)
+    that redirect becomes a page saying to sign in to the dashboard in a tab of its own, rather than the browser's
+    refusal. It holds no form, so it may be framed."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.framable = False
+        response = self.get_response(request)
+        if request.method not in ("GET", "HEAD") or not settings.STATESTORE_FRAME_ANCESTORS:
+            return response
+        if getattr(request, "framed", False) and _to_sign_in(request, response):
+            response = _sign_in_elsewhere(request)
+            request.framable = True
+        if request.framable:
+            response.xframe_options_exempt = True  # XFrameOptionsMiddleware's own switch
+            response._csp_replace = {"frame-ancestors": list(settings.STATESTORE_FRAME_ANCESTORS)}  # django-csp's
+        return response
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        request.framable = is_framable(view_func)
+
+
+def _to_sign_in(request, response) -> bool:
+    """Whether ``response`` sends someone not signed in from a framable page to the sign-in form (Django's
+    LoginRequiredMiddleware answers before the view, so the view is looked up here)."""
+    location = response.get("Location", "") if response.status_code == 302 else ""
+    if request.user.is_authenticated or urlsplit(location).path != resolve_url(settings.LOGIN_URL):
+        return False
+    try:
+        return is_framable(resolve(request.path_info).func)
+    except Resolver404:
+        return False
+
+
+def _sign_in_elsewhere(request):
+    query = request.GET.copy()
+    query.pop("embed", None)  # in a tab of its own, the whole layout
+    address = request.build_absolute_uri(request.path + (f"?{query.urlencode()}" if query else ""))
+    response = render(request, "framing/sign_in_elsewhere.html", {"dashboard_url": address})
+    add_never_cache_headers(response)  # the same address signed in, or in a window, is the page or the sign-in
+    patch_vary_headers(response, ("Sec-Fetch-Dest", "Cookie"))
+    return response

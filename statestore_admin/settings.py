@@ -350,8 +350,11 @@ AXES_CLIENT_IP_CALLABLE = "statestore_admin.throttling.client_address"
 # Django's database cache in the dashboard's own database (its table is created by `migrate`), which needs no
 # other service. CACHE_URL=redis://host:6379/1 (or rediss://): Django's Redis cache, for several servers, with
 # short socket deadlines (CACHE_TIMEOUT seconds) so that a Redis that is down or hung costs a request little;
-# either way a cache that fails answers as an empty one, never a 500. Another CACHE_URL (locmemcache://,
-# dbcache://...): django-environ's backend as it is (statestore.W004 when it is per-process).
+# either way a cache that fails answers as an empty one, never a 500, and what it stores is signed JSON, never
+# a pickle. Another CACHE_URL: django-environ's backend as it is, if it keeps values in this process's memory
+# (locmemcache://, dummycache://; statestore.W004 under several workers); one that would unpickle what a
+# shared store holds (dbcache://, filecache://, memcache://, rediscache://...) is refused (statestore.E012).
+# Sessions are in the database (Django's default engine), as JSON (its default serializer).
 CACHE_URL = env.str("CACHE_URL", default="")
 CACHE_TIMEOUT = env.float("CACHE_TIMEOUT", default=0.5)
 if CACHE_URL.startswith(("redis://", "rediss://")):
@@ -418,12 +421,13 @@ def allow_form_action(csp: dict, url: str) -> dict:
 
 if OIDC_ISSUER:
     CONTENT_SECURITY_POLICY = allow_form_action(CONTENT_SECURITY_POLICY, OIDC_ISSUER)
-# Airflow's UI may frame the pages when its origins are listed (statestore_admin/framing.py); none by default.
+# Airflow's UI may frame the read pages when its origins are listed (https, or http on localhost/127.0.0.1:
+# statestore_admin/framing.py); none by default.
 try:
     STATESTORE_FRAME_ANCESTORS = [frame_origin(o) for o in env.list("STATESTORE_FRAME_ANCESTORS", default=[])]
 except ValueError as exc:
     raise ImproperlyConfigured(f"STATESTORE_FRAME_ANCESTORS: {exc}") from None
-globals().update(framing_settings(STATESTORE_FRAME_ANCESTORS, middleware=MIDDLEWARE, csp=CONTENT_SECURITY_POLICY))
+globals().update(framing_settings(STATESTORE_FRAME_ANCESTORS, middleware=MIDDLEWARE))
 # HSTS for subdomains and the browsers' preload list are the operator's decision (README, Production).
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)

@@ -7,7 +7,11 @@ switched at any time, for connections already open and new ones alike:
 - ``black_hole()``: accept connections and keep them open, forward nothing in either direction: a server
   (or network) that stops answering mid-session, or accepts connections and never answers;
 - ``refuse()``: close the listening socket (connections are refused) and reset every open connection:
-  a server that is down.
+  a server that is down;
+- ``black_hole_on(marker)``: forward until a client sends ``marker`` (a table's name, say), then be a black
+  hole from that message on: a server that stops answering in the middle of a request.
+
+``accepted`` counts the connections clients opened through the proxy (connection attempts).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._stopped = False
+        self._marker: bytes | None = None
+        self.accepted = 0
         self._listener = self._listen(0)
         self.port = self._listener.getsockname()[1]
         self._acceptor = threading.Thread(target=self._accept_loop, name="tcp-proxy-accept", daemon=True)
@@ -50,6 +56,9 @@ class TcpProxy:
 
     def black_hole(self) -> None:
         self._switch(BLACK_HOLE)
+
+    def black_hole_on(self, marker: bytes) -> None:
+        self._marker = marker
 
     def refuse(self) -> None:
         with self._lock:
@@ -63,6 +72,7 @@ class TcpProxy:
     def _switch(self, mode: str) -> None:
         with self._lock:
             self.mode = mode
+            self._marker = None
             if self._listener is None:
                 self._listener = self._listen(self.port)
 
@@ -101,6 +111,8 @@ class TcpProxy:
             except (TimeoutError, OSError):
                 continue
             client.settimeout(None)
+            with self._lock:
+                self.accepted += 1
             if self._track(client):
                 threading.Thread(target=self._serve, args=(client,), name="tcp-proxy-conn", daemon=True).start()
 
@@ -131,12 +143,15 @@ class TcpProxy:
         if not self._track(upstream):
             _reset(client)
             return
-        for source, sink in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(source, sink), name="tcp-proxy-pump", daemon=True).start()
+        for source, sink, watch in ((client, upstream, True), (upstream, client, False)):
+            threading.Thread(target=self._pump, args=(source, sink, watch), name="tcp-proxy-pump", daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, watch: bool) -> None:
         try:
             while chunk := source.recv(65536):
+                marker = self._marker
+                if watch and marker is not None and marker in chunk:
+                    self.black_hole()  # this message, and everything after it, is held back
                 if not self._hold():
                     break
                 sink.sendall(chunk)

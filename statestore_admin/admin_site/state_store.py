@@ -29,12 +29,19 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
-from statestore_admin.state import counting, permissions, selectors, services
+from statestore_admin.state import counting, formatting, permissions, selectors, services
 from statestore_admin.state.actors import ADMIN, Actor
 from statestore_admin.state.counting import COUNT_CAP
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.values import decode_json_text, encode_value, expiry_choices, expiry_from_form, pretty
+from statestore_admin.state.values import (
+    decode_json_text,
+    encode_value,
+    expiry_choices,
+    expiry_from_form,
+    parse_datetime_aware,
+    pretty,
+)
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
 DAG_CHOICES = 200  # DAGs offered by the DAG filter; others are found by search (or ?dag_id=… in the URL)
@@ -137,7 +144,9 @@ class TaskKeyForm(forms.ModelForm):
         help_text="With “At a date and time”: ISO 8601 with a time zone, e.g. 2026-12-01T00:00:00+00:00",
         widget=forms.TextInput(attrs={"placeholder": "2026-12-01T00:00:00+00:00", "autocomplete": "off"}),
     )
-    seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
+    # The version the form was opened on, exact and in UTC: Django's DateTimeField writes it in the reader's zone,
+    # which has no wall time for 9999-12-31 in UTC+14.
+    seen_updated_at = forms.CharField(widget=forms.HiddenInput, required=False)
 
     class Meta:
         model = TaskStateStore
@@ -157,7 +166,7 @@ class TaskKeyForm(forms.ModelForm):
         )
         current = key.expires_at.isoformat() if key.expires_at else "never expires"
         self.fields["expiry"].choices = [(KEEP, f"Unchanged ({current})"), *expiry_choices()]
-        self.fields["seen_updated_at"].initial = key.updated_at
+        self.fields["seen_updated_at"].initial = formatting.iso(key.updated_at)
 
     def _changes_value(self, text: str) -> bool:
         if not self.can_view:
@@ -169,8 +178,9 @@ class TaskKeyForm(forms.ModelForm):
         if self.errors:
             return cleaned
         text = cleaned.get("new_value") or ""
-        seen = cleaned.get("seen_updated_at")
         try:
+            seen_text = cleaned.get("seen_updated_at")
+            seen = parse_datetime_aware(seen_text, "seen_updated_at") if seen_text else None
             # Every input is checked before the first write: a bad expiry never leaves a new value behind.
             new_value = self._changes_value(text)
             value = decode_json_text(text) if new_value else None
@@ -212,7 +222,7 @@ IDENTITY = ("dag_id", "run_id", "task_id", "region", "map_index", "key")
 
 @admin.register(TaskStateStore)
 class TaskStateStoreAdmin(admin.ModelAdmin):
-    list_display = (*IDENTITY, "size", "updated_at", "expiry_status")
+    list_display = (*IDENTITY, "size", "updated", "expiry_status")
     list_filter = (StatusFilter, DagFilter)
     search_fields = ("key", "dag_id", "run_id", "task_id")
     sortable_by = ("dag_id", "expiry_status")  # the columns an index orders (lookup index, expires_at index)
@@ -245,6 +255,14 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         size = getattr(obj, "size", None)
         return len(obj.value) if size is None else size
 
+    @admin.display(description="updated at")
+    def updated(self, obj) -> str:
+        return formatting.in_zone_text(obj.updated_at, timezone.get_current_timezone())
+
+    @admin.display(description="expires at")
+    def expires(self, obj) -> str:
+        return formatting.in_zone_text(obj.expires_at, timezone.get_current_timezone())
+
     @admin.display(description="expiry status", ordering="expires_at")
     def expiry_status(self, obj) -> str:
         return selectors.STATUSES[selectors.status_of(obj.expires_at, timezone.now())]
@@ -256,7 +274,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
     # The change form ------------------------------------------------------------------------------------
     def get_fieldsets(self, request, obj=None):
         can_view = _can(request, permissions.TASK, "view")
-        shown = [*IDENTITY, *(("current_value", "size") if can_view else ()), "updated_at", "expires_at"]
+        shown = [*IDENTITY, *(("current_value", "size") if can_view else ()), "updated", "expires"]
         shown.append("expiry_status")
         if not self.has_change_permission(request, obj):
             return [(None, {"fields": shown})]
@@ -268,7 +286,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return (*IDENTITY, "current_value", "size", "updated_at", "expires_at", "expiry_status")
+        return (*IDENTITY, "current_value", "size", "updated", "expires", "expiry_status")
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

@@ -9,4 +9,10 @@ class AirflowAppConfig(AppConfig):
     verbose_name = "Airflow metadata"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from django.core.signals import request_finished, request_started
+
+        from . import availability, checks  # noqa: F401  (checks registers the system checks)
+
+        # One deadline per request: what failed is remembered for the request, and forgotten after it.
+        request_started.connect(availability.begin_request, dispatch_uid="airflow-availability-begin")
+        request_finished.connect(availability.end_request, dispatch_uid="airflow-availability-end")

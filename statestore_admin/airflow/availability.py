@@ -10,11 +10,16 @@ for) exclusive locks on the tables the dashboard reads, and the reason names who
 (``TablesLocked``). It subclasses Django's ``OperationalError``, so code that catches
 ``DatabaseError`` keeps working. The pages answer it with a 503 page (``middleware``), the API with 503
 JSON in Airflow's shape (``api.errors``). docs/operations.md describes the behaviour and the settings.
+
+A request spends at most one deadline on an unavailable database: once the database has failed it (a wait
+ran out, or the connection is gone), the rest of that request gets the same ``AirflowDatabaseUnavailable`` at
+once, without connecting again or sending another query (``failed_earlier``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -66,6 +71,35 @@ def clean_reason(message: str, password: str = "", limit: int = MAX_REASON) -> s
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text or "unknown error"
+
+
+# What failed in this thread's request, by database alias: from request_started to request_finished (the
+# receivers are connected in ``apps``). Outside a request (commands, a test calling the connection directly)
+# nothing is kept. Per thread, as Django's connections are.
+_request = threading.local()
+
+
+def begin_request(**kwargs) -> None:
+    _request.failed = {}
+
+
+def end_request(**kwargs) -> None:
+    _request.failed = None
+
+
+def fail_request(alias: str, reason: str) -> None:
+    """Airflow's database failed this request and its connection is gone: the rest of the request must not
+    wait on it again (the first reason is kept)."""
+    failed = getattr(_request, "failed", None)
+    if failed is not None:
+        failed.setdefault(alias, reason)
+
+
+def failed_earlier(alias: str) -> str | None:
+    """Why ``alias`` already failed this request, if it did: a second connection attempt or query would only
+    wait out another deadline before the same 503."""
+    failed = getattr(_request, "failed", None)
+    return failed.get(alias) if failed else None
 
 
 @contextmanager

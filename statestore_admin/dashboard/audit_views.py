@@ -34,7 +34,7 @@ from .actions import task_selection
 from .downloads import bad_request, export_download
 from .htmx import dialog, error_messages
 from .pages import render_page, requires_view
-from .timezones import as_wall_time, wall_times_as_instants
+from .timezones import active_zone_name, as_wall_time, wall_times_as_instants
 
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
 COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters
@@ -161,7 +161,7 @@ def _filter_fields(params, errors: dict) -> list[dict]:
             "choices": choices.get(name),
             # Since and Until: the one date-time input of the pages, in the reader's zone (shown beside it)
             "type": "datetime-local" if name in TIME_FILTERS else "text",
-            "zone": timezone.get_current_timezone_name() if name in TIME_FILTERS else "",
+            "zone": active_zone_name() if name in TIME_FILTERS else "",
             "error": bool(errors.get(name)),
         }
         for name, label in FILTER_LABELS.items()
@@ -205,7 +205,7 @@ def audit_list(request):
         "can_upload": any(permissions.can_restore(request.user, store) for store in permissions.STORES),
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "now": timezone.now(),
-        "zone": timezone.get_current_timezone_name(),
+        "zone": active_zone_name(),
     }
     response = render_page(request, "audit/list.html", context, "audit/_panel.html")
     if errors:

@@ -1,7 +1,9 @@
 """System checks of the dashboard's own settings (``manage.py check``, and at every start)."""
 
 import importlib
+import re
 import runpy
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -30,6 +32,11 @@ PER_PROCESS_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",
     "django.core.cache.backends.dummy.DummyCache",
 )
+REDIS_CACHE = "statestore_admin.cache.RedisCache"
+# What may hold the cache: the dashboard's backends, which store signed JSON, and the per-process ones, whose
+# memory nobody else writes. Django's others unpickle what they read from a store that others may write (a
+# table, a file, a memcached, a Redis): whoever writes there would run code as the dashboard.
+SAFE_CACHES = (REDIS_CACHE, "statestore_admin.cache.DatabaseCache", *PER_PROCESS_CACHES)
 
 
 def _importable(module: str) -> bool:
@@ -45,11 +52,29 @@ def server_workers() -> int:
     return runpy.run_path(str(settings.BASE_DIR / "gunicorn.conf.py"))["workers"]
 
 
+def unsafe_caches() -> list[checks.Error]:
+    """statestore.E012 for each cache whose backend would unpickle a shared store (also refused by wsgi.py:
+    no worker starts with one)."""
+    return [
+        checks.Error(
+            f"The cache {alias!r} ({config['BACKEND']}) stores pickles in a store others may write: whoever "
+            "writes there would run code as the dashboard.",
+            hint="Unset CACHE_URL (the dashboard's database), or set it to redis://... or rediss://...: the "
+            'dashboard\'s own backends store signed JSON (docs/operations.md, "Several servers").',
+            id="statestore.E012",
+        )
+        for alias, config in settings.CACHES.items()
+        if config["BACKEND"] not in SAFE_CACHES
+    ]
+
+
 @checks.register("statestore")
 def check_cache(app_configs=None, **kwargs):
     """The cache that the token throttle and the kept figures share (README, Production; settings.CACHES)."""
-    backend = settings.CACHES["default"]["BACKEND"]
-    if backend == "statestore_admin.cache.RedisCache" and not _importable("redis"):
+    refused = unsafe_caches()
+    if refused:
+        return refused
+    if any(c["BACKEND"] == REDIS_CACHE for c in settings.CACHES.values()) and not _importable("redis"):
         return [
             checks.Error(
                 "CACHE_URL names Redis, but the redis package is not installed: every cached figure and the "
@@ -58,6 +83,7 @@ def check_cache(app_configs=None, **kwargs):
                 id="statestore.E011",
             )
         ]
+    backend = settings.CACHES["default"]["BACKEND"]
     if backend not in PER_PROCESS_CACHES:
         return []
     workers = server_workers()  # gunicorn.conf.py run only for a per-process cache, not at every start
@@ -73,3 +99,31 @@ def check_cache(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+@checks.register("statestore", deploy=True)
+def check_cache_password(app_configs=None, **kwargs):
+    """statestore.W012 (``check --deploy``, outside DEBUG): a Redis cache reached without a password. TLS
+    (rediss://) alone is no answer: it hides the traffic, yet anyone who reaches the server may still write."""
+    if settings.DEBUG:
+        return []
+    found = []
+    for config in settings.CACHES.values():
+        if config["BACKEND"] != REDIS_CACHE or config.get("OPTIONS", {}).get("password"):
+            continue
+        locations = config["LOCATION"]
+        for location in re.split("[;,]", locations) if isinstance(locations, str) else locations:
+            url = urlsplit(location)
+            if url.scheme in ("redis", "rediss") and not url.password and "password" not in parse_qs(url.query):
+                found.append(f"{url.scheme}://{url.hostname}:{url.port or 6379}")
+    if not found:
+        return []
+    return [
+        checks.Warning(
+            f"The cache's Redis ({', '.join(found)}) is reached without a password: anyone who can connect can "
+            "empty it or fill it (what the dashboard reads there is signed, so it is never believed or run).",
+            hint="Start Redis with --requirepass (or an ACL user) and put the password in CACHE_URL: "
+            'redis://:PASSWORD@host:6379/0 (docs/operations.md, "Several servers").',
+            id="statestore.W012",
+        )
+    ]

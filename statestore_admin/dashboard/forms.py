@@ -12,10 +12,20 @@ from datetime import datetime
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from statestore_admin.dashboard.templatetags.display import absolute, relative
-from statestore_admin.dashboard.timezones import PICKER_FORMAT, known_zone, local_to_utc
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices
+from statestore_admin.dashboard.timezones import (
+    active_zone_name,
+    known_zone,
+    local_to_utc,
+    localtime,
+    picker_text,
+    shown_in_utc,
+)
+from statestore_admin.state import formatting
+from statestore_admin.state.errors import Invalid
+from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices, parse_datetime_aware
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
 
@@ -58,7 +68,7 @@ class ExpiryFields(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["expiry"].choices = expiry_choices()
-        self.fields["tz"].initial = timezone.get_current_timezone_name()
+        self.fields["tz"].initial = active_zone_name()
         self.fields["expires_at"].help_text = f"In your time zone, {self.zone_name}."
         self.quick_days = QUICK_DAYS
         self.instant = None  # the chosen expiry's time once valid
@@ -68,13 +78,18 @@ class ExpiryFields(forms.Form):
     def zone_name(self) -> str:
         """The zone the picker's date and time are in."""
         posted = self.data.get("tz", "") if self.is_bound else ""
-        return posted if _zone(posted) else timezone.get_current_timezone_name()
+        return posted if _zone(posted) else active_zone_name()
 
     def show_expiry(self, at: datetime | None) -> None:
         """Start with ``at`` (a key's current expiry) chosen, in the picker's zone."""
         self.initial["expiry"] = NEVER if at is None else AT
-        if at is not None:
-            self.initial["expires_at"] = timezone.localtime(at).strftime(PICKER_FORMAT)
+        if at is None:
+            return
+        local = localtime(at)
+        if shown_in_utc(local):  # an end of the calendar the reader's zone cannot show: the picker is in UTC
+            self.initial["tz"] = "UTC"
+            self.fields["expires_at"].help_text = _("In UTC: your time zone has no such date.")
+        self.initial["expires_at"] = picker_text(local)
 
     def clean(self):
         cleaned = super().clean()
@@ -139,13 +154,33 @@ class NewKeyFields(forms.Form):
         return cleaned
 
 
+class InstantField(forms.CharField):
+    """An exact time a form carries back (the version of the key an edit was opened on), as ISO 8601 in UTC:
+    not in the reader's zone as Django's DateTimeField writes it, which has no wall time for 9999-12-31 in
+    UTC+14 and would lose the instant of a clock change's repeated hour."""
+
+    widget = forms.HiddenInput
+
+    def prepare_value(self, value):
+        return formatting.iso(value) if isinstance(value, datetime) else value
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if not text:
+            return None
+        try:
+            return parse_datetime_aware(text, "seen_updated_at")
+        except Invalid:
+            raise ValidationError(_("Reload the page: the form's version of the key is not a time.")) from None
+
+
 class ValueForm(forms.Form):
     value = value_field()
-    seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
+    seen_updated_at = InstantField(required=False)
 
 
 class ExpiryForm(ExpiryFields):
-    seen_updated_at = forms.DateTimeField(widget=forms.HiddenInput, required=False)
+    seen_updated_at = InstantField(required=False)
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -35,7 +35,7 @@ from statestore_admin.state.models import GcRun
 from statestore_admin.state.scopes import scope_of
 
 from .htmx import dialog
-from .timezones import as_wall_time, local_to_utc
+from .timezones import active_zone_name, as_wall_time, local_to_utc
 
 # A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
 DEFAULT_BATCH_SIZE = 1_000
@@ -179,7 +179,7 @@ def gc_page(request):
         "limits": {name: maximum for name, (_, _, maximum) in LIMITS.items()},
         "schedule": schedule(),
         "now": now,
-        "zone": timezone.get_current_timezone_name(),
+        "zone": active_zone_name(),
         "dag_choices": selectors.distinct_dags("", "", DAG_CHOICES),
     }
     return render(request, "gc/index.html", context, status=422 if errors else 200)

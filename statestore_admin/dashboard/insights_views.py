@@ -17,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from statestore_admin.dashboard.timezones import localtime
 from statestore_admin.state import formatting, history, insights, permissions, status
 from statestore_admin.state.errors import Conflict, Invalid
 from statestore_admin.state.permissions import ASSET, TASK
@@ -300,7 +301,7 @@ def charts(data: insights.Insights) -> dict:
     """The page's charts from the figures (each None or empty when hidden or without data)."""
     out: dict = {}
     points = data.series.points
-    times = [timezone.localtime(p.taken_at) for p in points]  # labels in the user's time zone
+    times = [localtime(p.taken_at) for p in points]  # labels in the user's time zone
     if data.access.task:
         out["task_keys"] = line_chart("task-keys", "Task keys", times, [("task keys", [p.task_keys for p in points])])
         out["task_bytes"] = line_chart(
@@ -398,7 +399,7 @@ def charts(data: insights.Insights) -> dict:
         legend = sorted({(OUTCOME_CSS.get(r.outcome, "bad"), r.get_outcome_display()) for r in runs})
         table = [
             [
-                f"{timezone.localtime(r.started_at):%Y-%m-%d %H:%M}",
+                f"{localtime(r.started_at):%Y-%m-%d %H:%M}",
                 r.get_outcome_display(),
                 compact(r.rows_deleted),
                 duration(r.duration_seconds),
@@ -408,7 +409,7 @@ def charts(data: insights.Insights) -> dict:
         ]
         headers = ["Started", "Outcome", "Rows deleted", "Duration", "Batches"]
         every = max(1, len(runs) // 6)
-        started = time_labels([timezone.localtime(r.started_at) for r in runs])
+        started = time_labels([localtime(r.started_at) for r in runs])
         out["gc_rows"] = bar_chart(
             "gc-rows",
             "Rows deleted per GC run",

@@ -8,9 +8,10 @@ module draws the lines (SVG geometry for ``templates/story/_chart.html``: no scr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.state import formatting, permissions, selectors
 from statestore_admin.state.errors import Invalid
@@ -18,6 +19,7 @@ from statestore_admin.state.scopes import scope_of
 
 from .audit_views import diff_lines
 from .pages import invalid_page, render_page, requires_view
+from .timezones import localtime, shown_in_utc
 
 MAX_DIFF_LINES = 80  # of one value's diff on these pages; the key page and the audit show the rest
 WIDTH, HEIGHT = 640, 200
@@ -48,10 +50,28 @@ class StoryChart:
     right_x: int = WIDTH - RIGHT
 
 
+FIRST, LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
 def _label(kind: str, value: float) -> str:
-    if kind == "time":
-        return formatting.chart_time(timezone.localtime(datetime.fromtimestamp(value, UTC)))
-    return formatting.number(value)
+    return _time_label(_instant(value)) if kind == "time" else formatting.number(value)
+
+
+def _instant(seconds: float) -> datetime:
+    """Epoch ``seconds`` as a time. A float has no microseconds at the calendar's ends (9999-12-31 23:59:59.999999
+    rounds up to year 10000, which ``fromtimestamp`` refuses): those are the first or the last time there is."""
+    offset = seconds - FIRST.timestamp()
+    if offset <= 0:
+        return FIRST
+    if offset >= (LAST - FIRST).total_seconds():
+        return LAST
+    return FIRST + timedelta(seconds=offset)
+
+
+def _time_label(value: datetime) -> str:
+    """A time on a chart's axis in the reader's zone, or in UTC, saying so, where that zone has no such time."""
+    local = localtime(value)
+    return formatting.chart_time(local) + (" UTC" if shown_in_utc(local) else "")
 
 
 def _run_time(run) -> datetime:
@@ -77,8 +97,11 @@ def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart
 
     dots = [(x(i), y(v), f"{runs[i].run_id}: {_label(series.kind, v)}") for i, v in known]
     y_ticks = [Tick(y(low + (high - low) * q / 2), _label(series.kind, low + (high - low) * q / 2)) for q in range(3)]
-    x_ticks = [Tick(x(i), formatting.chart_time(timezone.localtime(_run_time(runs[i])))) for i in {0, len(runs) - 1}]
-    rows = [(runs[i].run_id, _label(series.kind, v)) for i, v in known]
+    x_ticks = [Tick(x(i), _time_label(_run_time(runs[i]))) for i in {0, len(runs) - 1}]
+    labels = {i: _label(series.kind, v) for i, v in known}
+    for i, too_large in series.listed.items():  # listed with the numbers, as no line reaches them
+        labels[i] = _("%(number)s (too large to chart)") % {"number": formatting.number(too_large)}
+    rows = [(runs[i].run_id, labels[i]) for i in sorted(labels)]
     title = "The value" if series.name == "value" else series.name
     description = f"{title} over {formatting.plural(len(known), 'run')}: from {rows[0][1]} to {rows[-1][1]}"
     return StoryChart(

@@ -5,6 +5,9 @@ static/js/app.js writes the browser's zone (``Intl.DateTimeFormat().resolvedOpti
 activates that zone for the pages (``{% when %}``, Django's ``localtime``); a zone Python does not know,
 or no cookie, means ``settings.TIME_ZONE``. The data stays in UTC: only its display changes. The APIs
 (``/api/``) are left alone: their times keep the server's zone whoever calls them.
+
+A time is put in the reader's zone by ``localtime`` only (never Django's, which raises ``OverflowError`` at the
+ends of the calendar, e.g. an expiry of 9999-12-31 in UTC+14): such a time stays in UTC and the page says so.
 """
 
 import zoneinfo
@@ -15,12 +18,12 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from statestore_admin.state import formatting
 from statestore_admin.state.errors import Invalid
 from statestore_admin.state.values import parse_datetime_aware
 from statestore_admin.web import is_api
 
 ZONE_COOKIE = "tz"
-PICKER_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> shows and sends (no seconds)
 UTC_COOKIE = "tz_utc"
 
 
@@ -38,6 +41,30 @@ def known_zone(name: str) -> zoneinfo.ZoneInfo | None:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         return None
+
+
+def active_zone_name() -> str:
+    """The IANA name of the active zone ("Etc/GMT+12", which Django's ``get_current_timezone_name`` calls "-12",
+    a name no form could send back)."""
+    zone = timezone.get_current_timezone()
+    return getattr(zone, "key", None) or timezone.get_current_timezone_name()
+
+
+def localtime(value: datetime) -> datetime:
+    """``value`` in the active (the reader's) zone; in UTC where that zone has no such time (``formatting.in_zone``:
+    ``shown_in_utc`` tells)."""
+    return formatting.in_zone(value, timezone.get_current_timezone())
+
+
+def shown_in_utc(local: datetime) -> bool:
+    """Whether ``localtime`` left this time in UTC though the reader's zone is another."""
+    return formatting.shown_in_utc(local, timezone.get_current_timezone())
+
+
+def picker_text(local: datetime) -> str:
+    """What ``<input type="datetime-local">`` shows and sends for ``local`` (no seconds, a four-digit year, which
+    ``strftime`` does not write below 1000): "2026-12-31T22:00", "0001-01-01T00:00"."""
+    return f"{local.year:04d}-{local:%m-%dT%H:%M}"
 
 
 def zone_name(request) -> str:
@@ -109,7 +136,8 @@ def as_wall_time(text: str) -> str:
         parsed = None
     if parsed is None or timezone.is_naive(parsed):
         return text
-    return timezone.localtime(parsed).strftime(PICKER_FORMAT)
+    local = localtime(parsed)
+    return text if shown_in_utc(local) else picker_text(local)
 
 
 class DisplayTimeZoneMiddleware:

@@ -5,14 +5,16 @@
 - Counts: thousands separators ("12,345"); abbreviated where room is short (charts, tables of figures) with
   one rule: up to one decimal, trailing zero dropped, ``k``/``M``/``G`` ("999", "1k", "123.5k", "1.2M").
 - Times: ISO 8601 in UTC ending in ``Z``, with microseconds when the time has them
-  ("2026-11-30T16:43:28.123456Z"); a naive time is taken as UTC, as the database stores UTC.
+  ("2026-11-30T16:43:28.123456Z"); a naive time is taken as UTC, as the database stores UTC. A time shown in a
+  reader's zone goes through ``in_zone``: at the ends of the calendar (an expiry of 0001-01-01 or 9999-12-31)
+  where that zone's offset would leave years 1 to 9999, it stays in UTC, as written, and says so.
 - Durations: "4.2 s", "3.5 min", "1.2 h".
 - Plurals: the count with separators and the word, "1 key", "2 keys", "3 dry runs".
 
 A missing figure (None) is "–" in text; a missing time is None (null in JSON, empty in CSV).
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 MISSING = "–"
 SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB")
@@ -56,9 +58,36 @@ def iso(value: datetime | None) -> str | None:
     """A time as ISO 8601 in UTC ending in ``Z``; None stays None."""
     if value is None:
         return None
+    return in_zone(value, UTC).isoformat().replace("+00:00", "Z")
+
+
+def in_zone(value: datetime, zone: tzinfo) -> datetime:
+    """``value`` in ``zone`` (a naive time taken as UTC). Python's datetimes span years 1 to 9999 only, so
+    9999-12-31 23:00 UTC has no time in UTC+14 and 0001-01-01 00:00 UTC none in any zone west of UTC (an
+    ``OverflowError``): such a time is returned in UTC (``tzinfo is UTC``: ``shown_in_utc``), as written, and
+    one that is not even in UTC's range (an offset of its own at an end of the calendar) as it is."""
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    for target in (zone, UTC):
+        try:
+            return value.astimezone(target)
+        except OverflowError:
+            continue
+    return value
+
+
+def in_zone_text(value: datetime | None, zone: tzinfo) -> str:
+    """A time for people in ``zone`` with its abbreviation, "2026-12-01 10:00:00 +14"; at an end of the calendar
+    the zone has no such time, in UTC: "9999-12-31 23:59:59 UTC". A missing time is "–"."""
+    if value is None:
+        return MISSING
+    local = in_zone(value, zone)
+    return f"{local.year:04d}-{local:%m-%d %H:%M:%S} {'UTC' if shown_in_utc(local, zone) else local.strftime('%Z')}"
+
+
+def shown_in_utc(value: datetime, zone: tzinfo) -> bool:
+    """Whether ``in_zone`` left ``value`` in UTC though ``zone`` was asked (an end of the calendar)."""
+    return value.tzinfo is UTC and zone is not UTC
 
 
 def duration(seconds: float | None) -> str:
@@ -127,9 +156,14 @@ def chart_time(value: datetime) -> str:
     return f"{value.day} {value:%b %H:%M}"
 
 
-def number(value: float) -> str:
+def number(value: float | int) -> str:
     """A value read from a key (a watermark, a row count) for people: an integer with separators, a fraction with
-    up to three significant decimals ("12,345", "0.125", "1,234.5")."""
+    up to three significant decimals ("12,345", "0.125", "1,234.5"); an integer too large for a float (JSON's have
+    no bound) in powers of ten: 10**400 is "1e+400"."""
+    if isinstance(value, int) and abs(value) >= 1e15:
+        digits = str(abs(value))
+        mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
+        return f"{'-' if value < 0 else ''}{mantissa}e+{len(digits) - 1}"
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):,}"
     return f"{value:,.3f}".rstrip("0").rstrip(".")

@@ -174,9 +174,11 @@ def _scoped_sums(points: list[dict], scope: Scope) -> dict[datetime, tuple[int, 
             .annotate(keys=Sum("keys"), bytes=Sum("bytes"))
             .order_by()
         )
-        return {row["snapshot__taken_at"]: (row["keys"] or 0, row["bytes"] or 0) for row in rows}
+        # kept as JSON (statestore_admin/cache.py): the times as ISO 8601 text
+        return [[row["snapshot__taken_at"].isoformat(), row["keys"] or 0, row["bytes"] or 0] for row in rows]
 
-    return stats.for_dag_patterns("series", tuple(times), scope, compute)
+    sums = stats.for_dag_patterns("series", tuple(times), scope, compute)
+    return {datetime.fromisoformat(taken_at): (keys, size) for taken_at, keys, size in sums}
 
 
 def _top_dags(snapshot: StatsSnapshot, scope: Scope, acc: Access, order: str, limit: int) -> list[dict]:

@@ -511,7 +511,8 @@ def kept(what: str, key: tuple, compute):
     whatever else it depends on, kept in the cache (``CACHE_URL``) under ``what`` and ``key``. A done
     snapshot is never changed, so what is kept stays exact: a figure summed from thousands of per-DAG rows
     is summed once per snapshot, not at every view (that sum costs more with every DAG; reading one cached
-    value does not)."""
+    value does not). What ``compute`` answers is kept as JSON (statestore_admin/cache.py): numbers, text,
+    lists and dicts with text keys, read back with lists for tuples."""
     digest = hashlib.sha256(repr((what, key)).encode()).hexdigest()
     cache_key = f"statestore:snapshot:{digest}"
     value = cache.get(cache_key)
@@ -540,9 +541,9 @@ def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
         sums = StatsSnapshotDag.objects.filter(scope.dag_q("dag_id"), snapshot=snapshot).aggregate(
             **{name: Sum(name) for name in names}
         )
-        return ScopedTotals(**{name: sums[name] or 0 for name in names})
+        return {name: sums[name] or 0 for name in names}  # kept as JSON (statestore_admin/cache.py)
 
-    return for_dag_patterns("totals", (snapshot.pk,), scope, compute)
+    return ScopedTotals(**for_dag_patterns("totals", (snapshot.pk,), scope, compute))
 
 
 TASK_FIGURES = ("task_keys", "task_bytes", "expired", "expiring", "never", "live", "dags")

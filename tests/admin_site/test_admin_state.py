@@ -5,7 +5,7 @@ scope), the asset list linking to the dashboard, and the access scopes' admin.""
 import html
 import json
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.admin.sites import site
@@ -179,7 +179,7 @@ def test_the_list_shows_size_and_expiry_status_without_loading_a_value(client, r
         page = client.get(URL)
     assert page.status_code == 200
     text = page.content.decode()
-    for column in ("dag_id", "run_id", "task_id", "map_index", "key", "size", "updated_at", "expiry_status"):
+    for column in ("dag_id", "run_id", "task_id", "map_index", "key", "size", "updated", "expiry_status"):
         assert f'column-{column}"' in text
     cells = dict(re.findall(r'<td class="field-key">(.*?)</td>.*?<td class="field-size">(\d+)</td>', text, flags=re.S))
     assert cells == {"gone": "42", "soon": "6", "later": "8", "never": "1"}  # len(json.dumps(value))
@@ -495,3 +495,26 @@ def test_the_scope_admin_adds_a_group_scope_and_refuses_bad_patterns(client, roo
     assert "ml_*" in listing
     assert "State store scope" in client.get(f"/admin/auth/group/{team.pk}/change/").content.decode()
     assert "State store scope" in client.get(f"/admin/auth/user/{root.pk}/change/").content.decode()
+
+
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", "Etc/GMT+12"])
+def test_times_at_the_ends_of_the_calendar_are_shown_as_written_and_edited(client, root, keys, zone):
+    """An expiry or update time of 0001-01-01 or 9999-12-31 has no wall time in UTC+14 or UTC-12 (issue 36): the
+    list and the change form show it in UTC, saying so, and the form still saves."""
+    early, late = datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    job = keys["job"]
+    TaskStateStore.objects.filter(pk=job.pk).update(updated_at=late, expires_at=late)
+    TaskStateStore.objects.filter(pk=keys["never"].pk).update(updated_at=early, expires_at=early)
+    client.force_login(root)
+    client.cookies["tz"] = zone
+    listed = client.get(URL)
+    assert listed.status_code == 200
+    text = listed.content.decode()
+    assert "0001-01-01 00:00:00 UTC" in text or "9999-12-31 23:59:59 UTC" in text
+    for row in (job, keys["never"]):
+        assert client.get(change_url(row)).status_code == 200
+    data = opened(client, job)
+    assert data["seen_updated_at"] == "9999-12-31T23:59:59.999999Z"
+    saved = client.post(change_url(job), {**data, "new_value": '{"id": 3}'})
+    assert saved.status_code == 302
+    assert row_state(job)[0] == '{"id": 3}'

@@ -1,7 +1,8 @@
 """The plugin in Airflow 3.3.2's own UI, in a real browser (issue 25): Airflow's Browse menu has the "State
 store" entry; the mapped task instance ``fold[1]`` has a "State store" tab that shows, inside Airflow's frame,
 the dashboard's page of that task instance with its keys; and the dashboard, framed by Airflow's origin only,
-still refuses any other. On Airflow 3.4.0b2, the asset page's tab (a destination 3.3 does not have).
+still refuses any other, and never frames its sign-in form. On Airflow 3.4.0b2, the asset page's tab (a
+destination 3.3 does not have).
 Screenshots of the entries go to test-artifacts/screenshots/; with UPDATE_DOC_SCREENSHOTS=1 also to
 docs/screenshots/ (the README shows them), as the browser tests do.
 """
@@ -123,10 +124,15 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
 
     db, url, airflow_origin = framed_stack(airflow, golden, "pluginui", servers, tmp_path / "plugins")
 
-    # What the dashboard answers to a framing request: Airflow's origin only, on its own pages too.
-    login = requests.get(f"{url}/login/", headers={"Sec-Fetch-Dest": "iframe"}, timeout=30)
-    assert f"frame-ancestors {airflow_origin}" in login.headers["Content-Security-Policy"]
-    assert "X-Frame-Options" not in login.headers
+    # What the dashboard answers to a framing request: Airflow's origin only, on the read pages only; the sign-in
+    # form refuses every frame.
+    framed = {"Sec-Fetch-Dest": "iframe"}
+    read = requests.get(f"{url}/dags/?embed=1", headers=framed, timeout=30, allow_redirects=False)
+    assert f"frame-ancestors {airflow_origin}" in read.headers["Content-Security-Policy"]
+    assert "X-Frame-Options" not in read.headers
+    login = requests.get(f"{url}/login/", headers=framed, timeout=30)
+    assert "frame-ancestors 'none'" in login.headers["Content-Security-Policy"]
+    assert login.headers["X-Frame-Options"] == "DENY"
 
     keys = {"checkpoint", "stale"}  # fold[1]'s own keys (the DAG); map index 0 and 2 have the same names
     assert keys <= {
@@ -163,39 +169,33 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
     context.close()
 
 
-def test_signing_in_inside_airflows_frame_across_sites(airflow34, golden34, servers, chromium, tmp_path):
+def test_a_tab_not_signed_in_says_to_sign_in_on_the_dashboards_own_tab(
+    airflow34, golden34, servers, chromium, tmp_path
+):
     """Airflow's UI on http://localhost, the dashboard on https://127.0.0.1: two sites, so the dashboard's cookies
-    in the tab's frame are third-party ones. An operator not signed in to the dashboard gets its sign-in form
-    inside the frame, signs in there and lands on the task instance's keys, still framed and compact."""
+    in the tab's frame are third-party ones. The sign-in form is never framed (issue 36): an operator not signed
+    in to the dashboard gets, inside the frame, a page saying to sign in on the dashboard's own tab, with no
+    password field, in the compact layout."""
     from playwright.sync_api import expect
 
     tls = tmp_path / "tls"
     tls.mkdir()
-    db, url, airflow_origin = framed_stack(
+    _, url, airflow_origin = framed_stack(
         airflow34, golden34, "pluginsites", servers, tmp_path / "plugins", airflow_host="localhost", tls=tls
     )
-    assert [r[0] for r in query(db, "SELECT key FROM task_state_store WHERE task_id = 'plain'")] == [
-        "outside/any: region"
-    ]
     # The self-signed certificate is the test's; an operator's dashboard has a real one.
     context = chromium.new_context(viewport={"width": 1400, "height": 900}, ignore_https_errors=True)
     page = context.new_page()
     page.goto(f"{airflow_origin}/dags/{golden34['dag_id']}/runs/{quote(golden34['run_id'], safe='')}/tasks/plain")
     frame = open_state_store_tab(page)
-    expect(frame.get_by_role("heading", name="Sign in")).to_be_visible(timeout=60_000)
+    expect(frame.get_by_role("heading", name="Sign in to the dashboard first")).to_be_visible(timeout=60_000)
+    expect(frame.locator("input[type=password]")).to_have_count(0)
     expect(frame.locator("header.topbar")).to_have_count(0)
+    same_link = re.compile(r"/airflow/task_instance/\?dag_id=")  # the tab's own link, to open on its own
+    expect(frame.get_by_role("link", name=same_link)).to_be_visible()
     shot(page, "airflow-plugin-sign-in.png")
-    frame.get_by_label("Username").fill("compat")
-    frame.get_by_label("Password").fill("compat-pw-1")
-    frame.get_by_role("button", name="Sign in").click()
-
-    expect(frame.get_by_text("outside/any: region", exact=True).first).to_be_visible(timeout=60_000)
-    expect(frame.locator("header.topbar")).to_have_count(0)  # still the compact layout
-    assert page.url.startswith(airflow_origin)  # the sign-in stayed in the frame: Airflow's page around it
-    framed_url = next(f.url for f in page.frames if f.url.startswith(url))
-    assert "/tasks/plain/" in framed_url, framed_url
+    assert page.url.startswith(airflow_origin)  # Airflow's page around it
     cookies = {c["name"]: c for c in context.cookies(url)}
-    assert cookies["sessionid"]["sameSite"] == "None" and cookies["sessionid"]["secure"], cookies
     assert cookies["tz"]["sameSite"] == "None", cookies  # the browser's zone reaches the framed pages too
     context.close()
 

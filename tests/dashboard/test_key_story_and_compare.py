@@ -5,6 +5,7 @@ escaping. The regional tests need Airflow 3.4's schema (AIRFLOW_FIXTURE_SERIES=3
 
 import html as htmllib
 import importlib
+import json
 import re
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from tests.factories import (
     make_region,
     make_region_instance,
     make_region_key,
+    make_task_instance,
     make_task_key,
 )
 
@@ -320,3 +322,48 @@ def test_on_34_a_comparison_matches_keys_in_regions_by_their_path(signed_in, loo
     assert "0 added in B" in re.sub(r"<[^>]+>", "", body) and "0 removed in B" in re.sub(r"<[^>]+>", "", body)
     changed = section(body, "changed")
     assert changed.count("<code><bdi>score</bdi></code>") == 2 and "iteration 0" in changed and "iteration 1" in changed
+
+
+def test_a_number_too_large_for_a_float_is_listed_not_charted(signed_in, history):
+    """JSON's integers have no bound (10**400 has no float). Written through the dashboard's editor, so that the
+    audit trail holds them too, the story, the key pages and the audit trail show them; the lines are drawn from
+    the numbers that fit, and the others are listed beside them."""
+    runs, keys = history
+    huge = 10**400
+    for run in runs[4:]:
+        make_task_instance(run, task_id="extract")
+    for key, value in ((keys[5], {"rows": huge, "source": "orders"}), (keys[4], huge)):
+        edit = f"/keys/task/{key.pk}/edit/"
+        form = signed_in.get(edit, HTTP_HX_REQUEST="true").content.decode()
+        seen = re.search(r'name="seen_updated_at" value="([^"]*)"', form).group(1)
+        saved = signed_in.post(edit, {"value": json.dumps(value), "seen_updated_at": seen}, HTTP_HX_REQUEST="true")
+        assert saved.status_code == 204, saved.content.decode()
+
+    story = signed_in.get(f"/keys/task/{keys[5].pk}/story/")
+    assert story.status_code == 200
+    body = htmllib.unescape(story.content.decode())
+    charts = re.findall(r'<figure class="chart story-chart".*?</figure>', body, re.S)
+    chart = next(c for c in charts if "<figcaption>rows</figcaption>" in c)
+    assert "1e+400 (too large to chart)" in chart  # listed with the numbers: run 5
+    assert chart.count('class="dot"') == 3  # runs 0, 1 and 2: the fourth has no key, the fifth no object
+    assert str(huge)[:50] in body  # the values themselves, in the story's table
+    for path in (f"/keys/task/{keys[4].pk}/", f"/keys/task/{keys[5].pk}/", "/audit/"):
+        assert signed_in.get(path).status_code == 200, path
+    events = signed_in.get("/api/statestore/v1/audit-events").json()
+    assert str(huge) in json.dumps(events)
+
+
+def test_times_at_the_ends_of_the_calendar_are_drawn_and_labelled(signed_in):
+    """Times in values at both ends of the calendar (issue 36): the line's labels are those times, in UTC where
+    the reader's zone has none; a time whose offset carries it out of years 1 to 9999 is not drawn."""
+    ends = ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T00:00:00+01:00"]
+    keys = []
+    for n, at in enumerate(ends):
+        run = make_dag_run(dag_id="calendar", run_id=f"scheduled__day-{n}")
+        keys.append(make_task_key(run, key="at", task_id="t", value={"at": at, "n": n}))
+    signed_in.cookies["tz"] = "Pacific/Kiritimati"
+    story = signed_in.get(f"/keys/task/{keys[-1].pk}/story/")
+    assert story.status_code == 200
+    body = htmllib.unescape(story.content.decode())
+    chart = next(c for c in re.findall(r"<figure.*?</figure>", body, re.S) if "<figcaption>at</figcaption>" in c)
+    assert "31 Dec 23:59 UTC" in chart and chart.count('class="dot"') == 2

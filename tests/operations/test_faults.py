@@ -27,6 +27,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
+from django.core.signals import request_finished, request_started
 from django.db import connections
 from django.db.utils import ConnectionHandler
 
@@ -41,9 +42,9 @@ pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 CONNECT_TIMEOUT = 2  # libpq's minimum
 QUERY_TIMEOUT = 3.0
 MARGIN = 2.0  # scheduling, Django, the proxy's polling
-# The longest a request waits: a query's deadline, or a kept connection's health check (bounded by the
-# connect timeout) followed by a new connection's connect timeout (docs/operations.md).
-WORST = max(QUERY_TIMEOUT, 2 * CONNECT_TIMEOUT)
+# The longest a request waits: one deadline, a query's or the connect timeout (a new connection, or a kept
+# connection's check); never a second one after it (docs/operations.md).
+WORST = max(QUERY_TIMEOUT, CONNECT_TIMEOUT)
 FAST = 1.0  # "answers in under a second"
 BASE_DIR = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -280,6 +281,78 @@ def test_a_hung_database_delays_only_what_needs_it_then_recovers(proxy, web, ope
     proxy.pass_through()
     assert get(web, PAGE).status_code == 200
     assert get(web, API, headers=token).status_code == 200
+
+
+# One deadline per request -----------------------------------------------------------------------------
+# Where the database stops answering, which deadline that costs the request, and what the 503 says.
+HANGS = {
+    # between two requests: the kept connection's check before reuse waits the connect timeout
+    "kept connection": (CONNECT_TIMEOUT, "no answer within 2 s to the check of a kept connection (connect timeout"),
+    # before the request: a new connection waits the connect timeout
+    "at connect": (CONNECT_TIMEOUT, "no connection within 2 s (connect timeout)"),
+    # during the request, after the check passed: the query in flight waits the query deadline
+    "during the request": (QUERY_TIMEOUT, "no answer within 3 s (query deadline"),
+}
+
+
+@pytest.mark.parametrize("target", ["page", "api"])
+@pytest.mark.parametrize("hang", list(HANGS))
+def test_a_request_spends_one_deadline_on_a_hung_database(
+    committed_airflow_tables, proxy, web, operator, dag_run_factory, task_instance_factory, hang, target
+):
+    """Once a wait on the database has run out, the request answers 503 at once: no second connection attempt
+    and no second query, neither in the view, nor in the middleware, the error path or the request's end (a
+    kept connection's check followed by a new connection's connect timeout took two deadlines)."""
+    run = dag_run_factory(dag_id="etl", run_id="manual__faults")
+    task_instance_factory(run, task_id="t")
+    token = {"Authorization": f"Bearer {ApiToken.issue(operator, 'faults')[1]}"}
+    path, headers = (PAGE, {}) if target == "page" else (f"{TASKS}/k", token)
+    if hang != "at connect":  # the server's thread for this session keeps its connection, schema known
+        assert get(web, path, headers=headers).status_code in (200, 404)
+    deadline, reason = HANGS[hang]
+    accepted = proxy.accepted
+    if hang == "during the request":
+        proxy.black_hole_on(b"task_state_store")  # the check (alembic_version) passes; the first read hangs
+    else:
+        proxy.black_hole()
+
+    response, elapsed = timed(lambda: get(web, path, headers=headers))
+    assert response.status_code == 503, response.text[:300]
+    assert 0.9 * deadline < elapsed < 1.5 * deadline, (hang, target, elapsed)
+    if target == "api":  # the usual body
+        assert list(response.json()) == ["detail"]
+        body = response.json()["detail"]
+        assert body.startswith("Airflow's metadata database is unavailable: "), body
+    else:
+        body = response.text
+        assert "Airflow's database is unavailable" in body
+    assert reason in body
+    # The same server thread answers next (keep-alive), so the request before it, its end included, is over.
+    assert get(web, "/healthz").status_code == 200
+    assert proxy.accepted - accepted == (1 if hang == "at connect" else 0)  # the one attempt, or the kept one
+
+    proxy.pass_through()  # the next request tries again
+    assert get(web, path, headers=headers).status_code in (200, 404)
+
+
+def test_a_shorter_budget_that_runs_out_leaves_the_request_its_deadline(proxy):
+    """A block's budget (the count budget's ``query_timeout``) is not the request's deadline: when its
+    server-side cancel comes late, the request's next query connects again instead of answering 503."""
+    airflow = connections["airflow"]
+    request_started.send(sender=__name__)
+    try:
+        airflow.ensure_connection()
+        proxy.black_hole()
+        with pytest.raises(AirflowDatabaseUnavailable, match="no answer within 0.5 s"):
+            with query_timeout(0.5), airflow.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        proxy.pass_through()
+        accepted = proxy.accepted
+        with airflow.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        assert proxy.accepted == accepted + 1
+    finally:
+        request_finished.send(sender=__name__)
 
 
 # The database stopped outright: a private cluster ------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from django.core.management import get_commands, load_command_class
 
+from statestore_admin.dashboard.checks import check_cache_password
 from tests.operations.test_production import ROOT
 
 K8S = ROOT / "docs" / "k8s"
@@ -30,7 +31,17 @@ def containers(workload: dict) -> list[dict]:
 
 
 def env_of(container: dict) -> dict[str, str]:
-    return {item["name"]: item["value"] for item in container.get("env", [])}
+    """The container's literal values (a value from a Secret: ``secretKeyRef`` below)."""
+    return {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+
+
+def secret_ref(container: dict, name: str) -> dict:
+    """The Secret and key that ``name`` comes from, defined before every value that expands it as $(name)."""
+    names = [item["name"] for item in container["env"]]
+    (item,) = [item for item in container["env"] if item["name"] == name]
+    for later in container["env"][: names.index(name)]:
+        assert f"$({name})" not in later.get("value", ""), "Kubernetes expands only variables defined before"
+    return item["valueFrom"]["secretKeyRef"]
 
 
 def assert_valid_manage_py(argv: list[str]):
@@ -48,6 +59,7 @@ def test_the_manifests_parse_and_hold_the_deployment():
         ("CronJob", "statestore-stats"),
         ("Deployment", "statestore-admin"),
         ("Deployment", "statestore-redis"),
+        ("NetworkPolicy", "statestore-redis"),
         ("Service", "statestore-admin"),
         ("Service", "statestore-redis"),
     ]
@@ -66,7 +78,10 @@ def test_the_web_replicas_share_the_cache_and_are_probed_as_the_readme_says():
 
     env = env_of(container)
     redis = by_kind("Service")["statestore-redis"]
-    assert env["CACHE_URL"] == f"redis://{redis['metadata']['name']}:{redis['spec']['ports'][0]['port']}/0"
+    port = redis["spec"]["ports"][0]["port"]
+    assert env["CACHE_URL"] == f"redis://:$(REDIS_PASSWORD)@{redis['metadata']['name']}:{port}/0"
+    (redis_container,) = containers(by_kind("Deployment")["statestore-redis"])
+    assert secret_ref(container, "REDIS_PASSWORD") == secret_ref(redis_container, "REDIS_PASSWORD")
     assert env["HOST"] == "0.0.0.0" and int(env["PORT"]) == container["ports"][0]["containerPort"]
     hosts = env["ALLOWED_HOSTS"].split(",")
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
@@ -96,3 +111,36 @@ def test_the_redis_keeps_nothing_on_disk():
     (container,) = containers(by_kind("Deployment")["statestore-redis"])
     args = container["args"]
     assert args[args.index("--save") + 1] == "" and args[args.index("--appendonly") + 1] == "no"
+
+
+def test_only_the_dashboard_reaches_the_redis_and_only_with_its_password(settings):
+    """The cache is shared, so who may write to it is the deployment's business: a password from a Secret
+    (Redis requires it, CACHE_URL carries it), a NetworkPolicy that admits the dashboard's pods only, and no
+    Service reachable from outside the cluster."""
+    redis = by_kind("Deployment")["statestore-redis"]
+    (container,) = containers(redis)
+    args = container["args"]
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    assert secret_ref(container, "REDIS_PASSWORD") == {"name": "statestore-redis", "key": "password"}
+
+    for service in by_kind("Service").values():
+        assert service["spec"]["type"] == "ClusterIP"
+        assert not service["spec"].get("externalIPs") and all("nodePort" not in p for p in service["spec"]["ports"])
+
+    policy = by_kind("NetworkPolicy")["statestore-redis"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == redis["spec"]["template"]["metadata"]["labels"]
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    web = by_kind("Deployment")["statestore-admin"]
+    # A pod selector alone: pods of this namespace, the dashboard's only (no namespaceSelector, no ipBlock).
+    assert rule["from"] == [{"podSelector": {"matchLabels": web["spec"]["template"]["metadata"]["labels"]}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": container["ports"][0]["containerPort"]}]
+    for job in by_kind("CronJob").values():  # the jobs do not use the cache: nothing to admit
+        (job_container,) = containers(job)
+        assert "CACHE_URL" not in env_of(job_container)
+
+    # What the dashboard's CACHE_URL becomes once Kubernetes expands it: check --deploy has nothing to say.
+    (web_container,) = containers(web)
+    settings.CACHES = {"default": {"BACKEND": "statestore_admin.cache.RedisCache", "LOCATION": ""}}
+    settings.CACHES["default"]["LOCATION"] = env_of(web_container)["CACHE_URL"].replace("$(REDIS_PASSWORD)", "0f3a")
+    assert check_cache_password() == []

@@ -1,5 +1,6 @@
 """The one formatting module: each convention once, at its boundaries."""
 
+import zoneinfo
 from datetime import UTC, datetime, timedelta, timezone
 
 from statestore_admin.state import formatting
@@ -73,3 +74,15 @@ def test_an_axis_of_sizes_reads_one_unit():
         "2.0 KiB",
     ]
     assert formatting.size_in(1536 * 1024, 1024**2) == "1.5 MiB" and formatting.size_in(None, 1024) == "–"
+
+
+def test_a_time_in_a_zone_at_the_ends_of_the_calendar_stays_in_utc_and_says_so():
+    kiritimati, west = zoneinfo.ZoneInfo("Pacific/Kiritimati"), zoneinfo.ZoneInfo("Etc/GMT+12")
+    latest, earliest = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), datetime(1, 1, 1, tzinfo=UTC)
+    assert formatting.in_zone_text(latest, kiritimati) == "9999-12-31 23:59:59 UTC"
+    assert formatting.in_zone_text(latest, west) == "9999-12-31 11:59:59 -12"
+    assert formatting.in_zone_text(earliest, west) == "0001-01-01 00:00:00 UTC"
+    assert formatting.in_zone_text(None, west) == "–"
+    assert formatting.shown_in_utc(formatting.in_zone(latest, kiritimati), kiritimati)
+    assert not formatting.shown_in_utc(formatting.in_zone(latest, UTC), UTC)
+    assert formatting.number(10**400) == "1e+400" and formatting.number(-(12345 * 10**30)) == "-1.234e+34"

@@ -8,6 +8,9 @@ it, inside ``<time datetime="..." title="... UTC">`` so that the exact UTC time 
 - ``"seconds"``: "30 Nov 2026, 16:43:28";
 - ``"both"``: "30 Nov 2026, 16:43 (5 minutes ago)".
 
+A time the user's zone cannot show (an expiry of 9999-12-31 in UTC+14, of 0001-01-01 west of UTC: Python's
+datetimes end there) is shown as written, in UTC, and says so: "31 Dec 9999, 23:59 UTC".
+
 ``|num`` writes counts with thousands separators (12,345) and ``|bytes`` sizes (1,023 B, 1.5 MiB): thin wrappers
 of ``state.formatting``, which the API, the downloads and the commands use too.
 """
@@ -20,6 +23,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from statestore_admin.dashboard.timezones import active_zone_name, localtime, shown_in_utc
 from statestore_admin.state import formatting
 
 register = template.Library()
@@ -39,20 +43,26 @@ def relative(value: datetime, now: datetime) -> str:
 
 
 def absolute(value: datetime, seconds: bool = False) -> str:
-    """The time in the active (the user's) time zone: "30 Nov 2026, 16:43" (":28" with seconds)."""
-    local = timezone.localtime(value)
-    return f"{local.day} {local:%b %Y, %H:%M}" + (f":{local:%S}" if seconds else "")
+    """The time in the active (the user's) time zone: "30 Nov 2026, 16:43" (":28" with seconds); in UTC, saying
+    so, where that zone has no such time: "31 Dec 9999, 23:59 UTC"."""
+    local = localtime(value)
+    text = f"{local.day} {local:%b} {local.year:04d}, {local:%H:%M}" + (f":{local:%S}" if seconds else "")
+    return f"{text} UTC" if shown_in_utc(local) else text
 
 
 def utc_title(value: datetime) -> str:
-    """The hover text: the time in UTC, and in the user's zone with its name when that is not UTC."""
-    utc = value.astimezone(UTC)
-    text = f"{utc:%Y-%m-%d %H:%M:%S} UTC"
-    zone = timezone.get_current_timezone_name()
-    if zone != "UTC":
-        local = timezone.localtime(value)
-        text = f"{local:%Y-%m-%d %H:%M:%S} {local:%Z} ({zone}) · {text}"
+    """The hover text: the time in UTC, and in the user's zone with its name when that is not UTC and has it."""
+    utc = formatting.in_zone(value, UTC)
+    text = f"{_full(utc)} UTC"
+    zone = active_zone_name()
+    local = localtime(value)
+    if zone != "UTC" and not shown_in_utc(local):
+        text = f"{_full(local)} {local:%Z} ({zone}) · {text}"
     return text
+
+
+def _full(value: datetime) -> str:
+    return f"{value.year:04d}-{value:%m-%d %H:%M:%S}"
 
 
 @register.simple_tag

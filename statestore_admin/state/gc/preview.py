@@ -150,7 +150,7 @@ def _snapshot_by_dag(plan: GcPlan, top: int) -> tuple[datetime | None, int | Non
         return dags.count(), list(dags.order_by("-expired", "dag_id").values_list("dag_id", "expired")[:top])
 
     dags, top_dags = stats.kept("gc-by-dag", (pk, plan.dag_ids, top), compute)
-    return taken_at, dags, top_dags
+    return taken_at, dags, [(dag_id, rows) for dag_id, rows in top_dags]  # kept as JSON: lists
 
 
 def dry_run(

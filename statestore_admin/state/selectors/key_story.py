@@ -54,11 +54,13 @@ class StoryEntry:
 @dataclass
 class Series:
     """A line over runs (oldest first): ``name`` ("value", or a JSON path "stats.rows"), ``kind`` "number" or
-    "time", and one point per entry (None: the entry has no such leaf)."""
+    "time", and one point per entry (None: the entry has no such leaf, or one that cannot be drawn). ``listed``:
+    the entries (by index) whose leaf is an integer too large for a float (10**400): listed, not charted."""
 
     name: str
     kind: str
     points: list[float | None]
+    listed: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -169,19 +171,28 @@ def key_story(origin: TaskStateStore, cursor: str | None = None, size: int | Non
 
 
 # Lines over runs ------------------------------------------------------------------------------------------------
-def _as_point(value) -> tuple[str, float] | None:
-    """A JSON value as a point: a number, or an ISO 8601 time (with a date and a time) as epoch seconds."""
+def _as_point(value) -> tuple[str, float | int] | None:
+    """A JSON value as a point: a number, or an ISO 8601 time (with a date and a time) as epoch seconds. A JSON
+    integer has no bound; one too large for a float stays an int (to be listed, as no line can reach it)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return ("number", float(value)) if math.isfinite(value) else None
+    if isinstance(value, int):
+        try:
+            return "number", float(value)
+        except OverflowError:
+            return "number", value
+    if isinstance(value, float):
+        return ("number", value) if math.isfinite(value) else None
     if isinstance(value, str) and len(value) >= 16 and value[4:5] == "-":
         try:
             parsed = parse_datetime(value.replace("Z", "+00:00"))
         except ValueError:
             return None
         if parsed is not None:
-            return "time", (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()  # naive: UTC
+            try:  # naive: UTC; one whose offset carries it out of years 1 to 9999 is no time to draw
+                return "time", (parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+            except OverflowError:
+                return None
     return None
 
 
@@ -198,7 +209,7 @@ def _leaves(value, prefix: str = "", depth: int = 0):
 def numeric_series(values: list[str | None]) -> list[Series]:
     """The lines worth drawing for ``values`` (oldest first, JSON text or None): the leaves (or the value itself)
     that are numbers or times in at least two of them, those found most often first, ``MAX_SERIES`` at most."""
-    found: dict[tuple[str, str], list[float | None]] = {}
+    found: dict[tuple[str, str], Series] = {}
     for n, text in enumerate(values):
         if text is None:
             continue
@@ -207,8 +218,11 @@ def numeric_series(values: list[str | None]) -> list[Series]:
         except (ValueError, RecursionError):
             continue
         for path, kind, point in _leaves(decoded):
-            found.setdefault((path, kind), [None] * len(values))[n] = point
-    ranked = sorted(found.items(), key=lambda item: (-sum(p is not None for p in item[1]), item[0]))
-    return [Series(path, kind, points) for (path, kind), points in ranked if sum(p is not None for p in points) >= 2][
-        :MAX_SERIES
-    ]
+            series = found.setdefault((path, kind), Series(path, kind, [None] * len(values)))
+            if isinstance(point, int):
+                series.listed[n] = point
+            else:
+                series.points[n] = point
+    drawn = [series for series in found.values() if sum(p is not None for p in series.points) >= 2]
+    drawn.sort(key=lambda series: (-sum(p is not None for p in series.points), series.name, series.kind))
+    return drawn[:MAX_SERIES]

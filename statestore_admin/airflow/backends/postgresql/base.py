@@ -6,7 +6,9 @@ is closed (its state is unknown) and the query fails with "no answer within N s"
 server, or the network in front of it, stops answering mid-session, which the server-side
 ``statement_timeout`` cannot do; that one is also set, a little shorter, so that a live server gives up
 first and the connection stays usable. A connection that has been closed so is discarded before the
-next query, so nothing needs a restart when the database is back.
+next query, so nothing needs a restart when the database is back. Within one request, though, a
+connection found dead is not replaced: the rest of the request answers 503 at once with the same reason
+(``availability.failed_earlier``), so that a request waits out one deadline at most, never two.
 
 Failures that mean "the database is not available" become ``AirflowDatabaseUnavailable``
 (``airflow.availability``); the others stay Django's usual errors.
@@ -36,6 +38,8 @@ from statestore_admin.airflow.availability import (
     AirflowDatabaseUnavailable,
     TablesLocked,
     clean_reason,
+    fail_request,
+    failed_earlier,
     is_unavailable,
 )
 from statestore_admin.airflow.versions import AirflowSchemaChanged
@@ -78,7 +82,9 @@ def statement_timeout_ms(query_timeout: float) -> int:
 
 
 class QueryDeadlineExceeded(psycopg.OperationalError):
-    """No answer from the server within the query deadline; the connection has been closed."""
+    """No answer from the server within the query deadline (``seconds``); the connection has been closed."""
+
+    seconds: float = 0.0
 
 
 class DeadlineConnection(psycopg.Connection):
@@ -93,10 +99,12 @@ class DeadlineConnection(psycopg.Connection):
                 raise
             # The server's answer may still arrive: the connection's state is unknown. Never reuse it.
             self.close()
-            raise QueryDeadlineExceeded(
+            exc = QueryDeadlineExceeded(
                 f"no answer within {deadline:g} s (query deadline, AIRFLOW_DATABASE_QUERY_TIMEOUT); "
                 "the connection was closed"
-            ) from None
+            )
+            exc.seconds = deadline
+            raise exc from None
 
 
 class _Driver:
@@ -135,6 +143,9 @@ class _ErrorWrapper(DatabaseErrorWrapper):
                 raise TablesLocked(reason).with_traceback(traceback) from cause
             reason = self.wrapper.unavailable_reason(cause)
             log.warning("Airflow's metadata database is unavailable: %s", reason)
+            connection = self.wrapper.connection
+            if (connection is None or connection.closed) and not self.wrapper.budget_ran_out(cause):
+                fail_request(self.wrapper.alias, reason)  # not connected, or the connection is gone
             raise AirflowDatabaseUnavailable(reason).with_traceback(traceback) from cause
 
 
@@ -174,43 +185,73 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def ensure_connection(self):
         # A connection closed under us (our deadline, the server gone) is discarded, not reused: the
-        # next query connects again. Inside a transaction the failure must surface instead.
+        # next request connects again. Inside a transaction the failure must surface instead.
         if self.connection is not None and self.connection.closed and not self.in_atomic_block:
             self.close()
+        if self.connection is None:
+            # Not within the request that found the database unavailable: that took its deadline already.
+            reason = failed_earlier(self.alias)
+            if reason is not None:
+                raise AirflowDatabaseUnavailable(reason)
         super().ensure_connection()
+
+    def close_if_unusable_or_obsolete(self):
+        # At the end of a request (and the start of the next): a connection closed under us is dropped as
+        # it is; Django would first ask it for its autocommit, which means connecting again.
+        if self.connection is not None and self.connection.closed and not self.in_atomic_block:
+            self.close()
+        super().close_if_unusable_or_obsolete()
 
     def is_usable(self):
         # Django's health check (CONN_HEALTH_CHECKS) pings a kept connection before a request uses it
-        # (with the alembic revision: _usable_and_current).
-        # An answer to SELECT 1 needs no more than a connection does: past the connect timeout the
-        # connection is dropped and a new one tried, rather than waiting for the full query deadline.
+        # (with the alembic revision: _check_kept). An answer to it needs no more than a connection does:
+        # it waits the connect timeout at most, rather than the full query deadline. A connection that
+        # fails at once (a restart closed it) is replaced by a new one; one that did not answer in time
+        # took the request's one deadline, and the request answers 503 without connecting again.
         connection = self.connection
         if connection is None or connection.closed:
             return False
         previous = connection.query_timeout
+        deadline = "query deadline, AIRFLOW_DATABASE_QUERY_TIMEOUT"
         connect_timeout = float(self.settings_dict["OPTIONS"].get("connect_timeout") or 0)
         if connect_timeout and (previous is None or connect_timeout < previous):
             connection.query_timeout = connect_timeout
+            deadline = "connect timeout, AIRFLOW_DATABASE_CONNECT_TIMEOUT"
         try:
-            return self._usable_and_current(connection)
+            self._check_kept(connection)
+        except QueryDeadlineExceeded:
+            reason = (
+                f"no answer within {connection.query_timeout:g} s to the check of a kept connection ({deadline}); "
+                "the connection was closed"
+            )
+            log.warning("Airflow's metadata database is unavailable: %s", reason)
+            fail_request(self.alias, reason)
+            return False
+        except psycopg.Error:  # connection gone, or no alembic_version any more: a new connection decides
+            return False
         finally:
             connection.query_timeout = previous
+        return True
 
-    def _usable_and_current(self, connection) -> bool:
+    def _check_kept(self, connection) -> None:
         """Django's ``SELECT 1``, or where the schema is known, the alembic revision instead (as cheap): a
         revision that moved (`airflow db migrate` ran since) makes ``schema_of`` read the schema again
         before this request's first query, rather than that query failing on a renamed column."""
         known = versions.cached_schema(self)
         if known is None or known.revision is None:
-            return super().is_usable()
-        try:
-            row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
-        except psycopg.Error:  # connection gone, or no alembic_version any more: a new connection decides
-            return False
+            connection.execute("SELECT 1")
+            return
+        row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
         if (row[0] if row else None) != known.revision:
             log.info("Airflow's alembic revision moved from %s: reading its schema again", known.revision)
             versions.forget(self)
-        return True
+
+    def budget_ran_out(self, exc: BaseException) -> bool:
+        """Did a block's budget shorter than the query deadline run out (``query_timeout``: the count budget,
+        COUNT_BUDGET_SECONDS)? Its server-side cancel may simply have come late, so it does not spend the
+        request's deadline: the next query may connect again."""
+        configured = float(self.settings_dict["OPTIONS"].get("query_timeout") or 0)
+        return isinstance(exc, QueryDeadlineExceeded) and (not configured or exc.seconds < configured)
 
     def set_query_timeout(self, seconds: float | None) -> None:
         """Another deadline for this connection (``airflow.availability.query_timeout``)."""
