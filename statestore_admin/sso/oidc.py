@@ -2,7 +2,9 @@
 
 ``OIDC_ISSUER`` turns it on. The login page links to ``start`` ("Sign in with <provider>"), which sends the
 browser to the provider's authorization endpoint (found in its ``/.well-known/openid-configuration``) with a
-state, a nonce and a PKCE S256 challenge, all three kept in the session. The provider sends the browser back
+state, a nonce and a PKCE S256 challenge, all three kept, with the page to go on to, in a signed cookie that
+lives ``FLOW_MAX_AGE`` and is sent to the callback only: starting a sign-in writes no session row, so anonymous
+requests cannot fill the session table. The provider sends the browser back
 to ``callback``, which exchanges the code (with the PKCE verifier) at the token endpoint and verifies the ID
 token: its signature against the provider's published keys (fetched again once when a token names a key they
 do not hold: a rotation), its issuer, audience, expiry and nonce. Only then is anyone signed in:
@@ -10,12 +12,16 @@ do not hold: a rotation), its issuer, audience, expiry and nonce. Only then is a
 
 Everything that can go wrong on the way answers a page that says what happened, with a log line, and
 signs nobody in: a state that is missing, wrong or used already (a replayed callback), a refusal by the
-provider (a code used twice), a token that fails verification, a provider that is down or slow.
+provider (a code used twice), a token that fails verification, an answer that is not what the protocol says (not
+JSON, an ID token that is no string, claims of the wrong type or with characters no name may hold), a provider
+that is down or slow. A discovery document that could not be read is not asked for again for
+``DISCOVERY_RETRY_AFTER`` seconds: sign-ins meanwhile are refused at once rather than each waiting on the provider.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -24,20 +30,25 @@ from authlib.integrations.django_client import DjangoOAuth2App, OAuth, OAuthErro
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LogoutView
+from django.core import signing
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
 from django.urls import reverse
+from django.utils.crypto import constant_time_compare
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from joserfc.errors import JoseError
 
-from statestore_admin.state import sign_in
+from statestore_admin.state import sign_in, usernames
 
 log = logging.getLogger(__name__)
 
 # The ID token signatures accepted, whatever the provider's metadata lists: asymmetric ones only, so never
 # "none" and never an HMAC keyed with something the provider published.
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-NEXT_KEY = "oidc_next"  # where to go after signing in (a safe path, checked before it is stored)
+FLOW_COOKIE = "statestore_oidc"  # the sign-in under way: state, nonce, PKCE verifier, redirect URI, next page
+FLOW_SALT = "statestore_admin.sso.oidc.flow"
+FLOW_MAX_AGE = 600  # seconds a person may spend at the provider before coming back
 ID_TOKEN_KEY = "oidc_id_token"  # the ID token, sent back to the provider as id_token_hint at logout
 
 
@@ -58,26 +69,81 @@ def context(request) -> dict:
 # again at the first sign-in or logout after this long, so a provider that moves an endpoint is followed without a
 # restart; a provider down then fails that one sign-in, as it would at its token endpoint.
 DISCOVERY_MAX_AGE = 3600.0
+# A document that could not be read is not asked for again for this long: each sign-in meanwhile is refused at once
+# instead of waiting OIDC_TIMEOUT on a provider that is down (which held a worker thread per sign-in).
+DISCOVERY_RETRY_AFTER = 30.0
 
 
 class _ProviderApp(DjangoOAuth2App):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._discovery_lock = threading.Lock()  # one reading of the document at a time in a process
+        self.discovery_failed: tuple[float, _Failure] | None = None  # when (time.monotonic()) and why
+
     def load_server_metadata(self):
+        with self._discovery_lock:
+            if self.discovery_failed is not None:
+                failed_at, failure = self.discovery_failed
+                if time.monotonic() - failed_at < DISCOVERY_RETRY_AFTER:
+                    raise failure
+                self.discovery_failed = None
+            try:
+                return self._load_server_metadata()
+            except _Failure as failure:
+                self.server_metadata.clear()  # not kept: read again once the pause is over
+                self.discovery_failed = (time.monotonic(), failure)
+                raise
+
+    def _load_server_metadata(self):
         loaded_at = self.server_metadata.get("_loaded_at")  # Authlib's mark of a document read
         if loaded_at is not None and time.time() - loaded_at > DISCOVERY_MAX_AGE:
             self.server_metadata.clear()  # read again below, the keys with it
-        metadata = super().load_server_metadata()
+        try:
+            metadata = super().load_server_metadata()
+        except requests.RequestException as exc:  # down, slow, or an HTTP error status
+            raise _unreachable(exc) from exc
+        except (ValueError, TypeError) as exc:  # not JSON, or JSON that is no object
+            raise _malformed(f"discovery document unreadable: {type(exc).__name__}: {str(exc)!r}") from exc
         # OpenID Connect Discovery 1.0, 4.3: the document must name the issuer it was fetched for; the ID token's
         # "iss" is then checked against the configured issuer, not against what the document says.
         if str(metadata.get("issuer", "")).rstrip("/") != settings.OIDC_ISSUER.rstrip("/"):
-            self.server_metadata.clear()  # not kept: the next sign-in reads the document again
             raise _Failure(
                 400,
-                "The provider's discovery document names another issuer.",
+                _("The provider's discovery document names another issuer."),
                 f"discovery document issuer {metadata.get('issuer')!r} is not OIDC_ISSUER {settings.OIDC_ISSUER!r}",
             )
         offered = metadata.get("id_token_signing_alg_values_supported") or ["RS256"]
+        if not isinstance(offered, list):
+            offered = ["RS256"]
         metadata["id_token_signing_alg_values_supported"] = [alg for alg in offered if alg in SIGNING_ALGORITHMS]
         return metadata
+
+    def begin(self, redirect_uri: str) -> tuple[str, dict]:
+        """The provider's authorization URL, and what the callback needs to finish (``flow``): Authlib's
+        ``authorize_redirect`` without its keeping them in the session."""
+        made = self.create_authorization_url(redirect_uri)
+        flow = {"state": made["state"], "nonce": made["nonce"], "verifier": made["code_verifier"]}
+        return made["url"], {**flow, "redirect_uri": redirect_uri}
+
+    def finish(self, request, flow: dict | None, **kwargs) -> dict:
+        """Authlib's ``authorize_access_token``, with ``flow`` (from ``begin``) instead of the session."""
+        if request.GET.get("error"):
+            raise OAuthError(error=request.GET["error"], description=request.GET.get("error_description"))
+        state = request.GET.get("state") or ""
+        if not flow or not state or not constant_time_compare(state, str(flow.get("state", ""))):
+            raise OAuthError(error="mismatching_state")
+        token = self.fetch_access_token(
+            code=request.GET.get("code") or "",
+            state=state,
+            code_verifier=flow["verifier"],
+            redirect_uri=flow["redirect_uri"],
+        )
+        if not isinstance(token, dict) or "id_token" not in token:
+            return {}
+        if not isinstance(token["id_token"], str):
+            raise _malformed(f"id_token is a {type(token['id_token']).__name__}, not a string")
+        token["userinfo"] = self.parse_id_token(token, nonce=flow["nonce"], **kwargs)
+        return token
 
 
 class _OAuth(OAuth):
@@ -135,28 +201,64 @@ def _safe_next(request) -> str:
 
 @login_not_required
 def start(request):
-    """Send the browser to the provider, the safe ``next`` kept for the way back."""
+    """Send the browser to the provider; the sign-in under way (with the safe ``next``) goes in a signed cookie
+    that only the callback receives, not in a session."""
     if not enabled():
         raise Http404("OpenID Connect sign-in is not configured.")
-    request.session[NEXT_KEY] = _safe_next(request)
     try:
-        return _client().authorize_redirect(request, request.build_absolute_uri(reverse("oidc_callback")))
+        url, flow = _client().begin(request.build_absolute_uri(reverse("oidc_callback")))
     except _Failure as failure:
         return _failed(request, failure)
     except requests.RequestException as exc:
         return _failed(request, _unreachable(exc))
+    response = HttpResponseRedirect(url)
+    response.set_cookie(
+        FLOW_COOKIE,
+        signing.dumps({**flow, "next": _safe_next(request)}, salt=FLOW_SALT, compress=True),
+        max_age=FLOW_MAX_AGE,
+        path=reverse("oidc_callback"),
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",  # sent on the provider's redirect back (a top-level GET), not on a cross-site POST
+    )
+    return response
+
+
+def _flow(request) -> dict | None:
+    """The sign-in this browser started (``start``'s cookie), if it is ours, intact and recent."""
+    try:
+        flow = signing.loads(request.COOKIES.get(FLOW_COOKIE, ""), salt=FLOW_SALT, max_age=FLOW_MAX_AGE)
+    except signing.BadSignature:  # missing, altered, or older than FLOW_MAX_AGE
+        return None
+    return flow if isinstance(flow, dict) else None
 
 
 def _unreachable(exc: Exception) -> _Failure:
     return _Failure(
         503,
-        f"{provider_name()} did not answer in time, or could not be reached. Try again in a moment; if it "
-        "persists, tell whoever runs the dashboard.",
+        _(
+            "%(provider)s did not answer in time, or could not be reached. Try again in a moment; if it persists, "
+            "tell whoever runs the dashboard."
+        )
+        % {"provider": provider_name()},
         f"provider unreachable: {type(exc).__name__}: {exc}",
     )
 
 
-def _verified_claims(request) -> tuple[dict, str]:
+def _malformed(detail: str) -> _Failure:
+    """An answer from the provider that is not what the protocol says: refused as one that fails verification."""
+    return _Failure(
+        400,
+        _(
+            "The answer from %(provider)s could not be verified, so nobody was signed in. Start again from the "
+            "sign-in page; if it persists, tell whoever runs the dashboard."
+        )
+        % {"provider": provider_name()},
+        f"malformed answer: {detail}",
+    )
+
+
+def _verified_claims(request, flow: dict | None) -> tuple[dict, str]:
     """The ID token's verified claims and the token itself, or ``_Failure``."""
     try:
         client = _client()
@@ -167,35 +269,36 @@ def _verified_claims(request) -> tuple[dict, str]:
             "iss": {"essential": True, "values": [issuer]},
             "aud": {"essential": True, "values": [settings.OIDC_CLIENT_ID]},
         }
-        token = client.authorize_access_token(request, claims_options=claims_options, leeway=60)
+        token = client.finish(request, flow, claims_options=claims_options, leeway=60)
     except OAuthError as exc:
         if exc.error == "mismatching_state":
             raise _Failure(
                 400,
-                "This sign-in answer does not belong to a sign-in started in this browser, or it was used already. "
-                "Start again from the sign-in page.",
+                _(
+                    "This sign-in answer does not belong to a sign-in started in this browser, or it was used "
+                    "already. Start again from the sign-in page."
+                ),
                 "state missing, unknown or used already (a forged or replayed callback)",
             ) from exc
         raise _Failure(
             400,
             # The error comes from the callback's query string, which anyone can write: cut short on the page,
             # quoted in the log (no line of its own there).
-            f"{provider_name()} refused the sign-in ({str(exc.error)[:80]}). Start again from the sign-in page.",
+            _("%(provider)s refused the sign-in (%(error)s). Start again from the sign-in page.")
+            % {"provider": provider_name(), "error": str(exc.error)[:80]},
             f"provider error {exc.error!r}: {exc.description!r}",
         ) from exc
+    except requests.JSONDecodeError as exc:  # a token endpoint that answered a page, not JSON
+        raise _malformed(f"token response is not JSON: {str(exc)!r}") from exc
     except requests.RequestException as exc:
         raise _unreachable(exc) from exc
-    except (JoseError, ValueError) as exc:
-        raise _Failure(
-            400,
-            f"The answer from {provider_name()} could not be verified, so nobody was signed in. Start again from the "
-            "sign-in page; if it persists, tell whoever runs the dashboard.",
-            f"ID token refused: {type(exc).__name__}: {exc}",
-        ) from exc
+    except (JoseError, ValueError, TypeError, KeyError, AttributeError, UnicodeError) as exc:
+        # A signature, claim or shape that fails verification; a token endpoint answering JSON of another shape.
+        raise _malformed(f"ID token refused: {type(exc).__name__}: {str(exc)!r}") from exc
     if "userinfo" not in token:
         raise _Failure(
             400,
-            f"{provider_name()} sent no ID token, so nobody was signed in.",
+            _("%(provider)s sent no ID token, so nobody was signed in.") % {"provider": provider_name()},
             "token response without an ID token (is 'openid' in OIDC_SCOPES?)",
         )
     return dict(token["userinfo"]), token["id_token"]
@@ -206,9 +309,13 @@ def _identity(claims: dict) -> sign_in.Identity:
     if not isinstance(username, str) or not username.strip():
         raise _Failure(
             400,
-            f"{provider_name()} sent no {settings.OIDC_USERNAME_CLAIM!r} claim to use as your username.",
+            _("%(provider)s sent no %(claim)r claim to use as your username.")
+            % {"provider": provider_name(), "claim": settings.OIDC_USERNAME_CLAIM},
             f"ID token of sub {claims.get('sub')!r} without a string {settings.OIDC_USERNAME_CLAIM!r} claim",
         )
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject or usernames.unsafe_characters(subject):
+        raise _malformed(f"ID token's sub {subject!r} is no string a person can be known by")
     groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
     if isinstance(groups, str):  # a provider that sends one group as a string (Google's "hd")
         groups = [groups]
@@ -221,19 +328,26 @@ def _identity(claims: dict) -> sign_in.Identity:
         email=email if isinstance(email, str) else "",
         groups=tuple(str(group) for group in groups),
         provider=settings.OIDC_ISSUER,  # with sub, the person's link: the name on the button may change
-        subject=str(claims["sub"]),
+        subject=subject,
         label=provider_name(),
     )
 
 
 @login_not_required
 def callback(request):
-    """The provider's answer: verified, then the person signed in and sent on, or a page saying why not."""
+    """The provider's answer: verified, then the person signed in and sent on, or a page saying why not. The
+    sign-in's cookie goes with either answer: each one is used once."""
     if not enabled():
         raise Http404("OpenID Connect sign-in is not configured.")
-    target = request.session.pop(NEXT_KEY, None) or resolve_url(settings.LOGIN_REDIRECT_URL)
+    flow = _flow(request)
+    response = _callback(request, flow)
+    response.delete_cookie(FLOW_COOKIE, path=reverse("oidc_callback"), samesite="Lax")
+    return response
+
+
+def _callback(request, flow: dict | None):
     try:
-        claims, id_token = _verified_claims(request)
+        claims, id_token = _verified_claims(request, flow)
         identity = _identity(claims)
     except _Failure as failure:
         return _failed(request, failure)
@@ -246,7 +360,9 @@ def callback(request):
         return _failed(request, _Failure(403, str(exc), f"identity of {identity.username!r} refused: {exc}"))
     sign_in.start_session(request, user, identity)
     request.session[ID_TOKEN_KEY] = id_token
-    return HttpResponseRedirect(target)
+    target = (flow or {}).get("next")
+    target = target if isinstance(target, str) else ""
+    return HttpResponseRedirect(target or resolve_url(settings.LOGIN_REDIRECT_URL))
 
 
 def _origin(url: str) -> str:

@@ -17,12 +17,14 @@ import ipaddress
 import logging
 import threading
 import time
+from collections import Counter
 
 from django.conf import settings
 from django.contrib.auth import logout
 from django.core import checks
-from django.http import HttpResponseForbidden
+from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import render
+from django.utils.translation import gettext
 
 from statestore_admin.state import sign_in
 
@@ -65,6 +67,26 @@ def trusted(request, networks) -> bool:
     return any(address in network for network in networks)
 
 
+def repeated_headers(request, headers: dict[str, str]) -> list[str]:
+    """The settings (``PROXY_USER_HEADER``...) of ``headers`` whose header the request carries more than once.
+
+    A WSGI server joins a header sent twice into one value, with a comma: a second groups header would add groups.
+    Under ``make serve`` (gunicorn's ASGI worker, a2wsgi) the request's header lines are in ``asgi.scope`` and are
+    counted, by the name WSGI gives them (``X_Forwarded_User`` is ``X-Forwarded-User`` there). Under another WSGI
+    server only the joined value is left: a comma in the user or email header (which no user name or address
+    holds) is taken for a repeat; a repeated groups header cannot be told from a list there."""
+    scope = request.META.get("asgi.scope")
+    if isinstance(scope, dict):
+        sent = Counter(meta_key(name.decode("latin-1")) for name, _ in scope.get("headers", ()))
+        return [name for name, key in headers.items() if sent[key] > 1]
+    single = ("PROXY_USER_HEADER", "PROXY_EMAIL_HEADER")
+    return [name for name in single if "," in request.META.get(headers[name], "")]
+
+
+def _peer(request) -> str:
+    return request.META.get("REMOTE_ADDR", "")
+
+
 def split_groups(value: str) -> tuple[str, ...]:
     """oauth2-proxy sends the groups comma-separated (several header lines arrive joined by commas too)."""
     seen = dict.fromkeys(part.strip() for part in value.split(","))
@@ -83,6 +105,15 @@ class ProxySignInMiddleware:
         }
 
     def __call__(self, request):
+        if self.networks:
+            repeated = repeated_headers(request, self.headers)
+            if repeated:
+                names = ", ".join(getattr(settings, name) for name in repeated)
+                log.warning("proxy headers sent more than once from %s: %s (refused)", _peer(request), names)
+                return HttpResponseBadRequest(
+                    gettext("The request carries %(headers)s more than once.") % {"headers": names},
+                    content_type="text/plain; charset=utf-8",
+                )
         if self.networks and not _bearer_api_request(request):
             refusal = self.sign_in(request)
             if refusal is not None:

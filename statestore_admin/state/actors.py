@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 
 from .sign_in import signed_in
+from .usernames import visible
 
 UI, API, ADMIN, COMMAND, GC = "ui", "api", "admin", "command", "gc"
 
@@ -34,8 +35,8 @@ class Actor:
 
     @property
     def name(self) -> str:
-        if self.user is not None:
-            return self.user.get_username()
+        if self.user is not None:  # a name made before state.usernames' rule may hold a bidi override
+            return visible(self.user.get_username())
         return f"{self.os_user}@{self.host}" if self.os_user else self.host
 
     @classmethod

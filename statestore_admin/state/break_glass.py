@@ -11,10 +11,10 @@ import logging
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from . import usernames
 from .models import BreakGlassLink
 
 log = logging.getLogger(__name__)
@@ -56,23 +56,26 @@ def link_user(token: str):
     return _usable(BreakGlassLink.objects.select_related("user").filter(token_hash=_hash(token)).first()).user
 
 
-def spend(token: str):
-    """The user of the link ``token``, which is used up; ``Unusable`` (nothing changed) otherwise."""
+def spend(token: str) -> BreakGlassLink:
+    """The link ``token`` (its ``user`` to sign in), now used up; ``Unusable`` (nothing changed) otherwise."""
     with transaction.atomic():
         link = BreakGlassLink.objects.select_for_update().select_related("user").filter(token_hash=_hash(token)).first()
         link = _usable(link)
         link.used = timezone.now()
         link.save(update_fields=["used"])
-    return link.user
+    return link
+
+
+def lifetime(link: BreakGlassLink):
+    """How long the link worked (``--minutes``): a session it signs in lasts no longer."""
+    return link.expires - link.created
 
 
 def user_for(username: str, create: bool):
-    """The superuser a link is for; with ``create``, made (without a usable password) when missing."""
-    User = get_user_model()
-    user = User._default_manager.filter(**{User.USERNAME_FIELD: username}).first()
+    """The superuser a link is for (named as ``usernames.find`` finds accounts); with ``create``, made (without a
+    usable password) when missing. ``Invalid`` when the name cannot be an account's."""
+    user = usernames.find(username)
     if user is None and create:
-        user = User(**{User.USERNAME_FIELD: username}, is_staff=True, is_superuser=True)
-        user.set_unusable_password()
-        user.save()
-        log.warning("break-glass: superuser %s created (no usable password)", username)
+        user = usernames.create(username, is_staff=True, is_superuser=True)
+        log.warning("break-glass: superuser %s created (no usable password)", user.get_username())
     return user

@@ -242,17 +242,13 @@ def locked_account_fields(user, account) -> tuple[str, ...]:
 # Granting (the grant_scope and revoke_scope commands; /admin/ edits AccessScope rows directly) ---------
 def find_holder(name: str, kind: str | None = None):
     """The group or user called ``name`` (``kind``: "group" or "user" when both exist)."""
-    from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
+    from . import usernames
     from .errors import NotFound
 
     group = Group.objects.filter(name=name).first() if kind in (None, "group") else None
-    user = (
-        get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: name}).first()
-        if kind in (None, "user")
-        else None
-    )
+    user = usernames.find(name) if kind in (None, "user") else None
     if group and user:
         raise Invalid(f"Both a group and a user are called {name!r}: say which with --group or --user.")
     if not group and not user:

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model, login, user_logged_in
+from django.contrib.auth import login, user_logged_in
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from . import usernames
+from .errors import Invalid
 from .models import ExternalIdentity
 from .roles import ADMIN, ROLES
 
@@ -124,29 +126,34 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
         raise Refused(f"{identity.described} did not say who you are (no user name in its answer).")
     if len(username) > USERNAME_MAX:
         raise Refused(f"The user name from {identity.described} is longer than {USERNAME_MAX} characters.")
-    if any(ord(c) < 32 or ord(c) == 127 for c in username + identity.email + "".join(identity.groups)):
-        raise Refused(f"{identity.described} sent control characters in who you are or your groups.")
-    subject = identity.subject or username
-    granted, superuser = mapping.grants(identity.groups)
-    User = get_user_model()
-    with transaction.atomic():
-        link = (
-            ExternalIdentity.objects.select_for_update()
-            .select_related("user")
-            .filter(method=identity.method, provider=identity.provider, subject=subject)
-            .first()
+    if usernames.unsafe_characters(username + identity.email + "".join(identity.groups)):
+        raise Refused(
+            f"{identity.described} sent control characters or invisible formatting in who you are or your groups."
         )
+    # The proxy vouches for the name itself: names that look alike are one person (state.usernames).
+    subject = identity.subject or usernames.canonical(username)
+    granted, superuser = mapping.grants(identity.groups)
+    with transaction.atomic():
+        links = ExternalIdentity.objects.select_for_update().select_related("user")
+        links = links.filter(method=identity.method, provider=identity.provider)
+        link = links.filter(subject=subject).first()
+        if link is None and not identity.subject:  # a proxy link made before names were compared canonically
+            link = links.filter(subject=username).first()
         if link is None:
-            if User.objects.filter(username=username).exists():
+            taken = usernames.look_alikes(username)
+            if taken:
                 # Linking by name would let whoever controls that name at the provider take a local account.
                 raise Refused(
-                    f"A dashboard account named {username!r} already exists and is not linked to "
+                    f"A dashboard account named {usernames.visible(taken[0].username)!r} already exists and is not "
+                    f"linked to "
                     f"{identity.described}. An administrator can rename or remove it in /admin/."
                 )
-            user = User(username=username, email=identity.email[:254])
-            user.set_unusable_password()
-            user.save()
+            try:
+                user = usernames.create(username, email=identity.email[:254])
+            except Invalid as exc:  # made meanwhile by another sign-in
+                raise Refused(" ".join(exc.messages)) from None
             link = ExternalIdentity(user=user, method=identity.method, provider=identity.provider, subject=subject)
+        link.subject = subject
         user = link.user
         if not user.is_active:
             raise Refused(f"The dashboard account {user.username!r} is deactivated.")

@@ -4,11 +4,14 @@ without local passwords; the audit records the session's changes as break-glass.
 import logging
 from datetime import timedelta
 from io import StringIO
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,6 +37,12 @@ def root(db):
 def path_of(link):
     assert link.startswith("https://statestore.example.com/break-glass/")
     return link.removeprefix("https://statestore.example.com")
+
+
+def token_of(link):
+    """The link's token: in its query string (before issue 36: the last part of its path)."""
+    parts = urlsplit(link)
+    return parse_qs(parts.query)["token"][0] if parts.query else parts.path.rstrip("/").rsplit("/", 1)[-1]
 
 
 @pytest.mark.parametrize("passwords", [True, False])
@@ -62,7 +71,7 @@ def test_the_link_signs_in_once_and_is_logged(client, root, settings, caplog, pa
 
 
 def test_the_database_keeps_only_a_hash(root):
-    token = path_of(make_link()).split("/")[-2]
+    token = token_of(make_link())
     stored = BreakGlassLink.objects.get()
     assert token not in stored.token_hash and len(stored.token_hash) == 64
 
@@ -78,7 +87,7 @@ def test_an_expired_link_is_refused(client, root):
 
 
 def test_an_unknown_link_is_refused(client, root):
-    page = client.post("/break-glass/not-a-token/")
+    page = client.post("/break-glass/", {"token": "not-a-token"})
     assert page.status_code == 403 and "unknown" in page.content.decode()
     assert "_auth_user_id" not in client.session
 
@@ -130,3 +139,33 @@ def test_the_audit_records_break_glass(client, root, dag_run_factory, task_key_f
     assert client.post("/keys/task/expire/", {"ids": [key.pk], "listed": listed}, **hx).status_code == 204
 
     assert AuditEvent.objects.get().signed_in == "break-glass"
+
+
+@pytest.mark.parametrize("minutes", [1, 15, 1440])
+def test_the_session_lasts_the_links_minutes(client, root, minutes):
+    started = timezone.now()
+    client.post(path_of(make_link("root", "--minutes", str(minutes))))
+    session = Session.objects.get(session_key=client.session.session_key)
+    lifetime = timedelta(minutes=minutes)
+    assert started + lifetime - timedelta(seconds=5) <= session.expire_date <= timezone.now() + lifetime
+    # A later request does not move the end (the session is saved again on a change).
+    assert client.get(reverse("home")).status_code == 200
+    assert Session.objects.get(session_key=client.session.session_key).expire_date <= timezone.now() + lifetime
+
+
+def test_the_token_is_in_no_log_line(root, caplog, settings):
+    """The lines Django writes for a refused or CSRF-less POST (django.request, django.security.csrf) and the
+    login throttle's "successful login" line (django-axes), from real requests through the middleware."""
+    link = make_link()
+    token = token_of(link)
+    with caplog.at_level(logging.DEBUG):
+        strict = Client(enforce_csrf_checks=True)
+        assert strict.get(path_of(link)).status_code == 200
+        assert strict.post(path_of(link)).status_code == 403  # no CSRF token: Django's Forbidden line
+        assert Client().post(path_of(link).replace(token, token[:-1])).status_code == 403  # unknown: refused
+        signed_in = Client()
+        assert signed_in.post(path_of(link)).status_code == 302
+        assert signed_in.post(path_of(link)).status_code == 403  # used already
+    lines = [record.getMessage() + str(record.args) for record in caplog.records]
+    assert any("Forbidden" in line for line in lines) and any("Successful login" in line for line in lines)
+    assert not [line for line in lines if token in line]

@@ -119,6 +119,21 @@ def test_outcomes_failed_in_progress_and_unknown(op_client, run):
     assert "outcome unknown" in text(op_client.get(f"/audit/{stale.pk}/"))
 
 
+def test_an_actor_name_with_a_bidi_override_is_isolated_and_a_new_one_escaped(op_client, run, user_factory):
+    """A name from before state.usernames' rule, recorded as it was, cannot turn the text around it; a change made
+    by such an account now is recorded with the override written as an escape."""
+    old = AuditEvent.objects.create(actor="evil\u202enimda", via="api", action="delete", store="task", status="done")
+    page = text(op_client.get("/audit/"))
+    assert '<span class="actor"><bdi>evil\u202enimda</bdi></span>' in page
+    assert "<bdi>evil\u202enimda</bdi>" in text(op_client.get(f"/audit/{old.pk}/"))
+
+    services.expire_task_keys(
+        actor=Actor(via="ui", user=user_factory("evil\u202enimda", perms=["task.change"])),
+        selection=services.TaskSelection(ids=(key("job").pk,)),
+    )
+    assert AuditEvent.objects.latest("id").actor == "evil\\u202enimda"
+
+
 def test_filters(op_client, run, asset, operator):
     deleted = delete_through_the_page(op_client, ids=[key("offset").pk])
     services.expire_task_keys(actor=command(), selection=services.TaskSelection(ids=(key("job").pk,)))

@@ -17,7 +17,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-from joserfc import jwt
+from joserfc import jws, jwt
 from joserfc.jwk import RSAKey
 
 CLIENT_ID, CLIENT_SECRET = "statestore-tests", "tests-only-client-secret"
@@ -37,7 +37,9 @@ class HostileProvider:
         self.published = [self.signing_key]
         self.claims: dict = {}  # the ID token's claims over the defaults (``id_token``); None removes one
         self.discovery_overrides: dict = {}
-        self.token_answer: tuple[int, dict] | None = None  # (status, body) instead of an ID token
+        self.discovery_answer: tuple[int, dict | bytes] | None = None  # (status, body) instead of the document
+        # (status, body) instead of an ID token; a body of bytes is sent as it is, as text/html
+        self.token_answer: tuple[int, dict | bytes] | None = None
         self.seen: list[tuple[str, dict]] = []  # (path, form or query) of every request
         self.nonce = ""  # the nonce of the authorization request (the test reads it from the redirect)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -82,13 +84,17 @@ class HostileProvider:
 
     def id_token(self) -> str:
         header = {"alg": "RS256", "kid": self.signing_key.kid}
-        return jwt.encode(header, self.id_token_claims(), self.signing_key)
+        try:
+            return jwt.encode(header, self.id_token_claims(), self.signing_key)
+        except UnicodeEncodeError:  # a lone surrogate: JSON can carry it as an escape, signed all the same
+            payload = json.dumps(self.id_token_claims()).encode()
+            return jws.serialize_compact(header, payload, self.signing_key)
 
     def unsigned_id_token(self) -> str:
         """``alg: none``: a header and claims, no signature."""
         return f"{b64({'alg': 'none', 'kid': self.signing_key.kid})}.{b64(self.id_token_claims())}."
 
-    def token_response(self) -> tuple[int, dict]:
+    def token_response(self) -> tuple[int, dict | bytes]:
         if self.token_answer is not None:
             return self.token_answer
         return 200, {"access_token": "access-1", "token_type": "Bearer", "expires_in": 300, "id_token": self.id_token()}
@@ -102,10 +108,10 @@ def _handler(provider: HostileProvider):
         def log_message(self, *args):  # quiet: pytest shows what a failing test printed
             pass
 
-        def _answer(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
+        def _answer(self, status: int, body: dict | bytes) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/html" if isinstance(body, bytes) else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -114,7 +120,7 @@ def _handler(provider: HostileProvider):
             path, _, query = self.path.partition("?")
             provider.seen.append((path, parse_qs(query)))
             if path == "/.well-known/openid-configuration":
-                self._answer(200, provider.discovery())
+                self._answer(*(provider.discovery_answer or (200, provider.discovery())))
             elif path == "/jwks":
                 self._answer(200, {"keys": [key.as_dict(private=False) for key in provider.published]})
             else:

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import signing
 
 from statestore_admin.sso import oidc
 from statestore_admin.state import sign_in
@@ -160,9 +161,8 @@ def test_an_id_token_signed_by_an_unknown_key_is_refused_after_fetching_the_keys
 
 
 def client_state(client) -> str:
-    """The state of the sign-in the client started last (Authlib keeps it in the session)."""
-    (key,) = [key for key in client.session.keys() if key.startswith("_state_oidc_")]
-    return key.removeprefix("_state_oidc_")
+    """The state of the sign-in the client started last (in the sign-in's signed cookie)."""
+    return signing.loads(client.cookies[oidc.FLOW_COOKIE].value, salt=oidc.FLOW_SALT)["state"]
 
 
 def test_an_unsigned_id_token_is_refused_although_the_provider_offers_alg_none(client, provider, caplog):
@@ -184,7 +184,8 @@ def test_a_discovery_document_of_another_issuer_is_refused(client, provider, cap
     provider.discovery_overrides = {"issuer": "https://login.example.com"}
     answer = client.get("/oidc/login/")
     assert_refused(answer, client, caplog, says="names another issuer")
-    provider.discovery_overrides = {}  # the provider's document put right: read again, not the refused one kept
+    provider.discovery_overrides = {}  # the provider's document put right: read again once the pause is over
+    _end_discovery_pause()
     assert client.get("/oidc/login/").status_code == 302
 
 
@@ -295,6 +296,12 @@ def test_logout_stays_here_when_the_end_session_endpoint_is_elsewhere_or_none(cl
     assert client.post("/logout/")["Location"] == "/login/"
 
 
+def _end_discovery_pause():
+    """The pause after a failed reading of the discovery document (DISCOVERY_RETRY_AFTER), over at once."""
+    failed_at, failure = oidc._client().discovery_failed
+    oidc._client().discovery_failed = (failed_at - oidc.DISCOVERY_RETRY_AFTER, failure)
+
+
 def _age_cached_discovery(seconds: float = oidc.DISCOVERY_MAX_AGE + 1):
     """Move the dashboard's reading of the provider's discovery document ``seconds`` into the past: an hour
     passing, without waiting an hour."""
@@ -346,3 +353,135 @@ def test_one_group_as_a_string_is_a_group(client, provider):
     provider.claims = {"groups": "ops-viewers"}
     params = begin(client, provider)
     assert finish(client, params["state"]).status_code == 302 and signed_in(client)
+
+
+# Issue 36: a malformed answer from the provider is a refused sign-in, never a 500.
+def signed_token_answer(provider) -> tuple[int, dict]:
+    return 200, {"access_token": "a", "token_type": "Bearer", "id_token": provider.id_token()}
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        pytest.param({"preferred_username": "al\ud800ice"}, id="lone surrogate in the name"),
+        pytest.param({"email": "alice\udfff@example.com"}, id="lone surrogate in the email"),
+        pytest.param({"groups": ["ops-viewers", "\ud83d"]}, id="lone surrogate in a group"),
+        pytest.param({"sub": "subject-\udc00"}, id="lone surrogate in sub"),
+        pytest.param({"preferred_username": "ad\u202emin"}, id="RTL override in the name"),
+        pytest.param({"preferred_username": "al\x85ice"}, id="C1 control in the name"),
+        pytest.param({"preferred_username": None}, id="no name"),
+        pytest.param({"preferred_username": ["alice"]}, id="a name that is a list"),
+        pytest.param({"sub": {"id": 1}}, id="a sub that is no string"),
+    ],
+)
+def test_malformed_claims_are_a_refused_sign_in(client, provider, caplog, claims):
+    params = begin(client, provider)
+    provider.claims = claims
+    answer = finish(client, params["state"])
+    assert answer.status_code in (400, 403), answer.content
+    assert 'data-testid="oidc-failed"' in answer.content.decode() and not signed_in(client)
+    assert any("OIDC sign-in refused" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert get_user_model().objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"access_token": "a", "token_type": "Bearer", "id_token": 12345}, id="id_token a number"),
+        pytest.param({"access_token": "a", "token_type": "Bearer", "id_token": {"alg": "none"}}, id="id_token object"),
+        pytest.param({"access_token": "a", "token_type": "Bearer", "id_token": "not.a.jwt"}, id="id_token no JWT"),
+        pytest.param({"access_token": "a", "token_type": "Bearer", "id_token": "\ud800.x.y"}, id="id_token surrogate"),
+        pytest.param(["a", "list"], id="a JSON list"),
+        pytest.param(b"<html>Gateway error</html>", id="not JSON"),
+        pytest.param(b"\xff\xfe\x00garbage", id="not text"),
+    ],
+)
+def test_a_malformed_token_answer_is_a_refused_sign_in(client, provider, caplog, body):
+    params = begin(client, provider)
+    provider.token_answer = (200, body)
+    assert_refused(finish(client, params["state"]), client, caplog)
+
+
+def test_a_token_answer_with_claims_of_the_wrong_type_is_refused(client, provider, caplog):
+    params = begin(client, provider)
+    provider.claims = {"exp": "tomorrow", "iat": "today"}
+    assert_refused(finish(client, params["state"]), client, caplog)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param((200, b"not json"), id="not JSON"),
+        pytest.param((200, ["a", "list"]), id="a JSON list"),
+        pytest.param((200, {"issuer": None}), id="no issuer"),
+        pytest.param((500, {"error": "oops"}), id="a server error"),
+    ],
+)
+def test_a_malformed_discovery_document_is_a_refused_sign_in(client, provider, caplog, answer):
+    provider.discovery_answer = answer
+    page = client.get("/oidc/login/")
+    assert page.status_code in (400, 503) and 'data-testid="oidc-failed"' in page.content.decode()
+    assert any("OIDC sign-in refused" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+# Issue 36: starting a sign-in writes no session row; a failed discovery is not asked again on every request.
+def test_anonymous_starts_write_no_session_row_and_the_sign_in_still_works(client, provider):
+    from django.contrib.sessions.models import Session
+
+    before = Session.objects.count()
+    for _ in range(20):
+        answer = type(client)().get("/oidc/login/", {"next": "/dags/"})
+        assert answer.status_code == 302 and "sessionid" not in answer.cookies
+    assert Session.objects.count() == before
+    cookie = answer.cookies[oidc.FLOW_COOKIE]
+    assert cookie["httponly"] and cookie["samesite"] == "Lax" and cookie["path"] == "/oidc/callback/"
+    assert int(cookie["max-age"]) == oidc.FLOW_MAX_AGE
+
+    params = begin(client, provider)
+    answer = finish(client, params["state"])
+    assert answer.status_code == 302 and answer["Location"] == "/dags/" and signed_in(client)
+    assert client.cookies[oidc.FLOW_COOKIE].value == ""  # used: the same answer again finds no sign-in
+
+
+def test_a_flow_cookie_altered_or_too_old_is_refused(client, provider, caplog):
+    params = begin(client, provider)
+    flow = signing.loads(client.cookies[oidc.FLOW_COOKIE].value, salt=oidc.FLOW_SALT)
+    client.cookies[oidc.FLOW_COOKIE] = signing.dumps({**flow, "state": "mine"}, salt="another-salt")
+    assert_refused(finish(client, params["state"]), client, caplog, says="does not belong")
+    # Signed as the dashboard signs it, but older than FLOW_MAX_AGE.
+    old = signing.TimestampSigner(salt=oidc.FLOW_SALT).sign_object(flow, compress=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(time, "time", lambda: real_time() + oidc.FLOW_MAX_AGE + 5)
+        client.cookies[oidc.FLOW_COOKIE] = old
+        assert_refused(finish(client, params["state"]), client, caplog, says="does not belong")
+    assert "/token" not in provider.paths()
+
+
+real_time = time.time
+
+
+@pytest.mark.parametrize("answer", [(200, b"<html>maintenance</html>"), (502, {"error": "bad gateway"})])
+def test_a_failed_discovery_is_asked_for_once_a_while(client, provider, caplog, answer):
+    discovery = "/.well-known/openid-configuration"
+    provider.discovery_answer = answer
+    for _ in range(8):
+        page = client.get("/oidc/login/")
+        assert page.status_code in (400, 503) and 'data-testid="oidc-failed"' in page.content.decode()
+    assert provider.paths().count(discovery) == 1
+
+    provider.discovery_answer = None  # the provider is back: asked again once the pause is over
+    assert client.get("/oidc/login/").status_code in (400, 503)
+    _end_discovery_pause()
+    assert client.get("/oidc/login/").status_code == 302
+    assert provider.paths().count(discovery) == 2
+
+
+def test_sign_ins_do_not_each_wait_on_a_provider_that_does_not_answer(client, provider, settings, caplog):
+    with TcpProxy(provider.port) as proxy:
+        proxy.black_hole()
+        settings.OIDC_ISSUER = provider.issuer = f"http://127.0.0.1:{proxy.port}"
+        started = time.monotonic()
+        for _ in range(8):
+            assert_refused(client.get("/oidc/login/"), client, caplog, status=503, says="did not answer in time")
+        # One OIDC_TIMEOUT (1 s) for the first; the others are refused at once (they took 8 s and more).
+        assert time.monotonic() - started < 4

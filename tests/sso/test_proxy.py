@@ -249,3 +249,14 @@ def test_check_refuses_invalid_addresses_and_empty_header_names(settings):
     settings.PROXY_GROUPS_HEADER = " "
     with pytest.raises(SystemCheckError, match=r"statestore.E046.*PROXY_GROUPS_HEADER"):
         call_command("check", "--tag", "statestore")
+
+
+@pytest.mark.parametrize(
+    "meta", [{"HTTP_X_FORWARDED_USER": "alice,root"}, {"HTTP_X_FORWARDED_EMAIL": "a@x.org,b@x.org"}]
+)
+def test_under_a_wsgi_server_a_joined_user_or_email_header_is_refused(client, meta, caplog):
+    """A WSGI server joins a header sent twice with a comma (tests/sso/test_proxy_serving.py sends real repeats)."""
+    answer = client.get("/", **{**headers(), **meta})
+    assert answer.status_code == 400 and "more than once" in answer.content.decode()
+    assert "_auth_user_id" not in client.session and not get_user_model().objects.exists()
+    assert any("sent more than once from 10.0.0.5" in r.getMessage() for r in caplog.records)

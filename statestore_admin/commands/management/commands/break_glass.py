@@ -1,9 +1,10 @@
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
 from statestore_admin.state import break_glass
+from statestore_admin.state.errors import Invalid
 
 MAX_MINUTES = 24 * 60
 
@@ -36,13 +37,19 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--url {url!r}: give the dashboard's http(s) address, e.g. https://statestore.example.com/"
             )
-        user = break_glass.user_for(username, create)
+        try:
+            user = break_glass.user_for(username, create)
+        except Invalid as exc:
+            raise CommandError(" ".join(exc.messages)) from None
         if user is None:
             raise CommandError(f"No user {username!r}. Give an existing superuser, or --create to make one.")
         try:
             token = break_glass.issue(user, minutes)
         except ValueError as exc:
             raise CommandError(f"{exc} Break-glass links are for those only.") from None
-        link = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass", args=[token]).lstrip("/"))
+        page = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass").lstrip("/"))
+        link = f"{page}?{urlencode({'token': token})}"
         self.stdout.write(link)
-        self.stderr.write(f"Signs in as {username} once, within {minutes} minutes. Logged and audited as break-glass.")
+        self.stderr.write(
+            f"Signs in as {user.get_username()} once, within {minutes} minutes. Logged and audited as break-glass."
+        )

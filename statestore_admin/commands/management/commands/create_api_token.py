@@ -2,9 +2,9 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from statestore_admin.state import usernames
 from statestore_admin.tokens.models import ApiToken, max_age
 
 DURATION = re.compile(r"^\s*(\d+)\s*([dh])\s*$")
@@ -43,7 +43,7 @@ class Command(BaseCommand):
                 f"--expires-in {expires_in}: more than the maximum of {settings.API_TOKEN_MAX_AGE_DAYS} days "
                 "(API_TOKEN_MAX_AGE_DAYS)."
             )
-        user = get_user_model().objects.filter(username=username).first()
+        user = usernames.find(username)
         if user is None:
             raise CommandError(f"No user {username!r}.")
         if not user.is_active:

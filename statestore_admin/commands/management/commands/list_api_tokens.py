@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from statestore_admin.state import usernames
 from statestore_admin.tokens.models import ApiToken
 
 
@@ -14,7 +15,7 @@ class Command(BaseCommand):
     def handle(self, *args, user=None, all=False, **options):
         tokens = ApiToken.objects.select_related("user")
         if user:
-            tokens = tokens.filter(user__username=user)
+            tokens = tokens.filter(user=usernames.find(user))  # none for a name no account has
         if not all:
             tokens = tokens.active()
         for t in tokens:
