@@ -105,6 +105,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "statestore_admin.sso.proxy.ProxySignInMiddleware",  # the authenticating proxy's headers (off by default)
+    "statestore_admin.sso.sessions.SingleSignOnSessionMiddleware",  # ends single sign-on sessions (TOKEN_IDP_MAX_AGE)
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -218,7 +219,7 @@ WORKER_BACKEND_STORAGE_OPTIONS = env.json("WORKER_BACKEND_STORAGE_OPTIONS", defa
 API_TOKEN_MAX_AGE_DAYS = env.int("API_TOKEN_MAX_AGE_DAYS", default=365)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "statestore_admin.tokens.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"
+        "statestore_admin.api.authentication.BearerTokenAuthentication",  # first: a 401 says "Bearer"
         "rest_framework.authentication.SessionAuthentication",  # the browser; enforces CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -282,6 +283,14 @@ def _group_mapping(name: str) -> dict[str, str]:
 # Operator, Admin, or superuser) and → a Django group holding access scopes, applied at every sign-in.
 OIDC_GROUP_ROLES = _group_mapping("OIDC_GROUP_ROLES")
 OIDC_GROUP_SCOPES = _group_mapping("OIDC_GROUP_SCOPES")
+# What an account that single sign-on or the proxy manages sees while no group or grant gives it a scope
+# (docs/access.md, Scopes): empty, nothing (the default); `*`, every DAG and asset, as an unscoped account; or
+# glob patterns matched against DAG ids and asset names and URIs alike (`etl_*,s3://shared/*`).
+DEFAULT_SCOPE = env.list("DEFAULT_SCOPE", default=[])
+# Seconds an account that single sign-on or the proxy manages keeps access after its last sign-in there: its API
+# tokens stop working and its single sign-on sessions end past it, so that someone removed at the provider who
+# never signs in again loses access too (docs/sign-in.md). Default one day.
+TOKEN_IDP_MAX_AGE = env.int("TOKEN_IDP_MAX_AGE", default=24 * 3600)
 
 # OpenID Connect sign-in (docs/sign-in.md, "OpenID Connect"; statestore_admin/sso/oidc.py) ---------------------
 # OIDC_ISSUER turns it on: the provider's issuer URL, whose /.well-known/openid-configuration the dashboard reads.
@@ -369,8 +378,8 @@ else:
     }
 
 SESSION_COOKIE_HTTPONLY = True
-# How long a sign-in lasts (seconds; Django's two weeks by default). With single sign-on, roles follow the
-# provider's groups at each sign-in, so this is also how long a group lost there may still count here.
+# How long a sign-in lasts (seconds; Django's two weeks by default). A single sign-on session ends sooner, once its
+# account's last sign-in at the provider is older than TOKEN_IDP_MAX_AGE.
 SESSION_COOKIE_AGE = env.int("SESSION_COOKIE_AGE", default=14 * 24 * 3600)
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG and not EMBEDDED_DASHBOARD_DB)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

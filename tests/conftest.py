@@ -4,7 +4,7 @@ from django.contrib.auth.models import Permission
 from django.db import connections
 
 from statestore_admin.airflow.schema import create_airflow_schema
-from statestore_admin.state import permissions
+from statestore_admin.state import permissions, scopes
 
 from . import factories
 
@@ -55,10 +55,13 @@ def asset_key_factory():
 
 @pytest.fixture
 def user_factory(db):
-    """Users with the given store permissions, e.g. ``perms=["task.view", "asset.delete"]``."""
+    """Users with the given store permissions, e.g. ``perms=["task.view", "asset.delete"]``; local accounts that an
+    administrator made unscoped (every DAG and asset) unless ``unscoped=False`` (then: no grant, so nothing)."""
 
-    def make(username="operator", password="pw-for-tests", perms=(), **fields):
+    def make(username="operator", password="pw-for-tests", perms=(), unscoped=True, **fields):
         user = get_user_model().objects.create_user(username=username, password=password, **fields)
+        if unscoped and not user.is_superuser:  # a superuser is never scoped
+            scopes.grant(user, unscoped=True)
         for perm in perms:
             store, action = perm.split(".")
             app_label, codename = permissions.codename(store, action).split(".")

@@ -6,9 +6,11 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.utils.translation import gettext_lazy as _
 
+from statestore_admin.state import formatting, sign_in
 from statestore_admin.state.models import AccessScope, ExternalIdentity
-from statestore_admin.state.scopes import locked_account_fields, may_change_accounts, may_manage_scopes
+from statestore_admin.state.scopes import locked_account_fields, may_change_accounts, may_manage_scopes, rule_for
 from statestore_admin.state.sign_in import GroupMapping
 
 
@@ -43,8 +45,10 @@ class AccessScopeInline(ScopeManagersOnly, admin.TabularInline):
     model = AccessScope
     fields = ("kind", "pattern")
     extra = 1
-    verbose_name_plural = (
-        "State store scope: DAG id and asset name/URI patterns (none: every DAG and asset; DAG patterns only: no asset)"
+    verbose_name_plural = _(
+        "State store scope: DAG id and asset name/URI patterns, or every DAG and asset (unscoped, pattern *). "
+        "A user sees what their own and their groups' grants allow; without any grant, nothing (an account that "
+        "single sign-on manages: DEFAULT_SCOPE). DAG patterns only: no asset."
     )
 
 
@@ -93,9 +97,35 @@ class ExternalIdentityInline(admin.TabularInline):
 
 
 class UsersWithGroups(UserAdmin):
-    """The user list shows each user's groups (roles and scope groups, set at sign-in for single sign-on)."""
+    """The user list shows each user's groups (roles and scope groups, set at sign-in for single sign-on); the
+    user's page says which scope rule applies to them (``scopes.rule_for``)."""
 
     list_display = (*UserAdmin.list_display, "group_names")
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:
+            return fieldsets
+        return (*fieldsets, (_("State store access"), {"fields": ("scope_rule", "signs_in_until")}))
+
+    def get_readonly_fields(self, request, obj=None):
+        extra = ("scope_rule", "signs_in_until") if obj is not None else ()
+        return (*super().get_readonly_fields(request, obj), *extra)
+
+    @admin.display(description=_("scope rule"))
+    def scope_rule(self, user):
+        return rule_for(user)
+
+    @admin.display(description=_("tokens and single sign-on sessions"))
+    def signs_in_until(self, user):
+        last = sign_in.last_sign_in(user)
+        if last is None:
+            return _("Local account: its API tokens work until they expire or are revoked.")
+        until = formatting.iso(last + sign_in.max_age())
+        return _(
+            "Managed by single sign-on or the proxy: its API tokens and single sign-on sessions work until %(until)s "
+            "(TOKEN_IDP_MAX_AGE after its last sign-in there), and again after its next sign-in."
+        ) % {"until": until}
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("groups")

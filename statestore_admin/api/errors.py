@@ -14,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
 from statestore_admin.state.errors import Ambiguous, Conflict, NotFound, Unaddressable
-from statestore_admin.tokens.authentication import ReadOnlyToken, TokenExpired
+from statestore_admin.tokens.authentication import OwnerSignInLapsed, ReadOnlyToken, TokenExpired
 
 AIRFLOW_VALUE_ERRORS = {
     "null": "value cannot be null",
@@ -105,8 +105,8 @@ def handler(exc, context):
             status=status.HTTP_422_UNPROCESSABLE_ENTITY,
         )
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
-        # Airflow's wording for every failure, except an expired token's, which says so.
-        detail = "Token expired" if isinstance(exc, TokenExpired) else "Not authenticated"
+        # Airflow's wording for every failure, except an expired token's and a lapsed owner's, which say so.
+        detail = str(exc.detail) if isinstance(exc, (TokenExpired, OwnerSignInLapsed)) else "Not authenticated"
         response = Response({"detail": detail}, status=status.HTTP_401_UNAUTHORIZED)
         response["WWW-Authenticate"] = "Bearer"
         return response

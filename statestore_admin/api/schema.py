@@ -10,7 +10,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     """``Authorization: Bearer <token>`` (``manage.py create_api_token`` or the API tokens page)."""
 
-    target_class = "statestore_admin.tokens.authentication.BearerTokenAuthentication"
+    target_class = "statestore_admin.api.authentication.BearerTokenAuthentication"
     name = "Bearer"  # the scheme SPECTACULAR_SETTINGS["SECURITY"] names
 
     def get_security_definition(self, auto_schema):

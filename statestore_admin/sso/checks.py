@@ -88,3 +88,24 @@ def check_oidc(app_configs=None, **kwargs):
             )
         )
     return found
+
+
+@checks.register("statestore")
+def check_fail_closed_scopes(app_configs=None, **kwargs):
+    """An account from single sign-on or the proxy sees only what a scope group (or a grant) gives it, nothing
+    without one unless DEFAULT_SCOPE says otherwise (docs/access.md): with roles mapped and no scope group nor
+    default, everyone who signs in sees no DAG at all, which is worth saying at start."""
+    if not (settings.OIDC_ISSUER or settings.TRUSTED_PROXY_ADDRESSES):
+        return []
+    if not settings.OIDC_GROUP_ROLES or settings.OIDC_GROUP_SCOPES or settings.DEFAULT_SCOPE:
+        return []
+    return [
+        checks.Warning(
+            "OIDC_GROUP_ROLES gives roles but OIDC_GROUP_SCOPES maps no scope group and DEFAULT_SCOPE is empty: "
+            "accounts that sign in through single sign-on or the proxy see no DAG and no asset until an "
+            "administrator grants them a scope.",
+            hint="Map the provider's groups to scope groups (OIDC_GROUP_SCOPES), or set DEFAULT_SCOPE=* for every "
+            "DAG and asset (docs/access.md, Scopes).",
+            id="statestore.W042",
+        )
+    ]

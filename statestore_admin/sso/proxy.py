@@ -5,8 +5,9 @@ Modelled on Django's ``RemoteUserMiddleware`` (the header names a user; a sessio
 when the header changes or disappears), with three differences: the headers count only when the request's
 peer (``REMOTE_ADDR``: the proxy's own connection, not ``X-Forwarded-For``, which a client writes) is a trusted
 proxy; the person goes through ``state.sign_in`` (created at first sign-in, roles and scope groups from their
-groups); and the mapping runs again only when what the headers say changes (a hash kept in the session), not at
-every request. A bearer token under ``/api/`` is the token's business: such requests are left alone.
+groups); and the mapping runs again only when what the headers say changes (a hash kept in the session) or every
+few minutes (which keeps the account's last sign-in recent: ``TOKEN_IDP_MAX_AGE``), not at every request. A
+bearer token under ``/api/`` is the token's business: such requests are left alone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from statestore_admin.state import sign_in
 
 log = logging.getLogger(__name__)
 
-SESSION_KEY = "statestore_proxy"  # {"user": the header's user name, "hash": of every header it used}
+SESSION_KEY = "statestore_proxy"  # {"user": the header's user name, "hash": of every header it used, "at": when}
+RECHECK_SECONDS = 300  # the mapping runs again this often while the headers stay the same
 WARN_EVERY_SECONDS = 300  # one log line per untrusted address and headers in that time
 WARNED_MAX = 1024
 _warned: dict[tuple[str, tuple[str, ...]], float] = {}
@@ -140,7 +142,12 @@ class ProxySignInMiddleware:
             groups=split_groups(_header(meta, self.headers["PROXY_GROUPS_HEADER"]) or ""),
         )
         fingerprint = _fingerprint(identity)
-        if request.user.is_authenticated and kept is not None and kept.get("hash") == fingerprint:
+        if (
+            request.user.is_authenticated
+            and kept is not None
+            and kept.get("hash") == fingerprint
+            and not _recheck_due(kept.get("at"))
+        ):
             return None  # nothing changed since the mapping last ran for this session
         if request.user.is_authenticated and (kept is None or kept.get("user") != identity.username):
             # Another person at this browser, as far as the proxy knows: the old session ends entirely.
@@ -159,7 +166,7 @@ class ProxySignInMiddleware:
             request.user = user  # this request already sees the new roles, not the user loaded before them
         else:
             sign_in.start_session(request, user, identity)
-        request.session[SESSION_KEY] = {"user": identity.username, "hash": fingerprint}
+        request.session[SESSION_KEY] = {"user": identity.username, "hash": fingerprint, "at": time.time()}
         return None
 
 
@@ -184,6 +191,14 @@ def _header(meta, key: str) -> str | None:
 def _bearer_api_request(request) -> bool:
     scheme = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")[0]
     return request.path.startswith("/api/") and scheme.lower() == "bearer"
+
+
+def _recheck_due(at) -> bool:
+    """Whether the proxy's word, taken at ``at`` (seconds since the epoch), is due again: every ``RECHECK_SECONDS``,
+    and well within ``TOKEN_IDP_MAX_AGE``, so that the account's last sign-in (which keeps its tokens and
+    sessions) follows a person who goes on using the dashboard through the proxy."""
+    every = min(RECHECK_SECONDS, settings.TOKEN_IDP_MAX_AGE / 2)
+    return not isinstance(at, int | float) or time.time() - at > every
 
 
 def _fingerprint(identity: sign_in.Identity) -> str:

@@ -95,6 +95,29 @@ def check_group_mapping(app_configs=None, **kwargs):
 
 
 @checks.register("statestore")
+def check_access_settings(app_configs=None, **kwargs):
+    """DEFAULT_SCOPE and TOKEN_IDP_MAX_AGE (docs/access.md, docs/sign-in.md)."""
+    from statestore_admin.state import scopes
+
+    errors = [
+        checks.Error(
+            problem, hint="Set DEFAULT_SCOPE to *, or to glob patterns separated by commas.", id="statestore.E060"
+        )
+        for problem in scopes.default_scope_problems()
+    ]
+    age = settings.TOKEN_IDP_MAX_AGE
+    if not isinstance(age, int) or isinstance(age, bool) or age < 1:
+        errors.append(
+            checks.Error(
+                f"TOKEN_IDP_MAX_AGE is {age!r}: it must be a whole number of seconds, 1 or more.",
+                hint="Set it to how long access lasts after the last sign-in at the provider, e.g. 86400 (a day).",
+                id="statestore.E061",
+            )
+        )
+    return errors
+
+
+@checks.register("statestore")
 def check_look_alike_accounts(app_configs=None, databases=None, **kwargs):
     """Accounts made before names were compared as ``state.usernames`` compares them may be two accounts with
     one name (``Admin`` and ``admin``): said here, for an administrator to rename or remove one, rather than

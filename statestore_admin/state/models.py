@@ -199,15 +199,17 @@ class AuditKey(models.Model):
 
 
 class AccessScope(models.Model):
-    """One glob pattern granted to a group or a user: DAG ids, or asset names and URIs (``state.scopes``).
+    """One grant to a group or a user (``state.scopes``): a glob pattern of DAG ids, or of asset names and URIs;
+    or every DAG and asset (``ALL``, pattern ``*``: unscoped, chosen by an administrator).
 
-    A user with no pattern (their own or their groups') is unscoped; otherwise they see only what their
-    patterns match.
+    A user sees what the grants of their own and of their groups allow, and nothing without any grant (an account
+    that single sign-on manages: ``DEFAULT_SCOPE``).
     """
 
     class Kind(models.TextChoices):
         DAG = "dag", "DAG ids"
         ASSET = "asset", "asset names or URIs"
+        ALL = "all", "every DAG and asset (unscoped)"
 
     group = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
@@ -217,7 +219,9 @@ class AccessScope(models.Model):
     )
     kind = models.CharField(max_length=8, choices=Kind.choices)
     pattern = models.CharField(
-        max_length=250, help_text="A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*."
+        max_length=250,
+        help_text="A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*. "
+        "For every DAG and asset: *.",
     )
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -251,10 +255,31 @@ class AccessScope(models.Model):
     def clean(self):
         from django.core.exceptions import ValidationError
 
+        if self.kind == self.Kind.ALL and self.pattern != "*":
+            raise ValidationError({"pattern": "Every DAG and asset is granted with the pattern *."})
+        self._refuse_mixing_with_every_dag_and_asset()
         try:
             validate_pattern(self.pattern)
         except ValidationError as exc:
             raise ValidationError({"pattern": exc.messages}) from None
+
+    def _refuse_mixing_with_every_dag_and_asset(self):
+        """A holder's own grants are patterns or every DAG and asset, as ``scopes.grant`` keeps them: a pattern added
+        beside every DAG and asset would restrict nothing (the union is everything), which is not what its author
+        meant."""
+        from django.core.exceptions import ValidationError
+
+        if not (self.group_id or self.user_id):
+            return
+        others = AccessScope.objects.filter(group_id=self.group_id, user_id=self.user_id).exclude(pk=self.pk)
+        if self.kind == self.Kind.ALL and others.exclude(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder has patterns: delete them first to grant every DAG and asset instead."}
+            )
+        if self.kind != self.Kind.ALL and others.filter(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder is granted every DAG and asset: delete that first to restrict it to patterns."}
+            )
 
 
 class ExternalIdentity(models.Model):

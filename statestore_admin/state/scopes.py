@@ -1,10 +1,13 @@
 """Which DAGs and assets a user may see and act on: scopes of glob patterns granted to users and groups.
 
-A user's scope is the union of the patterns granted to them and to their groups (``AccessScope`` rows).
-Without any grant a user is unscoped: every DAG and asset, as far as their permissions go. Once scoped,
-a DAG is visible only if its dag_id matches one of the DAG patterns, and an asset only if its name or
-URI matches one of the asset patterns; a scope with DAG patterns only sees no asset (grant ``--assets '*'``
-for all of them). Superusers and management commands are never scoped.
+A user's scope is the union of the grants to them and to their groups (``AccessScope`` rows). A grant of
+every DAG and asset (``Kind.ALL``, which an administrator chooses explicitly) makes them unscoped: every DAG
+and asset, as far as their permissions go. Otherwise a DAG is visible only if its dag_id matches one of the
+DAG patterns, and an asset only if its name or URI matches one of the asset patterns; a scope with DAG
+patterns only sees no asset (grant ``--assets '*'`` for all of them). Without any grant a user sees nothing
+(fail closed: losing a grant never widens what one sees); an account that single sign-on or the proxy
+manages gets ``DEFAULT_SCOPE`` instead, nothing unless the deployment sets one. Superusers and management
+commands are never scoped.
 
 Patterns are globs: ``*`` any characters (none included), ``?`` exactly one; everything else is literal
 and case-sensitive, as Airflow's ids are. The same pattern is matched in Python (``allows_dag``) and in
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Q
 
 from . import permissions
@@ -88,6 +92,33 @@ EVERYTHING = Scope()
 _CACHE = "_statestore_scope"
 
 
+def nothing() -> Scope:
+    """No DAG and no asset (a new object each time: its ``memo`` is per request)."""
+    return Scope(dags=(), assets=())
+
+
+def default_scope() -> Scope:
+    """``DEFAULT_SCOPE``: what an account that single sign-on manages sees without any grant. Empty: nothing;
+    ``*``: every DAG and asset, as an unscoped account; patterns: those, for DAG ids and asset names or URIs."""
+    patterns = tuple(p.strip() for p in settings.DEFAULT_SCOPE if p.strip())
+    if patterns == ("*",):
+        return EVERYTHING
+    return Scope(dags=patterns, assets=patterns)
+
+
+def default_scope_problems() -> list[str]:
+    """What is wrong with ``DEFAULT_SCOPE`` (a system check): patterns that are not valid."""
+    from django.core.exceptions import ValidationError
+
+    problems = []
+    for pattern in (p.strip() for p in settings.DEFAULT_SCOPE if p.strip()):
+        try:
+            validate_pattern(pattern)
+        except ValidationError as exc:
+            problems.append(f"DEFAULT_SCOPE holds {pattern!r}: {' '.join(exc.messages)}")
+    return problems
+
+
 def scope_of(who) -> Scope:
     """The scope of a user or of an ``Actor`` (a command acting as the system is unscoped); cached on the
     user object for the request."""
@@ -99,7 +130,7 @@ def scope_of(who) -> Scope:
             return EVERYTHING
         who = who.user
     if who is None or not who.is_authenticated:
-        return Scope(dags=(), assets=())
+        return nothing()
     if who.is_superuser:
         return EVERYTHING
     cached = getattr(who, _CACHE, None)
@@ -112,14 +143,54 @@ def scope_of(who) -> Scope:
         .distinct()
     )
     if not grants:
-        scope = EVERYTHING
+        scope = default_scope() if _managed_from_outside(who) else nothing()
     else:
-        scope = Scope(
-            dags=tuple(p for kind, p in grants if kind == AccessScope.Kind.DAG),
-            assets=tuple(p for kind, p in grants if kind == AccessScope.Kind.ASSET),
-        )
+        scope = _granted(grants)
     setattr(who, _CACHE, scope)
     return scope
+
+
+def _granted(grants) -> Scope:
+    """The union of ``(kind, pattern)`` grants: every DAG and asset if one of them is ``ALL``."""
+    from .models import AccessScope
+
+    if any(kind == AccessScope.Kind.ALL for kind, _ in grants):
+        return EVERYTHING
+    return Scope(
+        dags=tuple(p for kind, p in grants if kind == AccessScope.Kind.DAG),
+        assets=tuple(p for kind, p in grants if kind == AccessScope.Kind.ASSET),
+    )
+
+
+def _managed_from_outside(user) -> bool:
+    """Whether single sign-on or the authenticating proxy manages ``user`` (it has signed in through one)."""
+    from .models import ExternalIdentity
+
+    return ExternalIdentity.objects.filter(user=user).exists()
+
+
+def rule_for(user) -> str:
+    """Which rule gives ``user`` their scope, in words (Django's admin shows it on the user's page)."""
+    from django.utils.translation import gettext as _
+
+    if user.is_superuser:
+        return _("Superuser: every DAG and asset, never scoped.")
+    if _managed_from_outside(user):
+        default = default_scope()
+        if not default.restricted:
+            fallback = _("every DAG and asset (DEFAULT_SCOPE=*)")
+        elif default.dags:
+            fallback = _("%(patterns)s (DEFAULT_SCOPE)") % {"patterns": default.describe()}
+        else:
+            fallback = _("nothing (no DEFAULT_SCOPE is set)")
+        return _(
+            "Managed by single sign-on or the authenticating proxy: the scopes of its groups (OIDC_GROUP_SCOPES, "
+            "set at each sign-in) and of its own grants; without any, %(fallback)s."
+        ) % {"fallback": fallback}
+    return _(
+        "Local account: the scopes of its groups and of its own grants; without any, nothing. Grant "
+        "'every DAG and asset (unscoped)' below to let it see everything."
+    )
 
 
 # Who manages scopes (Django's admin asks these) --------------------------------------------------------
@@ -191,23 +262,38 @@ def _holder_filter(holder) -> dict:
     return {"group": holder} if isinstance(holder, Group) else {"user": holder}
 
 
-def grant(holder, *, dags: list[str] = (), assets: list[str] = ()) -> int:
-    """Add patterns to a group's or user's scope; returns how many were new."""
+def grant(holder, *, dags: list[str] = (), assets: list[str] = (), unscoped: bool = False) -> int:
+    """Add patterns to a group's or user's scope, or with ``unscoped`` grant every DAG and asset; returns how many
+    grants were new. A holder's own grants are patterns or every DAG and asset, not both: granting one removes
+    the other (patterns beside every DAG and asset would restrict nothing)."""
+    from django.db import transaction
+
     from .models import AccessScope
 
     patterns = [(AccessScope.Kind.DAG, validate_pattern(p)) for p in dags]
     patterns += [(AccessScope.Kind.ASSET, validate_pattern(p)) for p in assets]
+    if unscoped and patterns:
+        raise Invalid("Give either patterns (--dags, --assets) or --unscoped, not both.")
+    if unscoped:
+        patterns = [(AccessScope.Kind.ALL, "*")]
     if not patterns:
-        raise Invalid("Give at least one pattern with --dags or --assets.")
+        raise Invalid("Give at least one pattern with --dags or --assets, or --unscoped.")
+    rows = AccessScope.objects.filter(**_holder_filter(holder))
     added = 0
-    for kind, pattern in patterns:
-        _, created = AccessScope.objects.get_or_create(**_holder_filter(holder), kind=kind, pattern=pattern)
-        added += created
+    with transaction.atomic():
+        if unscoped:
+            rows.exclude(kind=AccessScope.Kind.ALL).delete()
+        else:
+            rows.filter(kind=AccessScope.Kind.ALL).delete()
+        for kind, pattern in patterns:
+            _, created = AccessScope.objects.get_or_create(**_holder_filter(holder), kind=kind, pattern=pattern)
+            added += created
     return added
 
 
 def revoke(holder, *, dags: list[str] = (), assets: list[str] = (), everything: bool = False) -> int:
-    """Remove patterns (or, with ``everything``, all of them: the holder becomes unscoped)."""
+    """Remove patterns (or, with ``everything``, every grant of the holder's own, every DAG and asset included: a
+    user then sees what their groups give, nothing without them)."""
     from .models import AccessScope
 
     rows = AccessScope.objects.filter(**_holder_filter(holder))
@@ -222,13 +308,8 @@ def revoke(holder, *, dags: list[str] = (), assets: list[str] = (), everything: 
 
 
 def patterns_of(holder) -> Scope:
-    """The patterns granted directly to a group or user (a user's groups not included)."""
+    """The grants made directly to a group or user (a user's groups not included): nothing without any."""
     from .models import AccessScope
 
     rows = list(AccessScope.objects.filter(**_holder_filter(holder)).values_list("kind", "pattern"))
-    if not rows:
-        return EVERYTHING
-    return Scope(
-        dags=tuple(p for k, p in rows if k == AccessScope.Kind.DAG),
-        assets=tuple(p for k, p in rows if k == AccessScope.Kind.ASSET),
-    )
+    return _granted(rows) if rows else nothing()

@@ -6,18 +6,21 @@ a group gained grants, a group lost removes, and a person with no mapped group g
 ``superuser``) and ``OIDC_GROUP_SCOPES`` (provider group → the Django group that holds access scopes).
 Superuser status is never given by a claim unless a group is mapped to ``superuser``, and only then is it
 also taken away by one. ``remember`` puts how the person signed in into their session; the audit trail
-records it with every change they make (``Actor.signed_in``).
+records it with every change they make (``Actor.signed_in``). What a sign-in set counts for ``TOKEN_IDP_MAX_AGE``:
+after that, without a new sign-in, the account's API tokens and single sign-on sessions stop (``recheck``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import login, user_logged_in
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from . import usernames
@@ -31,6 +34,7 @@ PASSWORD, OIDC, PROXY, BREAK_GLASS = "password", "oidc", "proxy", "break-glass"
 METHODS = {PASSWORD: "password", OIDC: "single sign-on", PROXY: "authenticating proxy", BREAK_GLASS: "break-glass"}
 SUPERUSER = "superuser"
 SESSION_KEY = "statestore_signed_in"
+METHOD_KEY = "statestore_sign_in_method"  # PASSWORD, OIDC, PROXY or BREAK_GLASS: which rule ends the session
 # The backend a session from outside is kept under: it only loads the session's user by id; the provider, the
 # proxy or a break-glass link authenticated them.
 SESSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -202,8 +206,58 @@ def start_session(request, user, how: Identity | str) -> None:
 
 
 def remember(request, how: Identity | str) -> None:
-    """After ``login()``: how this session signed in, for the audit trail of its changes."""
+    """After ``login()``: how this session signed in, for the audit trail of its changes and for
+    ``session_lapsed``."""
     request.session[SESSION_KEY] = how.described if isinstance(how, Identity) else METHODS.get(how, how)
+    request.session[METHOD_KEY] = how.method if isinstance(how, Identity) else how
+
+
+# Access that the provider vouches for lasts TOKEN_IDP_MAX_AGE after the last sign-in there -------------------
+# Roles and scope groups are set at each sign-in; API tokens and sessions then read them at every request. Someone
+# removed at the provider who never signs in again would keep them: so an account that single sign-on or the proxy
+# manages acts, with a token or a single sign-on session, only while its last sign-in there is that recent, and with
+# what that sign-in's groups map to.
+def max_age() -> timedelta:
+    return timedelta(seconds=settings.TOKEN_IDP_MAX_AGE)
+
+
+def last_sign_in(user):
+    """When ``user`` last signed in through single sign-on or the proxy; None for an account neither manages."""
+    return ExternalIdentity.objects.filter(user=user).aggregate(last=Max("last_sign_in"))["last"]
+
+
+def recheck(user) -> bool:
+    """Whether ``user`` may act now (a token's or a single sign-on session's request). A local account may. One that
+    single sign-on or the proxy manages may not once its last sign-in there is older than ``max_age()``; before that,
+    its roles and scope groups are first put back in line with what its last sign-in's groups map to today (the
+    mapping may have changed since, or a mapped group been given by hand), so that it acts with exactly that."""
+    link = ExternalIdentity.objects.filter(user=user).order_by("-last_sign_in").first()
+    if link is None:
+        return True
+    if timezone.now() - link.last_sign_in > max_age():
+        return False
+    mapping = GroupMapping.from_settings()
+    granted, superuser = mapping.grants(link.groups)
+    last = Identity(method=link.method, username=user.get_username(), groups=tuple(link.groups), provider=link.provider)
+    with transaction.atomic():
+        _apply(user, last, mapping, granted, superuser)
+    # What the request cached on the user from the groups before (ModelBackend's permissions, scopes._CACHE; scopes
+    # imports this module through actors, so the name is repeated here): read again from the groups just set.
+    for cached in ("_perm_cache", "_user_perm_cache", "_group_perm_cache", "_statestore_scope"):
+        user.__dict__.pop(cached, None)
+    return True
+
+
+def session_lapsed(request) -> bool:
+    """Whether the request's session, started by single sign-on or the proxy (or from before sessions said how),
+    belongs to an account that may no longer act (``recheck``). Password and break-glass sessions keep their own
+    rules."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return False
+    if request.session.get(METHOD_KEY) in (PASSWORD, BREAK_GLASS):
+        return False
+    return not recheck(user)
 
 
 def note_password_sign_in(sender, request, user, **kwargs) -> None:

@@ -18,6 +18,14 @@ class TokenExpired(exceptions.AuthenticationFailed):
     default_code = "token_expired"
 
 
+class OwnerSignInLapsed(exceptions.AuthenticationFailed):
+    """401 for a token whose owner single sign-on manages and has not signed in there recently (the API face
+    asks the domain: ``api.authentication``)."""
+
+    default_detail = "The token's owner has not signed in through single sign-on recently: sign in to the dashboard"
+    default_code = "token_owner_sign_in_lapsed"
+
+
 class ReadOnlyToken(exceptions.PermissionDenied):
     """403 for a write with a read-only token."""
 

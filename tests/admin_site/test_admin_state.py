@@ -391,7 +391,7 @@ def test_a_missing_key_is_a_404(client, root, keys):
 @pytest.fixture
 def etl_team(user_factory):
     """A staff Operator-like user whose group may see etl_* DAGs only (and the asset "etl_out")."""
-    member = user_factory("etl_member", is_staff=True, perms=["task.view", "task.change", "asset.view"])
+    member = user_factory("etl_member", is_staff=True, perms=["task.view", "task.change", "asset.view"], unscoped=False)
     group = Group.objects.create(name="etl team")
     member.groups.add(group)
     AccessScope.objects.create(group=group, kind="dag", pattern="etl_*")

@@ -37,7 +37,7 @@ def _perm(app_label, codename):
 @pytest.fixture
 def scoped_admin(user_factory, world):
     """Staff, the Admin role, and a scope of nope_* DAGs (through the group "nope team")."""
-    user = user_factory("scoped-admin", is_staff=True)
+    user = user_factory("scoped-admin", is_staff=True, unscoped=False)
     user.groups.add(Group.objects.get(name=roles.ADMIN), world["nope"])
     return get_user_model().objects.get(pk=user.pk)
 
@@ -106,7 +106,7 @@ def test_a_scoped_admin_cannot_list_see_or_drop_their_scope(client, scoped_admin
 def test_a_scoped_user_changes_no_account_even_with_the_permissions(client, user_factory, world):
     """Given change/add/delete on users and groups (a group of one's own making), a scoped user still cannot
     leave the scope's group, create an account, or drop the group."""
-    user = user_factory("scoped-account-admin", is_staff=True, perms=["task.view"])
+    user = user_factory("scoped-account-admin", is_staff=True, perms=["task.view"], unscoped=False)
     managers = Group.objects.create(name="account managers")
     managers.permissions.add(
         *[_perm("auth", f"{a}_{m}") for a in ("view", "add", "change", "delete") for m in ("user", "group")]
@@ -179,3 +179,29 @@ def test_a_superuser_still_manages_scopes(client, user_factory, world):
     assert response.status_code == 302, response.content.decode()[:2000]
     target.refresh_from_db()
     assert target.is_superuser
+
+
+def test_the_users_page_says_which_rule_applies_and_unscoped_is_granted_with_star(client, user_factory, world):
+    from statestore_admin.state.models import ExternalIdentity
+
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    local = user_factory("local-person", unscoped=False)
+    page = client.get(f"{USERS}{local.pk}/change/").content.decode()
+    assert "Local account" in page and "without any, nothing" in page
+    assert "its API tokens work until they expire or are revoked" in page
+    sso = user_factory("sso-person", unscoped=False)
+    ExternalIdentity.objects.create(user=sso, method="oidc", provider="https://idp", subject="s")
+    page = client.get(f"{USERS}{sso.pk}/change/").content.decode()
+    assert "Managed by single sign-on" in page and "nothing (no DEFAULT_SCOPE is set)" in page
+    assert "TOKEN_IDP_MAX_AGE after its last sign-in there" in page
+
+    refused = client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "all", "pattern": "etl_*"})
+    assert refused.status_code == 200 and "with the pattern *" in refused.content.decode()
+    assert client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "all", "pattern": "*"}).status_code == 302
+    assert scopes.scope_of(get_user_model().objects.get(pk=local.pk)) is scopes.EVERYTHING
+    # A pattern beside every DAG and asset would restrict nothing: refused, saying what to do.
+    mixed = client.post(f"{SCOPES}add/", {"user": local.pk, "kind": "dag", "pattern": "etl_*"})
+    assert mixed.status_code == 200 and "delete that first to restrict it to patterns" in mixed.content.decode()
+    mixed = client.post(f"{SCOPES}add/", {"group": world["nope"].pk, "kind": "all", "pattern": "*"})
+    assert mixed.status_code == 200 and "This holder has patterns" in mixed.content.decode()
+    assert AccessScope.objects.filter(kind="all").count() == 1

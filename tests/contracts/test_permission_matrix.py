@@ -296,6 +296,8 @@ def _scope(w, who: Principal) -> None:
         scopes.grant(w.user, dags=["etl_*"], assets=["etl.*"])
     elif who.scoped:
         w.user.groups.add(w.team)
+    else:  # a local account sees nothing without a grant: these are made unscoped, as an administrator would
+        scopes.grant(w.user, unscoped=True)
 
 
 def build_world(who: Principal) -> SimpleNamespace:

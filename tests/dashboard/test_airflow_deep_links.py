@@ -193,7 +193,7 @@ def test_a_missing_object_is_a_404_page(pages, scene, destination, params):
 
 def test_out_of_scope_answers_as_everywhere_else(client, user_factory, scene):
     """As the task instance lookup answers (the DAG: 403) and the asset page (404); nothing of it shows."""
-    user = user_factory("scoped", perms=["task.view", "asset.view"])
+    user = user_factory("scoped", perms=["task.view", "asset.view"], unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="other_*")
     AccessScope.objects.create(user=user, kind="asset", pattern="other.*")
     client.force_login(user)

@@ -155,7 +155,7 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
 @pytest.fixture
 def scoped(user_factory):
     """A Viewer-like user scoped to DAGs etl_* and assets etl.*."""
-    user = user_factory("scoped", perms=["task.view", "asset.view"])
+    user = user_factory("scoped", perms=["task.view", "asset.view"], unscoped=False)
     team = Group.objects.create(name="etl-team")
     scopes.grant(team, dags=["etl_*"], assets=["etl.*"])
     user.groups.add(team)

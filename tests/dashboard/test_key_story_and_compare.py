@@ -143,7 +143,7 @@ def test_scoped_users_see_only_their_dags_and_others_answer_404(client, user_fac
     other = make_dag_run(dag_id="ml_train", run_id="scheduled__ml-1")
     other_older = make_dag_run(dag_id="ml_train", run_id="scheduled__ml-0")
     hidden = make_task_key(other, key="model", value=1)
-    user = user_factory("etl-operator", perms=ALL_PERMS)
+    user = user_factory("etl-operator", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
     client.force_login(user)
     assert client.get(f"/keys/task/{keys[0].id}/story/").status_code == 200

@@ -233,7 +233,7 @@ def test_a_viewer_may_not_act_on_a_run(client, viewer, run):
 
 
 def test_a_scoped_operator_cannot_reach_another_dags_run(client, user_factory, run, dag_run_factory, task_key_factory):
-    user = user_factory("scoped-op", perms=ALL_PERMS)
+    user = user_factory("scoped-op", perms=ALL_PERMS, unscoped=False)
     team = Group.objects.create(name="ml-team")
     scopes.grant(team, dags=["ml_*"], assets=[])
     user.groups.add(team)

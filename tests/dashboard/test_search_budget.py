@@ -241,7 +241,7 @@ def test_api_dag_filtered_and_unhurried_searches_are_not_cut(api, world, tiny_ch
 def test_api_scoped_caller_never_sees_other_dags_while_resuming(client, user_factory, world, tiny_chunks):
     from tests.conftest import ALL_PERMS
 
-    user = user_factory("etl-operator", perms=ALL_PERMS)
+    user = user_factory("etl-operator", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
     AccessScope.objects.create(user=user, kind="asset", pattern="etl.*")
     _, token = ApiToken.issue(user, "tests")

@@ -151,7 +151,7 @@ def test_an_old_link_does_not_reveal_a_key_out_of_scope(user_factory, op_client,
     op_client.post(f"/audit/{AuditEvent.objects.latest('id').pk}/restore/", **HX)
     from statestore_admin.state.models import AccessScope
 
-    scoped = user_factory("scoped", perms=["task.view"])
+    scoped = user_factory("scoped", perms=["task.view"], unscoped=False)
     AccessScope.objects.create(user=scoped, kind=AccessScope.Kind.DAG, pattern="other_*")
     client = Client()
     client.force_login(scoped)

@@ -128,7 +128,7 @@ def test_a_planted_pickle_under_the_dag_ids_with_state_is_a_miss_not_code(
     answers from Airflow's table, and the list is written again as signed JSON."""
     task_key_factory(dag_run_factory(dag_id="etl_a"), key="watermark")
     task_key_factory(dag_run_factory(dag_id="ml_x"), key="cursor")
-    user = user_factory("etl-op", perms=ALL_PERMS)
+    user = user_factory("etl-op", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
     client = Client()
     client.force_login(user)

@@ -72,3 +72,28 @@ def test_the_settings_from_the_environment(tmp_path):
     result = run_manage("shell", "--no-imports", "-c", code, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['openid', 'email', 'groups'] 2.5 [\"'self'\", 'https://login.example.com']"
+
+
+def test_roles_without_a_scope_group_or_default_scope_are_named(settings):
+    """Fail closed: roles alone would let people in who see nothing (statestore.W042); the access settings
+    themselves are checked too (statestore.E060, E061)."""
+    from statestore_admin.sso.checks import check_fail_closed_scopes
+    from statestore_admin.state.checks import check_access_settings
+
+    for name, value in GOOD.items():
+        setattr(settings, name, value)
+    settings.DEFAULT_SCOPE = []
+    assert [m.id for m in check_fail_closed_scopes()] == ["statestore.W042"]
+    settings.DEFAULT_SCOPE = ["*"]
+    assert check_fail_closed_scopes() == []
+    settings.DEFAULT_SCOPE, settings.OIDC_GROUP_SCOPES = [], {"team-etl": "scope-etl"}
+    assert check_fail_closed_scopes() == []
+    settings.OIDC_ISSUER = ""
+    settings.OIDC_GROUP_SCOPES = {}
+    assert check_fail_closed_scopes() == []  # no single sign-on, no proxy: nothing to say
+
+    assert check_access_settings() == []
+    settings.DEFAULT_SCOPE = ["etl_*", " "]  # a trailing comma is no pattern
+    assert check_access_settings() == []
+    settings.DEFAULT_SCOPE, settings.TOKEN_IDP_MAX_AGE = ["etl_*", "x" * 251], 0
+    assert [m.id for m in check_access_settings()] == ["statestore.E060", "statestore.E061"]

@@ -331,6 +331,7 @@ def test_the_audit_records_a_change_as_made_after_single_sign_on(
 ):
     key = task_key_factory(dag_run_factory(), key="cursor", value="1")
     settings.OIDC_GROUP_ROLES = {"ops-viewers": "Operator"}
+    settings.DEFAULT_SCOPE = ["*"]  # no scope group mapped: every DAG only by the deployment's choice
     params = begin(client, provider)
     finish(client, params["state"])
     hx = {"HTTP_HX_REQUEST": "true"}

@@ -236,7 +236,7 @@ def test_search_download_keeps_to_the_stores_and_scope_the_user_sees(
     run, other_run, asset_factory, asset_key_factory, user_factory
 ):
     asset_key_factory(asset_factory(name="warehouse"), key="offset", value=1)
-    task_only = user_factory("task_only", perms=["task.view"])
+    task_only = user_factory("task_only", perms=["task.view"], unscoped=False)
     AccessScope.objects.create(user=task_only, kind="dag", pattern="etl_*")
     _, body = download(client_for(task_only), reverse("search-export"), key="offset")
     assert [(k["store"], k["dag_id"]) for k in json_keys(body)] == [("task", "etl_orders")]
@@ -271,7 +271,7 @@ def test_audit_download_keeps_to_the_scope_and_stores(run, user_factory):
     AuditEvent.objects.create(actor="a", via="api", action="set", store="task", dag_id="etl_orders", key_count=1)
     AuditEvent.objects.create(actor="b", via="api", action="set", store="task", dag_id="ml_fit", key_count=1)
     AuditEvent.objects.create(actor="c", via="api", action="set", store="asset", asset_id=1, key_count=1)
-    scoped = user_factory("scoped", perms=["task.view"])
+    scoped = user_factory("scoped", perms=["task.view"], unscoped=False)
     AccessScope.objects.create(user=scoped, kind="dag", pattern="etl_*")
     _, body = download(client_for(scoped), reverse("audit-export"))
     assert [e["actor"] for e in json.loads(body)["events"]] == ["a"]
@@ -294,7 +294,7 @@ def test_each_download_needs_its_list_permission_and_scope(run, other_run, asset
     assert asset_only.get(urls["run"]).status_code == 403 and asset_only.get(urls["task"]).status_code == 403
     task_only = client_for(user_factory("task_only", perms=["task.view"]))
     assert task_only.get(urls["asset"]).status_code == 403
-    scoped = user_factory("scoped", perms=["task.view", "asset.view"])
+    scoped = user_factory("scoped", perms=["task.view", "asset.view"], unscoped=False)
     AccessScope.objects.create(user=scoped, kind="dag", pattern="ml_*")
     scoped_client = client_for(scoped)
     assert scoped_client.get(urls["run"]).status_code == 404  # a run out of scope does not exist for them

@@ -71,7 +71,7 @@ def large(monkeypatch):
 
 @pytest.fixture
 def scoped(client, user_factory):
-    user = user_factory("etl-op", perms=ALL_PERMS)
+    user = user_factory("etl-op", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
     AccessScope.objects.create(user=user, kind="asset", pattern="etl.*")
     client.force_login(user)
@@ -226,11 +226,11 @@ def test_a_scoped_users_asset_count_on_a_large_table_is_kept_per_set_of_patterns
     assert shown(scoped.get(STATS).json()) == exact
     asset_key_factory(world["etl_asset"], key="second", value="2")
     assert shown(scoped.get(STATS).json()) == exact  # the kept figure, not yet "more than 1"
-    twin = user_factory("etl-twin", perms=ALL_PERMS)
+    twin = user_factory("etl-twin", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=twin, kind="asset", pattern="etl.*")
     client.force_login(twin)
     assert shown(client.get(STATS).json()) == exact  # same patterns, same figure
-    ml = user_factory("ml-op", perms=ALL_PERMS)
+    ml = user_factory("ml-op", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=ml, kind="asset", pattern="ml.*")
     client.force_login(ml)
     assert shown(client.get(STATS).json()) == (1, "capped")  # ml.features: 2 keys, more than the cap of 1
@@ -324,7 +324,7 @@ def test_queries_on_large_tables_do_not_grow_with_rows(
     """With a snapshot, the same number of queries with 3 and with 60 of everything."""
     monkeypatch.setattr(counting, "COUNT_CAP", 0)
     monkeypatch.setattr(selectors.figures, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
-    who = user_factory(user, perms=ALL_PERMS)
+    who = user_factory(user, perms=ALL_PERMS, unscoped=user != "scoped")
     if user == "scoped":
         AccessScope.objects.create(user=who, kind="dag", pattern="etl_*")
     client.force_login(who)

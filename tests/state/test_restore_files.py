@@ -147,7 +147,7 @@ def test_a_number_that_is_no_integer_is_still_not_an_integer(scene, operator, tm
 # An asset out of scope answers as a missing one ------------------------------------------------------------
 @pytest.fixture
 def scoped_admin(user_factory):
-    user = user_factory("scoped-admin", perms=ALL_PERMS)
+    user = user_factory("scoped-admin", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")
     AccessScope.objects.create(user=user, kind="asset", pattern="etl.*")
     return user

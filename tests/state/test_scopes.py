@@ -13,9 +13,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
-from statestore_admin.state import roles, services
+from statestore_admin.state import roles, scopes, services
 from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AccessScope, AuditEvent
+from statestore_admin.state.models import AccessScope, AuditEvent, ExternalIdentity
 from statestore_admin.state.scopes import EVERYTHING, Scope, glob_q, glob_regex, scope_of
 from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.state.values import NEVER, Expiry
@@ -176,8 +176,11 @@ def test_a_newline_inside_is_one_character(dag_run_factory):
 User = get_user_model()
 
 
-def make_user(username, *groups, superuser=False, password="pw-for-tests"):
+def make_user(username, *groups, superuser=False, password="pw-for-tests", unscoped=False):
+    """A local account in ``groups``; with ``unscoped``, granted every DAG and asset (an administrator's choice)."""
     user = User.objects.create_user(username=username, password=password, is_superuser=superuser)
+    if unscoped:
+        scopes.grant(user, unscoped=True)
     for name in groups:
         user.groups.add(Group.objects.get_or_create(name=name)[0])
     user = User.objects.get(pk=user.pk)
@@ -195,11 +198,57 @@ def fresh(user):
     return User.objects.get(pk=user.pk)  # scope_of caches on the user object
 
 
-def test_a_user_without_patterns_is_unscoped():
+def test_a_user_without_any_grant_sees_nothing_and_one_made_unscoped_sees_everything():
     user = make_user("alice", "Operator")
-    assert scope_of(user) is EVERYTHING and not scope_of(user).restricted
+    assert scope_of(user) == Scope(dags=(), assets=()) and scope_of(user).restricted
+    assert not scope_of(user).allows_dag("etl_a") and not scope_of(user).allows_asset("etl.one", "s3://etl/one")
+    chosen = make_user("alma", "Operator", unscoped=True)
+    assert scope_of(chosen) is EVERYTHING and not scope_of(chosen).restricted
     assert scope_of(Actor.command()) is EVERYTHING
     assert scope_of(AnonymousUser()) == Scope(dags=(), assets=())
+
+
+def test_losing_the_last_grant_never_widens():
+    team = Group.objects.create(name="team-etl")
+    grant(team, "dag", "etl_*")
+    user = make_user("bea", "team-etl")
+    assert scope_of(user).dags == ("etl_*",)
+    user.groups.remove(team)
+    assert scope_of(fresh(user)) == Scope(dags=(), assets=())
+    everything = Group.objects.create(name="platform")
+    scopes.grant(everything, unscoped=True)
+    user.groups.add(everything, team)
+    assert scope_of(fresh(user)) is EVERYTHING  # the union: every DAG and asset
+    user.groups.remove(everything)
+    assert scope_of(fresh(user)).dags == ("etl_*",)  # narrower, never wider
+    scopes.revoke(team, everything=True)
+    assert scope_of(fresh(user)) == Scope(dags=(), assets=())
+
+
+def test_an_account_single_sign_on_manages_gets_default_scope_without_a_grant(settings):
+    user = make_user("sso-person", "Viewer")
+    ExternalIdentity.objects.create(user=user, method="oidc", provider="https://idp", subject="s1")
+    assert scope_of(fresh(user)) == Scope(dags=(), assets=())
+    settings.DEFAULT_SCOPE = ["*"]
+    assert scope_of(fresh(user)) is EVERYTHING
+    settings.DEFAULT_SCOPE = ["etl_*", "s3://etl/*"]
+    assert scope_of(fresh(user)) == Scope(dags=("etl_*", "s3://etl/*"), assets=("etl_*", "s3://etl/*"))
+    team = Group.objects.create(name="team-ml")
+    grant(team, "dag", "ml_*")
+    user.groups.add(team)
+    assert scope_of(fresh(user)).dags == ("ml_*",)  # a grant, not the default
+    local = make_user("local-person", "Viewer")
+    assert scope_of(local) == Scope(dags=(), assets=())  # DEFAULT_SCOPE is for single sign-on only
+
+
+def test_patterns_and_unscoped_replace_each_other_on_one_holder():
+    user = make_user("cleo", unscoped=True)
+    scopes.grant(user, dags=["etl_*"])
+    assert rows() == [("user:cleo", "dag", "etl_*")]
+    scopes.grant(user, unscoped=True)
+    assert rows() == [("user:cleo", "all", "*")]
+    with pytest.raises(scopes.Invalid):
+        scopes.grant(user, dags=["etl_*"], unscoped=True)
 
 
 def test_scoped_through_a_group_and_the_union_with_the_users_own():
@@ -221,7 +270,7 @@ def test_scoped_through_a_group_and_the_union_with_the_users_own():
     assert all(scope.allows_dag(d) for d in ("etl_a", "ml_training", "report_1"))
     assert not any(scope.allows_dag(d) for d in ("ml_training2", "report_12", "ml_x"))
     assert scope_of(Actor(via="ui", user=fresh(user), host="h")) == scope
-    assert scope_of(make_user("carol", "Operator")) is EVERYTHING  # other users are unaffected
+    assert scope_of(make_user("carol", "Operator", unscoped=True)) is EVERYTHING  # other users are unaffected
 
 
 def test_a_superuser_is_never_scoped():
@@ -342,8 +391,20 @@ def test_revoke_some_patterns_or_all():
     with pytest.raises(CommandError, match="--all"):
         run("revoke_scope", "team-etl")
     output = run("revoke_scope", "team-etl", "--all")
-    assert "Removed 2 pattern(s)" in output and "every DAG and asset" in output
+    assert "Removed 2 pattern(s)" in output and "no DAG; no asset" in output
     assert rows() == []
+
+
+def test_grant_and_revoke_unscoped_through_the_commands():
+    make_user("hal")
+    output = run("grant_scope", "hal", "--unscoped")
+    assert "Added 1 pattern(s)" in output and "every DAG and asset" in output
+    assert scope_of(User.objects.get(username="hal")) is EVERYTHING
+    with pytest.raises(CommandError, match="not both"):
+        run("grant_scope", "hal", "--unscoped", "--dags", "etl_*")
+    output = run("revoke_scope", "hal", "--all")
+    assert "Removed 1 pattern(s)" in output and "no DAG; no asset" in output
+    assert scope_of(User.objects.get(username="hal")) == Scope(dags=(), assets=())
 
 
 # Roles ----------------------------------------------------------------------------------------------
@@ -370,7 +431,7 @@ def test_sync_roles_puts_back_a_permission_removed_by_hand_and_removes_an_extra_
 
 
 def staff_admin():
-    user = make_user("staff-admin", "Admin")
+    user = make_user("staff-admin", "Admin", unscoped=True)
     user.is_staff = True
     user.save()
     return user
@@ -383,7 +444,7 @@ def test_an_admin_with_staff_status_does_not_manage_scopes(client):
     assert client.get("/admin/state/accessscope/").status_code == 403
     assert client.get("/admin/state/accessscope/add/").status_code == 403
     refused = client.post("/admin/state/accessscope/add/", {"group": team.pk, "kind": "dag", "pattern": "etl_*"})
-    assert refused.status_code == 403 and rows() == []
+    assert refused.status_code == 403 and rows() == [("user:staff-admin", "all", "*")]
     assert client.get("/admin/auth/group/add/").status_code == 403  # roles are given by a superuser
 
 
@@ -444,7 +505,7 @@ def confirm(client, action, ids):
 
 def test_a_viewer_views_but_cannot_change(client, small_run):
     run, (one, _) = small_run
-    client.force_login(make_user("vic", "Viewer"))
+    client.force_login(make_user("vic", "Viewer", unscoped=True))
     for url in ("/", "/dags/", "/dags/etl_a/", f"/runs/{run.pk}/", f"/keys/task/{one.pk}/", "/search/?key=o"):
         assert client.get(url).status_code == 200, url
     response = client.post("/keys/task/expire/", {"ids": [one.pk], "listed": ""}, **HX)
@@ -455,7 +516,7 @@ def test_a_viewer_views_but_cannot_change(client, small_run):
 
 def test_an_operator_edits_and_expires_but_does_not_delete_and_an_admin_deletes(client, small_run):
     _run, (one, two) = small_run
-    client.force_login(make_user("olga", "Operator"))
+    client.force_login(make_user("olga", "Operator", unscoped=True))
     dialog = client.get(f"/keys/task/{one.pk}/edit/", **HX)
     assert dialog.status_code == 200
     seen = re.search(r'name="seen_updated_at" value="([^"]+)"', dialog.content.decode()).group(1)
@@ -467,7 +528,7 @@ def test_an_operator_edits_and_expires_but_does_not_delete_and_an_admin_deletes(
     assert confirm(client, "delete", [two.pk]).status_code == 403
     response = client.post("/keys/task/delete/", {"ids": [two.pk], "listed": ""}, **HX)
     assert response.status_code == 403 and TaskStateStore.objects.filter(pk=two.pk).exists()
-    client.force_login(make_user("ada", "Admin"))
+    client.force_login(make_user("ada", "Admin", unscoped=True))
     assert confirm(client, "delete", [two.pk]).status_code == 204
     assert not TaskStateStore.objects.filter(pk=two.pk).exists()
 
@@ -580,7 +641,7 @@ def test_the_overview_counts_only_the_scopes_keys(scoped, world, client):
     largest = text(scoped.get("/overview/largest/", **HX))
     assert "k_etl_never" in largest or "k_etl_watermark" in largest
     assert_no_ml(largest)
-    client.force_login(make_user("unscoped-op", "Operator"))
+    client.force_login(make_user("unscoped-op", "Operator", unscoped=True))
     everything = client.get("/api/statestore/v1/stats").json()
     assert (everything["task_keys"], everything["asset_keys"]) == (8, 5)
 
@@ -820,7 +881,12 @@ def test_gc_dry_run_needs_an_unscoped_user(client, world):
         response = client.get("/api/statestore/v1/gc/dry-run", **bearer(user))
         assert response.status_code == 403, response.content
         assert response.json() == {"detail": "Forbidden"}
-    assert client.get("/api/statestore/v1/gc/dry-run", **bearer(make_user("unscoped", "Operator"))).status_code == 200
+    assert (
+        client.get(
+            "/api/statestore/v1/gc/dry-run", **bearer(make_user("unscoped", "Operator", unscoped=True))
+        ).status_code
+        == 200
+    )
 
 
 def test_a_dag_or_asset_differing_only_in_case_is_out_of_scope(
@@ -849,8 +915,18 @@ def test_a_dag_or_asset_differing_only_in_case_is_out_of_scope(
     assert failures == []
 
 
-def test_revoking_the_scope_shows_everything_again(client, world):
+def test_revoking_the_last_grant_shows_nothing_and_unscoped_everything(client, world):
+    """Fail closed: an account whose last grant goes sees nothing (it used to see every DAG), until an
+    administrator grants it every DAG and asset."""
     run("revoke_scope", "team-etl", "--all")
     client.force_login(world["operator"])
+    for dag_id in ("ml_x", "etl_a"):
+        assert client.get(f"/dags/{dag_id}/").status_code == 403
+        assert client.get(f"/api/v2/dags/{dag_id}/dagRuns/{RUN_ID}/taskInstances/t/state-store").status_code == 403
+    assert "etl_a" not in text(client.get("/dags/")) and "ml_x" not in text(client.get("/dags/"))
+    assert client.get("/api/statestore/v1/stats").json()["task_keys"] == 0
+    assert client.get("/api/statestore/v1/search/task-keys", {"key": "k_"}).json()["items"] == []
+    assert client.get("/api/statestore/v1/search/asset-keys", {"key": "k_"}).json()["items"] == []
+    run("grant_scope", "scoped-op", "--unscoped")
     assert client.get("/dags/ml_x/").status_code == 200
     assert client.get("/api/statestore/v1/stats").json()["task_keys"] == 8

@@ -210,7 +210,7 @@ def test_a_scoped_users_dag_prefix_stays_within_their_dags(client, user_factory,
     from statestore_admin.state.models import AccessScope
     from tests.conftest import ALL_PERMS
 
-    user = user_factory("ml-train", perms=ALL_PERMS)
+    user = user_factory("ml-train", perms=ALL_PERMS, unscoped=False)
     AccessScope.objects.create(user=user, kind="dag", pattern="ml_t*")
     _, token = ApiToken.issue(user, "tests")
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {token}"

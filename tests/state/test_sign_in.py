@@ -50,7 +50,8 @@ def test_gaining_and_losing_groups_across_two_sign_ins():
     assert second.pk == first.pk
     assert names(second) == {"Admin"}
     assert second.is_staff  # the Admin role has things in /admin/
-    assert not scopes.scope_of(get_user_model().objects.get(pk=second.pk)).restricted
+    # Fail closed: the scope group lost, the account sees nothing (not every DAG) until a grant or DEFAULT_SCOPE.
+    assert scopes.scope_of(get_user_model().objects.get(pk=second.pk)) == scopes.Scope(dags=(), assets=())
 
 
 def test_groups_given_by_hand_outside_the_mapping_stay():

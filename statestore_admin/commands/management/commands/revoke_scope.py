@@ -6,12 +6,17 @@ from ._scope_args import add_holder_arguments, describe, holder_of
 
 
 class Command(BaseCommand):
-    help = "Remove patterns from a group's or user's scope; with --all, every pattern (unscoped again)."
+    help = (
+        "Remove patterns from a group's or user's scope; with --all, every grant of its own (--unscoped included). "
+        "A user left without any grant (their own or their groups') sees nothing."
+    )
     requires_system_checks = []
 
     def add_arguments(self, parser):
         add_holder_arguments(parser)
-        parser.add_argument("--all", dest="everything", action="store_true", help="Remove every pattern.")
+        parser.add_argument(
+            "--all", dest="everything", action="store_true", help="Remove every pattern, and --unscoped."
+        )
 
     def handle(self, *args, dags, assets, everything, **options):
         holder = holder_of(options)

@@ -94,7 +94,8 @@ def create_demo_users(password: str) -> None:
 
 
 def _role_user(name: str, role: str, team: str | None, password: str) -> None:
-    """A user in a role group (and a team group whose scope is ``DEMO_TEAM_SCOPE``)."""
+    """A user in a role group, and a team group whose scope is ``DEMO_TEAM_SCOPE`` or, without a team, unscoped (an
+    account without any grant would see nothing)."""
     user, created = get_user_model().objects.get_or_create(username=name)
     if created:
         user.set_password(password)
@@ -105,3 +106,5 @@ def _role_user(name: str, role: str, team: str | None, password: str) -> None:
         group, _ = Group.objects.get_or_create(name=team)
         scopes.grant(group, **DEMO_TEAM_SCOPE)
         user.groups.add(group)
+    elif created:
+        scopes.grant(user, unscoped=True)

@@ -1,0 +1,32 @@
+"""A single sign-on session ends once its account has not signed in at the provider for ``TOKEN_IDP_MAX_AGE``
+(``state.sign_in.session_lapsed``): someone removed at the provider who never signs in again does not keep an open
+session. The person is signed out; the request goes on anonymous, so a page sends them to the login page and the API
+answers 401. Behind the proxy, which vouches at every request, ``sso.proxy`` signs the person in again well before.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib.auth import logout
+
+from statestore_admin.state import sign_in
+
+log = logging.getLogger(__name__)
+
+
+class SingleSignOnSessionMiddleware:
+    """After ``AuthenticationMiddleware`` and ``ProxySignInMiddleware``, before ``LoginRequiredMiddleware``."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if sign_in.session_lapsed(request):
+            log.info(
+                "session of %s ended: no sign-in through single sign-on or the proxy for %s s (TOKEN_IDP_MAX_AGE)",
+                request.user.get_username(),
+                int(sign_in.max_age().total_seconds()),
+            )
+            logout(request)
+        return self.get_response(request)
