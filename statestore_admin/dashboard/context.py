@@ -1,13 +1,15 @@
 from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
-from statestore_admin.state import gc, orphans, permissions
+from statestore_admin.state import gc, orphans, permissions, scopes
 
 
 def capabilities(request):
     """``caps.task.view``, ``caps.asset.delete``… for templates: buttons only for what the user may do;
     ``caps.gc.view`` and ``caps.gc.run`` for the GC page, ``caps.orphans`` for its menu entry;
-    ``caps.read_only``: may view some state but change none (the header's "Read-only" badge)."""
+    ``caps.read_only``: may view some state but change none (the header's "Read-only" badge);
+    ``caps.no_scope``: may view state but no DAG or asset is in their scope (scopes fail closed), so every
+    page would be empty without saying why (the notice above each page)."""
 
     def caps():
         stores = permissions.capabilities(request.user)
@@ -18,6 +20,7 @@ def capabilities(request):
             "gc": gc.access(request.user),
             "orphans": orphans.in_menu(request.user),
             "read_only": may_view and not may_write,
+            "no_scope": may_view and scopes.scope_of(request.user).sees_nothing,
         }
 
     return {"caps": SimpleLazyObject(caps)}

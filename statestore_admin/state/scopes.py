@@ -42,6 +42,11 @@ class Scope:
         return self.dags is not None or self.assets is not None
 
     @property
+    def sees_nothing(self) -> bool:
+        """No DAG and no asset: an account without any grant (fail closed), until an administrator grants one."""
+        return self.dags == () and self.assets == ()
+
+    @property
     def all_dags(self) -> bool:
         return self.dags is None or "*" in self.dags
 

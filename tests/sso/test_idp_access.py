@@ -275,10 +275,15 @@ def test_using_a_token_does_not_count_as_a_sign_in(client, provider, world, sett
 
 
 # Fail closed ----------------------------------------------------------------------------------------------
+NO_SCOPE_NOTICE = 'data-testid="no-scope"'
+
+
 def assert_sees_nothing(browser: Client, bearer_headers: dict | None = None) -> None:
-    """No DAG and no key on the pages and the API: lists empty, a DAG by name 403, a key by id 404."""
+    """No DAG and no key on the pages and the API: lists empty, a DAG by name 403, a key by id 404; the pages
+    say why (the no-scope notice), rather than look like an empty Airflow."""
     dags = browser.get("/dags/").content.decode()
     assert "etl_a" not in dags and "ml_x" not in dags
+    assert NO_SCOPE_NOTICE in dags and "no access scope has been granted" in dags
     for dag_id in ("etl_a", "ml_x"):
         assert browser.get(f"/dags/{dag_id}/").status_code == 403
         assert browser.get(key_url(dag_id), **(bearer_headers or {})).status_code == 403
@@ -319,6 +324,7 @@ def test_a_proxy_account_without_a_scope_group_sees_nothing(settings, world):
     assert_sees_nothing(browser)
     settings.DEFAULT_SCOPE = ["*"]
     assert browser.get("/dags/ml_x/").status_code == 200
+    assert NO_SCOPE_NOTICE not in browser.get("/dags/").content.decode()
 
 
 def test_a_local_account_sees_everything_only_when_made_unscoped(client, user_factory, world):
@@ -327,4 +333,5 @@ def test_a_local_account_sees_everything_only_when_made_unscoped(client, user_fa
     assert_sees_nothing(client)
     scopes.grant(local, unscoped=True)
     assert client.get("/dags/ml_x/").status_code == 200
+    assert NO_SCOPE_NOTICE not in client.get("/dags/").content.decode()
     assert client.get(key_url("etl_a")).json()["value"] == "VALUE-etl_a"
