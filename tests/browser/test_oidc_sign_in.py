@@ -4,13 +4,7 @@ started on loopback for these tests. Who signs in with which groups is its accou
 between two sign-ins. The forgeries a real provider never makes: tests/sso/test_oidc.py."""
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -21,56 +15,22 @@ from statestore_admin.settings import allow_form_action
 from statestore_admin.state import roles
 from statestore_admin.state.models import AccessScope
 from tests.conftest import BOTH_DATABASES
+from tests.oidc_provider_process import running_provider
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 
-PROVIDER_DIR = Path(__file__).resolve().parents[1] / "oidc_provider"
 CLIENT_ID, CLIENT_SECRET = "statestore-browser-tests", "browser-tests-only-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def oidc_provider(live_server, tmp_path_factory):
     """The provider's issuer URL and its accounts file (login -> {"email", "groups"})."""
-    node = shutil.which("node")
-    if node is None or not (PROVIDER_DIR / "node_modules" / "oidc-provider").is_dir():
-        message = "the test OpenID provider is not installed: cd tests/oidc_provider && npm ci (make install-dev does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
     accounts = tmp_path_factory.mktemp("oidc") / "accounts.json"
     accounts.write_text("{}")
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "CLIENT_ID": CLIENT_ID,
-        "CLIENT_SECRET": CLIENT_SECRET,
-        "REDIRECT_URI": f"{live_server.url}/oidc/callback/",
-        "POST_LOGOUT_REDIRECT_URI": f"{live_server.url}/login/",
-        "ACCOUNTS_FILE": str(accounts),
-    }
-    process = subprocess.Popen(
-        [node, "provider.js"], cwd=PROVIDER_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the test OpenID provider did not start:\n{process.stdout.read()}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}", accounts
-    process.terminate()
-    process.wait(timeout=10)
+    with running_provider(
+        client_id=CLIENT_ID, client_secret=CLIENT_SECRET, dashboard=live_server.url, accounts=accounts
+    ) as issuer:
+        yield issuer, accounts
 
 
 @pytest.fixture

@@ -5,14 +5,8 @@ whole sign-in working with the sign-in kept in a cookie rather than a session ro
 tests/browser/test_oidc_sign_in.py."""
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import time
 from html import unescape
-from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
@@ -21,56 +15,22 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 
 from statestore_admin.sso import oidc
+from tests.oidc_provider_process import running_provider
 
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
 
-PROVIDER_DIR = Path(__file__).resolve().parents[1] / "oidc_provider"
 CLIENT_ID, CLIENT_SECRET = "statestore-sso-tests", "sso-tests-only-secret"
 DASHBOARD = "http://testserver"  # Django's test client
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def real_provider(tmp_path_factory):
-    node = shutil.which("node")
-    if node is None or not (PROVIDER_DIR / "node_modules" / "oidc-provider").is_dir():
-        message = "the test OpenID provider is not installed: cd tests/oidc_provider && npm ci (make install-dev does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
     accounts = tmp_path_factory.mktemp("oidc") / "accounts.json"
     accounts.write_text(json.dumps({"alice": {"email": "alice@example.com", "groups": ["ops-viewers"]}}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "CLIENT_ID": CLIENT_ID,
-        "CLIENT_SECRET": CLIENT_SECRET,
-        "REDIRECT_URI": f"{DASHBOARD}/oidc/callback/",
-        "POST_LOGOUT_REDIRECT_URI": f"{DASHBOARD}/login/",
-        "ACCOUNTS_FILE": str(accounts),
-    }
-    process = subprocess.Popen(
-        [node, "provider.js"], cwd=PROVIDER_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"the test OpenID provider did not start:\n{process.stdout.read()}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
+    with running_provider(
+        client_id=CLIENT_ID, client_secret=CLIENT_SECRET, dashboard=DASHBOARD, accounts=accounts
+    ) as issuer:
+        yield issuer
 
 
 @pytest.fixture
