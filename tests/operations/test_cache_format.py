@@ -225,6 +225,9 @@ def test_a_backend_that_would_unpickle_a_shared_store_is_an_error(settings, back
         ("redis://:s3cret@statestore-redis:6379/0", False),
         ("rediss://dashboard:s3cret@statestore-redis:6380/0", False),
         ("redis://statestore-redis:6379/0?password=s3cret", False),
+        ("redis://dashboard:@statestore-redis:6379/0", True),  # a user name, and an empty password
+        ("redis://statestore-redis:6379/0?password=", True),
+        ("redis://statestore-redis:port/0", True),  # named as written, not a traceback
     ],
 )
 def test_check_deploy_warns_of_a_redis_without_a_password(settings, url, warned):
@@ -353,3 +356,73 @@ def test_every_key_the_dashboard_reads_holding_the_wrong_type_is_read_afresh(
             assert client.get(url).status_code == 200, url
         assert Client().get(STATS, HTTP_AUTHORIZATION="Bearer ssa_wrong").status_code == 401
     shared_cache._down_until.clear()
+
+
+SHOW_CACHE = (
+    "from django.conf import settings; from django.core.cache import cache; "
+    "print(settings.CACHES['default']['BACKEND']); cache.set('probe', [1]); print(cache.get('probe'))"
+)
+
+
+@pytest.mark.parametrize("scheme", ["unix", "UNIX", "REDIS"])
+def test_redis_over_a_unix_socket_or_an_upper_case_scheme_is_the_signed_json_cache(
+    production_env,  # noqa: F811
+    tmp_path,
+    scheme,
+):
+    """`CACHE_URL=unix:///path/redis.sock` (Redis on the same host) and a scheme in capitals (URL schemes are
+    case-insensitive) are Redis like redis://, with the dashboard's backend: not a start refused by
+    django-environ nor Django's pickling backend (statestore.E012). A socket is not named by W012: its file
+    permissions decide who connects."""
+    import redis
+
+    socket = tmp_path / "redis.sock"
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            "/usr/bin/redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--unixsocket",
+            str(socket),
+            "--unixsocketperm",
+            "700",
+            "--requirepass",
+            "s3cret",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(unix_socket_path=str(socket), password="s3cret", socket_connect_timeout=1)
+        for _ in range(300):
+            try:
+                client.ping()
+                break
+            except redis.RedisError:
+                import time
+
+                time.sleep(0.1)
+        url = (
+            f"{scheme}://:s3cret@{socket}?db=1"
+            if scheme.lower() == "unix"
+            else f"{scheme}://:s3cret@127.0.0.1:{port}/1"
+        )
+        env = {**production_env, "CACHE_URL": url}
+        result = manage("shell", "-v", "0", "-c", SHOW_CACHE, env=env)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["statestore_admin.cache.RedisCache", "[1]"]
+        raw = redis.Redis(unix_socket_path=str(socket), password="s3cret", db=1).get(":1:probe")
+        assert raw is not None and raw.startswith(b'[":1:probe",[1]]:')  # signed JSON, the key with it
+        if scheme == "unix":
+            result = manage("check", "--deploy", env=env)
+            assert "statestore.W012" not in result.stdout + result.stderr and "s3cret" not in result.stderr
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
