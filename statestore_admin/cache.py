@@ -6,7 +6,10 @@ Django's own backends, with three changes:
   whatever the stored bytes say: anyone able to write to a shared Redis (or to the cache's table) would run code
   as the dashboard. Here every value is JSON text signed with a key derived from ``SECRET_KEY``
   (``SignedJSON``); a value that is not JSON signed by this deployment (garbage, a planted pickle, a value
-  written under another ``SECRET_KEY``) is read as missing, logged once at WARNING and deleted. So what the
+  written under another ``SECRET_KEY``) is read as missing, logged once at WARNING and deleted. What is signed
+  is the value together with its key (``_Resilient``): whoever writes to the store could otherwise copy a value
+  the dashboard signed from one key to another (a list where a ticket's number is read, one scope's kept
+  sums under another scope's key), and such a copy is refused like any other. So what the
   dashboard caches must be JSON: numbers, strings, lists, dicts with string keys (a tuple comes back as a
   list); anything else fails at ``set``, in the tests.
 - **A cache that fails answers as an empty one.** What the dashboard keeps in the cache (the token-failure
@@ -65,7 +68,9 @@ class SignedJSON:
 
 class _Resilient:
     """Mixin for a Django cache backend: ``failures`` raised by a call make it answer as an empty cache, and
-    a value ``SignedJSON`` refuses is a miss."""
+    a value ``SignedJSON`` refuses is a miss. Each value is stored as ``[its full key, value]`` (``_sealed``),
+    so the signature covers the key: a signed value copied to another key by whoever writes to the store is
+    refused there (``_unsealed``)."""
 
     failures: tuple[type[BaseException], ...] = (OSError,)
 
@@ -94,11 +99,22 @@ class _Resilient:
         super().set("statestore:readyz", 1, 10)
         super().get_many(["statestore:readyz"])
 
+    def _sealed(self, key, value, version=None) -> list:
+        return [self.make_and_validate_key(key, version=version), value]
+
+    def _unsealed(self, key, found, version=None):
+        """The value sealed under ``key``, or ``UNDECODABLE`` for anything else (a value sealed for another key,
+        or no envelope at all)."""
+        if isinstance(found, list) and len(found) == 2 and found[0] == self.make_key(key, version=version):
+            return found[1]
+        return UNDECODABLE
+
     def get(self, key, default=None, version=None):
         return self.get_many([key], version=version).get(key, default)
 
     def get_many(self, keys, version=None):
         found = self._guard(super().get_many, (keys,), {"version": version}, {})
+        found = {key: self._unsealed(key, value, version) for key, value in found.items()}
         refused = [key for key, value in found.items() if value is UNDECODABLE]
         if refused:
             # Not written by this deployment (or under a SECRET_KEY it no longer has): dropped, so that the
@@ -115,14 +131,15 @@ class _Resilient:
     def has_key(self, *args, **kwargs):
         return self._guard(super().has_key, args, kwargs, False)
 
-    def set(self, *args, **kwargs):
-        return self._guard(super().set, args, kwargs, False)
+    def set(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        return self._guard(super().set, (key, self._sealed(key, value, version), timeout, version), {}, False)
 
-    def set_many(self, data, *args, **kwargs):
-        return self._guard(super().set_many, (data, *args), kwargs, list(data))
+    def set_many(self, data, timeout=DEFAULT_TIMEOUT, version=None):
+        sealed = {key: self._sealed(key, value, version) for key, value in data.items()}
+        return self._guard(super().set_many, (sealed, timeout, version), {}, list(data))
 
-    def add(self, *args, **kwargs):
-        return self._guard(super().add, args, kwargs, False)
+    def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
+        return self._guard(super().add, (key, self._sealed(key, value, version), timeout, version), {}, False)
 
     def touch(self, *args, **kwargs):
         return self._guard(super().touch, args, kwargs, False)
@@ -217,9 +234,13 @@ class DatabaseCache(_Resilient, _SignedJSONDatabaseCache):
 
     failures = (DatabaseError, OSError)
 
+    def set_many(self, data, timeout=DEFAULT_TIMEOUT, version=None):
+        # Django's is a loop over self.set, which seals each value already (no envelope in an envelope).
+        return [key for key, value in data.items() if self.set(key, value, timeout, version) is False]
+
     def add(self, key, value, timeout=DEFAULT_TIMEOUT, version=None):
         name = self.make_and_validate_key(key, version=version)
-        return self._guard(self._write, (name, value, timeout), {"replace": False}, False)
+        return self._guard(self._write, (name, self._sealed(key, value, version), timeout), {"replace": False}, False)
 
 
 def _redis_failures() -> tuple[type[BaseException], ...]:

@@ -348,20 +348,23 @@ AXES_CLIENT_IP_CALLABLE = "statestore_admin.throttling.client_address"
 # The cache (README, "Production"; statestore_admin/cache.py): the token-failure tickets, snapshot sums, capped
 # counts and the list of DAGs with state live there, so every worker of every server must share it. Default:
 # Django's database cache in the dashboard's own database (its table is created by `migrate`), which needs no
-# other service. CACHE_URL=redis://host:6379/1 (or rediss://): Django's Redis cache, for several servers, with
-# short socket deadlines (CACHE_TIMEOUT seconds) so that a Redis that is down or hung costs a request little;
-# either way a cache that fails answers as an empty one, never a 500, and what it stores is signed JSON, never
+# other service. CACHE_URL=redis://host:6379/1 (or rediss://, unix:///path.sock): Django's Redis cache, for several
+# servers, with short socket deadlines (CACHE_TIMEOUT seconds) so that a Redis that is down or hung costs a request
+# little; either way a cache that fails answers as an empty one, never a 500, and what it stores is signed JSON, never
 # a pickle. Another CACHE_URL: django-environ's backend as it is, if it keeps values in this process's memory
 # (locmemcache://, dummycache://; statestore.W004 under several workers); one that would unpickle what a
 # shared store holds (dbcache://, filecache://, memcache://, rediscache://...) is refused (statestore.E012).
 # Sessions are in the database (Django's default engine), as JSON (its default serializer).
 CACHE_URL = env.str("CACHE_URL", default="")
 CACHE_TIMEOUT = env.float("CACHE_TIMEOUT", default=0.5)
-if CACHE_URL.startswith(("redis://", "rediss://")):
+# Redis by any URL redis-py reads (unix:// is a socket on this host; a scheme's case does not matter): always the
+# dashboard's backend, never django-environ's (which refuses unix:// and would pickle).
+_cache_scheme, _, _cache_rest = CACHE_URL.partition("://")
+if _cache_scheme.lower() in ("redis", "rediss", "unix"):
     CACHES = {
         "default": {
             "BACKEND": "statestore_admin.cache.RedisCache",
-            "LOCATION": CACHE_URL,
+            "LOCATION": f"{_cache_scheme.lower()}://{_cache_rest}",  # redis-py reads the scheme in lower case only
             "OPTIONS": {"socket_connect_timeout": CACHE_TIMEOUT, "socket_timeout": CACHE_TIMEOUT},
         }
     }

@@ -9,6 +9,7 @@ every worker and server shares), and once ``TOKEN_FAILURE_LIMIT`` failures fall 
 A successful token use neither counts nor is refused while the address is not over the limit.
 """
 
+import math
 import time
 
 from axes.backends import AxesStandaloneBackend
@@ -72,7 +73,9 @@ class TokenFailureThrottle:
         if self.limit <= 0:  # TOKEN_FAILURE_LIMIT=0: no throttling
             return None
         now = self.timer()
-        held = [t for t in cache.get_many(self._keys(request)).values() if t > now - self.duration]
+        # A ticket is the time of its failure: anything else there (another release's value) holds no ticket.
+        tickets = [t for t in cache.get_many(self._keys(request)).values() if _is_time(t)]
+        held = [t for t in tickets if t > now - self.duration]
         if len(held) < self.limit:
             return None
         return max(1.0, min(held) + self.duration - now)
@@ -83,6 +86,10 @@ class TokenFailureThrottle:
             return True
         now = self.timer()
         return any(cache.add(key, now, self.duration) for key in self._keys(request))
+
+
+def _is_time(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _throttled(wait: float) -> Throttled:

@@ -101,6 +101,13 @@ def check_cache(app_configs=None, **kwargs):
     return []
 
 
+def _port(url) -> str:
+    try:
+        return str(url.port or 6379)
+    except ValueError:  # not a number: named as written (redis-py will refuse it), never a traceback here
+        return url.netloc.rpartition(":")[2]
+
+
 @checks.register("statestore", deploy=True)
 def check_cache_password(app_configs=None, **kwargs):
     """statestore.W012 (``check --deploy``, outside DEBUG): a Redis cache reached without a password. TLS
@@ -115,7 +122,7 @@ def check_cache_password(app_configs=None, **kwargs):
         for location in re.split("[;,]", locations) if isinstance(locations, str) else locations:
             url = urlsplit(location)
             if url.scheme in ("redis", "rediss") and not url.password and "password" not in parse_qs(url.query):
-                found.append(f"{url.scheme}://{url.hostname}:{url.port or 6379}")
+                found.append(f"{url.scheme}://{url.hostname}:{_port(url)}")
     if not found:
         return []
     return [

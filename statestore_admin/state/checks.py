@@ -94,6 +94,9 @@ def check_group_mapping(app_configs=None, **kwargs):
     ]
 
 
+TOKEN_IDP_MAX_AGE_LIMIT = 10 * 365 * 24 * 3600
+
+
 @checks.register("statestore")
 def check_access_settings(app_configs=None, **kwargs):
     """DEFAULT_SCOPE and TOKEN_IDP_MAX_AGE (docs/access.md, docs/sign-in.md)."""
@@ -106,10 +109,13 @@ def check_access_settings(app_configs=None, **kwargs):
         for problem in scopes.default_scope_problems()
     ]
     age = settings.TOKEN_IDP_MAX_AGE
-    if not isinstance(age, int) or isinstance(age, bool) or age < 1:
+    # At most ten years: a bound far beyond it would carry "until when access lasts" past the calendar's end (a 500
+    # for every request of such an account) while meaning no bound at all.
+    if not isinstance(age, int) or isinstance(age, bool) or not 1 <= age <= TOKEN_IDP_MAX_AGE_LIMIT:
         errors.append(
             checks.Error(
-                f"TOKEN_IDP_MAX_AGE is {age!r}: it must be a whole number of seconds, 1 or more.",
+                f"TOKEN_IDP_MAX_AGE is {age!r}: it must be a whole number of seconds, from 1 to "
+                f"{TOKEN_IDP_MAX_AGE_LIMIT} (ten years).",
                 hint="Set it to how long access lasts after the last sign-in at the provider, e.g. 86400 (a day).",
                 id="statestore.E061",
             )

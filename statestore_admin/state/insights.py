@@ -160,6 +160,29 @@ def _thin(points: list[dict], since: datetime, now: datetime) -> list[dict]:
     return list(kept.values())
 
 
+def _is_time(text) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _is_series(value) -> bool:
+    return stats.is_rows(value, _is_time, stats.is_count, stats.is_count)
+
+
+def _is_top_dags(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(row, dict)
+        and sorted(row) == ["bytes", "dag_id", "keys"]
+        and isinstance(row["dag_id"], str)
+        and stats.is_count(row["keys"])
+        and stats.is_count(row["bytes"])
+        for row in value
+    )
+
+
 def _scoped_sums(points: list[dict], scope: Scope) -> dict[datetime, tuple[int, int]]:
     """Keys and bytes of the DAGs ``scope`` allows at each done snapshot of ``points`` (one grouped query of
     the per-DAG rows, kept per set of snapshots and patterns: ``stats.for_dag_patterns``)."""
@@ -177,7 +200,7 @@ def _scoped_sums(points: list[dict], scope: Scope) -> dict[datetime, tuple[int, 
         # kept as JSON (statestore_admin/cache.py): the times as ISO 8601 text
         return [[row["snapshot__taken_at"].isoformat(), row["keys"] or 0, row["bytes"] or 0] for row in rows]
 
-    sums = stats.for_dag_patterns("series", tuple(times), scope, compute)
+    sums = stats.for_dag_patterns("series", tuple(times), scope, compute, _is_series)
     return {datetime.fromisoformat(taken_at): (keys, size) for taken_at, keys, size in sums}
 
 
@@ -194,7 +217,7 @@ def _top_dags(snapshot: StatsSnapshot, scope: Scope, acc: Access, order: str, li
 
     if acc.task_wide:
         return compute()
-    return stats.for_dag_patterns(f"top-dags-{order}-{limit}", (snapshot.pk,), scope, compute)
+    return stats.for_dag_patterns(f"top-dags-{order}-{limit}", (snapshot.pk,), scope, compute, _is_top_dags)
 
 
 def series(days: int, now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Series:

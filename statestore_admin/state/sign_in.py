@@ -236,26 +236,47 @@ def recheck(user) -> bool:
         return True
     if timezone.now() - link.last_sign_in > max_age():
         return False
+    _follow(user, link, link.groups)
+    return True
+
+
+def recheck_password_session(user) -> None:
+    """A password session of an account that single sign-on or the proxy also manages (an administrator gave it a
+    password) goes on, but the roles and scope groups the provider gave follow the provider as in ``recheck``: what
+    the last sign-in's groups map to today, and none of them once that sign-in is older than ``max_age()`` (the
+    provider no longer vouches for them: someone removed there keeps no role of its through a password). Groups
+    given by hand outside the mapping stay; a local account is left as it is."""
+    link = ExternalIdentity.objects.filter(user=user).order_by("-last_sign_in").first()
+    if link is not None:
+        _follow(user, link, link.groups if timezone.now() - link.last_sign_in <= max_age() else ())
+
+
+def _follow(user, link, groups) -> None:
+    """Put ``user``'s mapped groups (and superuser, if mapped) in line with what ``groups`` map to today."""
     mapping = GroupMapping.from_settings()
-    granted, superuser = mapping.grants(link.groups)
-    last = Identity(method=link.method, username=user.get_username(), groups=tuple(link.groups), provider=link.provider)
+    granted, superuser = mapping.grants(groups)
+    last = Identity(method=link.method, username=user.get_username(), groups=tuple(groups), provider=link.provider)
     with transaction.atomic():
         _apply(user, last, mapping, granted, superuser)
     # What the request cached on the user from the groups before (ModelBackend's permissions, scopes._CACHE; scopes
     # imports this module through actors, so the name is repeated here): read again from the groups just set.
     for cached in ("_perm_cache", "_user_perm_cache", "_group_perm_cache", "_statestore_scope"):
         user.__dict__.pop(cached, None)
-    return True
 
 
 def session_lapsed(request) -> bool:
     """Whether the request's session, started by single sign-on or the proxy (or from before sessions said how),
-    belongs to an account that may no longer act (``recheck``). Password and break-glass sessions keep their own
-    rules."""
+    belongs to an account that may no longer act (``recheck``). A password session never lapses here, but acts only
+    with the provider's roles that it still vouches for (``recheck_password_session``); a break-glass session keeps
+    its own rules (the link's minutes)."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return False
-    if request.session.get(METHOD_KEY) in (PASSWORD, BREAK_GLASS):
+    method = request.session.get(METHOD_KEY)
+    if method == BREAK_GLASS:
+        return False
+    if method == PASSWORD:
+        recheck_password_session(user)
         return False
     return not recheck(user)
 

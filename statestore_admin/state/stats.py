@@ -506,25 +506,40 @@ class ScopedTotals:
 SCOPED_CACHE_SECONDS = 24 * 3600  # done snapshots never change: a scope's sums of them are kept this long
 
 
-def kept(what: str, key: tuple, compute):
+def is_count(value) -> bool:
+    """Whether a value read back from the cache is a count (JSON has no other integer; a bool is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_rows(value, *columns) -> bool:
+    """Whether a value read back from the cache is a list of rows (lists), each column passing its check."""
+    return isinstance(value, list) and all(
+        isinstance(row, list) and len(row) == len(columns) and all(map(lambda ok, v: ok(v), columns, row))
+        for row in value
+    )
+
+
+def kept(what: str, key: tuple, compute, valid):
     """``compute()``: something read from done snapshots only, ``key`` naming them (their ids or times) and
     whatever else it depends on, kept in the cache (``CACHE_URL``) under ``what`` and ``key``. A done
     snapshot is never changed, so what is kept stays exact: a figure summed from thousands of per-DAG rows
     is summed once per snapshot, not at every view (that sum costs more with every DAG; reading one cached
     value does not). What ``compute`` answers is kept as JSON (statestore_admin/cache.py): numbers, text,
-    lists and dicts with text keys, read back with lists for tuples."""
+    lists and dicts with text keys, read back with lists for tuples. ``valid(value)`` says whether what the
+    cache holds has the shape ``compute`` answers: anything else there (written by another release, say) is
+    computed afresh rather than turned into a 500."""
     digest = hashlib.sha256(repr((what, key)).encode()).hexdigest()
     cache_key = f"statestore:snapshot:{digest}"
     value = cache.get(cache_key)
-    if value is None:
+    if value is None or not valid(value):
         value = compute()
         cache.set(cache_key, value, SCOPED_CACHE_SECONDS)
     return value
 
 
-def for_dag_patterns(what: str, snapshots: tuple, scope: Scope, compute):
+def for_dag_patterns(what: str, snapshots: tuple, scope: Scope, compute, valid):
     """``kept`` for the DAG patterns of ``scope``: a scoped user's sums of the snapshots ``snapshots``."""
-    return kept(what, (snapshots, tuple(sorted(scope.dags or ()))), compute)
+    return kept(what, (snapshots, tuple(sorted(scope.dags or ()))), compute, valid)
 
 
 def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
@@ -543,7 +558,10 @@ def scoped_totals(snapshot: StatsSnapshot, scope: Scope) -> ScopedTotals:
         )
         return {name: sums[name] or 0 for name in names}  # kept as JSON (statestore_admin/cache.py)
 
-    return ScopedTotals(**for_dag_patterns("totals", (snapshot.pk,), scope, compute))
+    def valid(value) -> bool:
+        return isinstance(value, dict) and sorted(value) == sorted(names) and all(map(is_count, value.values()))
+
+    return ScopedTotals(**for_dag_patterns("totals", (snapshot.pk,), scope, compute, valid))
 
 
 TASK_FIGURES = ("task_keys", "task_bytes", "expired", "expiring", "never", "live", "dags")

@@ -97,3 +97,9 @@ def test_roles_without_a_scope_group_or_default_scope_are_named(settings):
     assert check_access_settings() == []
     settings.DEFAULT_SCOPE, settings.TOKEN_IDP_MAX_AGE = ["etl_*", "x" * 251], 0
     assert [m.id for m in check_access_settings()] == ["statestore.E060", "statestore.E061"]
+    settings.DEFAULT_SCOPE = []
+    for overflowing in (3 * 10**11, 10**15):  # past the calendar's end: every request of such an account would be a 500
+        settings.TOKEN_IDP_MAX_AGE = overflowing
+        assert [m.id for m in check_access_settings()] == ["statestore.E061"]
+    settings.TOKEN_IDP_MAX_AGE = 10 * 365 * 24 * 3600
+    assert check_access_settings() == []

@@ -263,6 +263,36 @@ def test_a_password_session_of_a_local_account_is_not_bounded(client, user_facto
     assert client.get("/dags/ml_x/").status_code == 200
 
 
+def test_a_password_session_of_an_account_the_proxy_manages_keeps_only_what_the_provider_still_vouches_for(
+    settings, world
+):
+    """An account the proxy (or single sign-on) made, given a password by an administrator: its password session
+    goes on, but the roles and scope groups the provider gave follow the provider as in a token's request: what the
+    last sign-in's groups map to today (a mapped role given by hand is taken back), and none of them once that
+    sign-in is older than TOKEN_IDP_MAX_AGE. Someone removed at the provider does not keep its roles through a
+    password."""
+    settings.TRUSTED_PROXY_ADDRESSES = ["10.0.0.5"]
+    settings.OIDC_GROUP_ROLES = ROLES
+    settings.OIDC_GROUP_SCOPES = SCOPE_GROUPS
+    proxied = Client(REMOTE_ADDR="10.0.0.5", HTTP_X_FORWARDED_USER="pat", HTTP_X_FORWARDED_GROUPS="ops,team-etl")
+    assert proxied.get("/dags/etl_a/").status_code == 200
+    pat = get_user_model().objects.get(username="pat")
+    pat.set_password("pat-s-own-password-1")
+    pat.save()
+    pat.groups.add(Group.objects.get(name="Admin"))  # a mapped role, given by hand
+
+    browser = Client()  # not through the proxy: a password sign-in
+    answer = browser.post("/login/", {"username": "pat", "password": "pat-s-own-password-1"})
+    assert answer.status_code == 302
+    assert browser.get("/dags/etl_a/").status_code == 200
+    assert set(pat.groups.values_list("name", flat=True)) == {"Operator", "scope-etl"}  # Admin taken back
+
+    age_last_sign_in(pat, timedelta(seconds=settings.TOKEN_IDP_MAX_AGE + 60))
+    assert browser.get("/dags/etl_a/").status_code == 403  # signed in still, with no role the provider gave
+    assert set(pat.groups.values_list("name", flat=True)) == set()
+    assert "_auth_user_id" in browser.session
+
+
 def test_using_a_token_does_not_count_as_a_sign_in(client, provider, world, settings):
     settings.DEFAULT_SCOPE = ["*"]
     sign_in_through(provider, "viewers")

@@ -149,7 +149,15 @@ def _snapshot_by_dag(plan: GcPlan, top: int) -> tuple[datetime | None, int | Non
             dags = dags.filter(dag_id__in=plan.dag_ids)
         return dags.count(), list(dags.order_by("-expired", "dag_id").values_list("dag_id", "expired")[:top])
 
-    dags, top_dags = stats.kept("gc-by-dag", (pk, plan.dag_ids, top), compute)
+    def valid(value) -> bool:
+        return (
+            isinstance(value, list)
+            and len(value) == 2
+            and stats.is_count(value[0])
+            and stats.is_rows(value[1], lambda dag_id: isinstance(dag_id, str), stats.is_count)
+        )
+
+    dags, top_dags = stats.kept("gc-by-dag", (pk, plan.dag_ids, top), compute, valid)
     return taken_at, dags, [(dag_id, rows) for dag_id, rows in top_dags]  # kept as JSON: lists
 
 

@@ -18,6 +18,7 @@ from statestore_admin.airflow.versions import AirflowSchema, schema_of
 
 from .. import stats
 from ..counting import (
+    CAPPED,
     COUNT_CAP,
     EXACT,
     SNAPSHOT,
@@ -91,7 +92,8 @@ def _scoped_asset_keys_capped(scope: Scope) -> Figure:
     patterns, like the list of DAGs: the figure is at most that old."""
     key = _ASSET_COUNT_CACHE_KEY + hashlib.sha256(repr(sorted(scope.assets or ())).encode()).hexdigest()
     cached = cache.get(key)
-    if cached is None:
+    # Only [count, how] is one: anything else there (another release's value) is counted afresh.
+    if not (isinstance(cached, list) and len(cached) == 2 and stats.is_count(cached[0]) and cached[1] in HOW_KEPT):
         counted = capped_count(scoped_asset_keys(scope), COUNT_CAP)
         cached = (counted.value, counted.how)
         cache.set(key, cached, DAG_IDS_CACHE_SECONDS)
@@ -99,6 +101,7 @@ def _scoped_asset_keys_capped(scope: Scope) -> Figure:
 
 
 _ASSET_COUNT_CACHE_KEY = "statestore:scoped-asset-keys:"
+HOW_KEPT = (EXACT, CAPPED)  # what capped_count answers
 
 STATS_COMMAND = "python manage.py state_store_stats"
 

@@ -24,7 +24,8 @@ def all_dag_ids_with_state() -> list[str]:
     a brand-new DAG may wait that long. What a scope allows is decided on these names only; the state itself
     is always read live."""
     cached = cache.get(_DAG_IDS_CACHE_KEY)
-    if cached is not None:
+    # Only a list of ids is one: anything else there (another release's value) is read afresh.
+    if isinstance(cached, list) and all(isinstance(dag_id, str) for dag_id in cached):
         return cached
     with connections[airflow_alias()].cursor() as db:
         db.execute(DISTINCT_DAGS.format(like="", like_t=""), ["", 2**31 - 1])
