@@ -212,6 +212,16 @@ def test_a_framed_page_has_no_header_of_its_own(viewer):
         "http://airflow.example.com",  # anyone on the network path could frame the pages
         "http://10.0.0.5:8080",
         "http://localhost.example.com",
+        "http://127.0.0.1.nip.io",
+        "HTTP://airflow.example.com",
+        # More than one origin in one entry: the CSP would list "http:" (every http origin) or a directive
+        "https://airflow.example.com http:",
+        "https://airflow.example.com data:",
+        "https://airflow.example.com 'self'",
+        "https://airflow.example.com;script-src *",
+        "https://airflow.example.com%20http:",
+        "https://airflow.example.com:",
+        "https://-",
     ],
 )
 def test_only_https_origins_are_accepted(text):
