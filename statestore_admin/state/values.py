@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 
 from statestore_admin.airflow.config import AirflowConfig, airflow_config
 
@@ -361,7 +362,16 @@ class Expiry:
         if self.mode == AT:
             return self.at
         days = (config or airflow_config()).default_retention_days
-        return now + timedelta(days=days) if days else None
+        if not days:
+            return None
+        try:
+            return now + timedelta(days=days)
+        except OverflowError:  # past 9999-12-31, where Python's (and Airflow's writers') datetimes end
+            message = gettext(
+                "Airflow's [state_store] default_retention_days (%(days)s days) puts the default expiry past "
+                "9999-12-31: choose a date and time, or never."
+            )
+            raise Invalid({"expires_at": message % {"days": days}}) from None
 
 
 def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:

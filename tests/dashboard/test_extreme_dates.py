@@ -230,3 +230,38 @@ def test_a_delete_confirmation_of_keys_written_at_an_end_of_the_calendar(
         download = client.get(link)
         body = b"".join(download.streaming_content) if download.streaming else download.content
         assert download.status_code == 200 and len(json.loads(body)["keys"]) == 2, body
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+@pytest.mark.parametrize("days", ["3000000", "999999999", "1000000000000"])
+def test_a_default_retention_past_the_calendar_refuses_the_write(
+    client, operator, dag_run_factory, task_instance_factory, task_key_factory, monkeypatch, days
+):
+    """Airflow's ``[state_store] default_retention_days`` so large that now plus it is past 9999-12-31: a write with
+    the default expiry (the API without ``expires_at``, the dialogs' "Default") is refused, naming the setting
+    (422), instead of a 500; nothing is written."""
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", days)
+    client.force_login(operator)
+    client.cookies["tz"] = "Pacific/Kiritimati"
+    run = dag_run_factory(dag_id="etl", run_id="manual_1")
+    task_instance_factory(run, task_id="t")
+    key = task_key_factory(run, task_id="t", key="k", value=1, expires_at=None)
+    item = "/api/v2/dags/etl/dagRuns/manual_1/taskInstances/t/state-store/"
+    put = client.put(item + "new", json.dumps({"value": 1}), content_type="application/json")
+    assert put.status_code == 422 and "default_retention_days" in put.content.decode(), put.content
+    put = client.put(item + "k", json.dumps({"value": 2}), content_type="application/json")
+    assert put.status_code == 422 and "default_retention_days" in put.content.decode(), put.content
+    for path, data in (
+        (f"/keys/task/{key.pk}/expiry/", {"expiry": "default"}),
+        (f"/runs/{run.pk}/tasks/t/add/", {"key": "new", "value": "1", "expiry": "default"}),
+    ):
+        answer = client.post(path, {**data, "tz": "Pacific/Kiritimati"}, **HX)
+        assert answer.status_code == 422 and "default_retention_days" in html.unescape(answer.content.decode()), path
+        assert client.get(path, **HX).status_code == 200, path
+    assert list(TaskStateStore.objects.values_list("key", "value", "expires_at")) == [("k", "1", None)]
+    assert (
+        client.put(
+            item + "k", json.dumps({"value": 3, "expires_at": None}), content_type="application/json"
+        ).status_code
+        == 204
+    )
