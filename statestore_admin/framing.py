@@ -18,6 +18,7 @@ for ``SameSite=None; Secure`` cookies: framing needs the dashboard on HTTPS. Tho
 keeps a partitioned cookie in a jar of the top-level site.
 """
 
+import re
 from http.cookies import Morsel
 from urllib.parse import urlsplit
 
@@ -32,6 +33,11 @@ XFRAME_MIDDLEWARE = "django.middleware.clickjacking.XFrameOptionsMiddleware"
 PARTITIONED_MIDDLEWARE = "statestore_admin.framing.PartitionedCookiesMiddleware"
 FRAMABLE_MIDDLEWARE = "statestore_admin.framing.FramableViewsMiddleware"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+# A host name (labels of letters, digits and inner hyphens), an IPv4 address or a bracketed IPv6 one, and a port.
+_HOST_PORT = re.compile(
+    r"(?:(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?",
+    re.IGNORECASE,
+)
 
 
 def frame_origin(text: str) -> str:
@@ -39,7 +45,10 @@ def frame_origin(text: str) -> str:
     wildcard, a CSP keyword)."""
     parts = urlsplit(text.strip())
     parts.port  # noqa: B018 (a malformed port raises ValueError here)
-    if parts.scheme not in ("http", "https") or not parts.hostname or "*" in parts.netloc or "@" in parts.netloc:
+    # The whole host and port, character by character: the origin goes into the CSP as it is, where a space
+    # would start another source ("https://a.example.com http:" lets every http origin frame the pages) and a
+    # ";" another directive.
+    if parts.scheme not in ("http", "https") or not _HOST_PORT.fullmatch(parts.netloc):
         raise ValueError(f"{text!r} is not an origin such as https://airflow.example.com")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ValueError(f"{text!r} is not an origin: give scheme, host and port only")

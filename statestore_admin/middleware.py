@@ -74,7 +74,9 @@ class ApiErrorsAsJsonMiddleware:
     (405) and an unexpected exception (500, logged as usual) are HTML; here they become
     ``{"detail": "Not Found"}`` etc. JSON answers (DRF's, with their details) pass unchanged."""
 
-    KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After")
+    # The replaced answer's security headers too: the middleware inside this one set them (the CSP with
+    # frame-ancestors 'none', X-Frame-Options: DENY), and the JSON made here would otherwise have neither.
+    KEPT_HEADERS = ("Allow", "WWW-Authenticate", "Retry-After", "Content-Security-Policy", "X-Frame-Options")
 
     def __init__(self, get_response):
         self.get_response = get_response

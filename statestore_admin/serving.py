@@ -67,6 +67,14 @@ def error_body(status: int, message: str, as_json: bool) -> tuple[bytes, str]:
     return page.encode(), "text/html; charset=utf-8"
 
 
+# On every answer given before Django (which sets them on its own through its middleware): never framed, whatever
+# STATESTORE_FRAME_ANCESTORS allows the read pages (an error page is none of them), never sniffed as another type.
+SECURITY_HEADERS = (
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+)
+
 # What a client is told for each error gunicorn answers itself: its own message quotes the request.
 PROTOCOL_MESSAGES = {
     400: "Bad Request: the request is malformed",
@@ -138,7 +146,7 @@ class Protocol(gunicorn_protocol.ASGIProtocol):
         detail = PROTOCOL_MESSAGES.get(status) or HTTPStatus(status).phrase
         body, content_type = error_body(status, detail, is_api_path(self._request_target()))
         reason = gunicorn_protocol._REASON_PHRASES.get(status) or HTTPStatus(status).phrase
-        extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers)
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (*extra_headers, *SECURITY_HEADERS))
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
             f"{extra}Connection: close\r\n\r\n"
@@ -255,6 +263,7 @@ class ReadBodyFirst:
                     (b"content-type", content_type.encode()),
                     (b"content-length", str(len(body)).encode()),
                     (b"connection", b"close"),
+                    *((name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS),
                 ],
             }
         )

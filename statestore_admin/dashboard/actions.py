@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.state import objects, permissions, selectors, services
+from statestore_admin.state import formatting, objects, permissions, selectors, services
 from statestore_admin.state.actors import Actor
 from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
 from statestore_admin.state.scopes import scope_of
@@ -82,7 +82,15 @@ def _listing_context(listing: services.Listing) -> dict:
     """What a confirmation shows of its listing. The download link asks for the keys written up to the
     latest listed one (or now): every listed key, whatever the clock of its writer."""
     latest = max(filter(None, [listing.latest, timezone.now()]))
-    return {"count": listing.count, "sample": list(listing.sample), "listed": listing.token, "export_until": latest}
+    # As text in UTC: the template would put a datetime in the reader's zone, which has no wall time for a
+    # write at an end of the calendar (9999-12-31 23:59 UTC in UTC+14: OverflowError).
+    export_until = formatting.iso(latest)
+    return {
+        "count": listing.count,
+        "sample": list(listing.sample),
+        "listed": listing.token,
+        "export_until": export_until,
+    }
 
 
 def _saved(key, row) -> tuple[str, str]:

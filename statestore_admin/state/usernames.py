@@ -9,7 +9,8 @@ The name itself is kept as written.
 
 A name may not hold control characters (C0, C1, DEL), bidirectional overrides and isolates (U+202A-202E,
 U+2066-2069), the other invisible formatting characters (Unicode category Cf: zero-width space, the direction
-marks), line or paragraph separators, or lone surrogates: each makes one name display as another, or splits a
+marks) and the other characters Unicode draws as nothing (variation selectors, Hangul fillers), line or paragraph
+separators, or lone surrogates: each makes one name display as another, or splits a
 log line. Where a name is shown as text (the audit trail, Airflow's log), ``visible`` writes any such character
 of a name made before this rule as an escape, ``\\u202e``.
 """
@@ -27,6 +28,25 @@ from .errors import Invalid
 # Unicode categories refused in a name: controls, invisible formatting (bidi overrides and isolates, marks,
 # zero-width characters), surrogates, line and paragraph separators.
 REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# And the other characters Unicode says to draw as nothing (Default_Ignorable_Code_Point, DerivedCoreProperties.txt),
+# which are letters or combining marks by category: variation selectors, the Hangul fillers, the combining grapheme
+# joiner. "admin" followed by one of them is shown as "admin" and NFKC keeps it: another account that reads the same.
+INVISIBLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _refused(char: str) -> bool:
+    code = ord(char)
+    return unicodedata.category(char) in REFUSED_CATEGORIES or any(lo <= code <= hi for lo, hi in INVISIBLE_RANGES)
 
 
 def canonical(name: str) -> str:
@@ -37,13 +57,18 @@ def canonical(name: str) -> str:
 
 def unsafe_characters(text: str) -> list[str]:
     """The characters of ``text`` that a name may not hold, as code points (``U+202E``), each once."""
-    found = dict.fromkeys(f"U+{ord(c):04X}" for c in text if unicodedata.category(c) in REFUSED_CATEGORIES)
+    found = dict.fromkeys(f"U+{ord(c):04X}" for c in text if _refused(c))
     return list(found)
 
 
 def visible(text: str) -> str:
     """``text`` with every character a name may not hold written as an escape, for a line of text or a page."""
-    return "".join(c if unicodedata.category(c) not in REFUSED_CATEGORIES else f"\\u{ord(c):04x}" for c in text or "")
+    return "".join(_escape(c) if _refused(c) else c for c in text or "")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def check(name: str) -> str:

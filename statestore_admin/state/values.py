@@ -4,6 +4,7 @@ and the one rule for showing keys and values to people (``visible_segments``).""
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 
 from statestore_admin.airflow.config import AirflowConfig, airflow_config
 
@@ -218,14 +220,29 @@ def decode_json_text(text: str, field: str = "value"):
         raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400: past a float's range
+        raise ValueError(f"{text} is too large for a float")
+    return number
+
+
 def stored_value(text: str):
     """The one decoder of a row's stored text (``json.dumps`` written by Airflow or by us) into its value.
     Raises ``ValueError`` when the text is not JSON or nests arrays and objects deeper than ``MAX_DEPTH``
     (written outside the dashboard, where nothing limits it): the depth is checked before parsing, as the
-    parser recurses. Each face decides what to show instead (``decoded``: the text itself)."""
+    parser recurses. Each face decides what to show instead (``decoded``: the text itself).
+
+    Strict JSON only: NaN and Infinity (which Python's ``json.dumps`` writes) and a number too large for a float
+    (1e400, which would decode to infinity) are refused, since no answer in strict JSON (the API's, the export
+    files) could carry the decoded value: they are shown and sent as their text. An integer of any size stays."""
     if not isinstance(text, str) or json_depth(text) > MAX_DEPTH:
         raise ValueError("not a stored JSON value within the nesting limit")
-    return json.loads(text)
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
 
 
 def decoded(text: str):
@@ -345,7 +362,16 @@ class Expiry:
         if self.mode == AT:
             return self.at
         days = (config or airflow_config()).default_retention_days
-        return now + timedelta(days=days) if days else None
+        if not days:
+            return None
+        try:
+            return now + timedelta(days=days)
+        except OverflowError:  # past 9999-12-31, where Python's (and Airflow's writers') datetimes end
+            message = gettext(
+                "Airflow's [state_store] default_retention_days (%(days)s days) puts the default expiry past "
+                "9999-12-31: choose a date and time, or never."
+            )
+            raise Invalid({"expires_at": message % {"days": days}}) from None
 
 
 def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:

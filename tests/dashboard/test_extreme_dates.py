@@ -17,7 +17,7 @@ from django.db import connections
 from django.template import Context, Template
 from django.utils import timezone
 
-from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.dashboard.templatetags.display import absolute, utc_title
 from statestore_admin.dashboard.timezones import as_wall_time
 from statestore_admin.state import formatting
@@ -201,3 +201,67 @@ class TestPages:
         beyond = json.dumps({"value": 1, "expires_at": "0001-01-01T00:00:00+01:00"})
         refused = client.put(item, beyond, content_type="application/json")
         assert refused.status_code == 422 and "expires_at" in refused.content.decode()
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+@pytest.mark.parametrize("zone", ZONES)
+def test_a_delete_confirmation_of_keys_written_at_an_end_of_the_calendar(
+    client, operator, dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory, zone
+):
+    """The confirmation's download link names the latest listed write (9999-12-31 23:59:59.999999 UTC): in UTC,
+    whatever the reader's zone (it answered 500 in UTC+14: the template put the time in that zone), and the
+    link it gives downloads every listed key."""
+    client.force_login(operator)
+    client.cookies["tz"] = zone
+    run = dag_run_factory(dag_id="etl", run_id="manual_1")
+    task_instance_factory(run, task_id="t")
+    keys = [task_key_factory(run, task_id="t", key=f"k{i}", updated_at=end) for i, end in enumerate((LATEST, EARLIEST))]
+    asset = asset_factory(name="orders")
+    for key in ("a", "b"):
+        asset_key_factory(asset, key=key)
+    AssetStateStore.objects.filter(asset_id=asset.pk, key="a").update(updated_at=LATEST)
+    ids = "&".join(f"ids={key.pk}" for key in keys)
+    for path in (f"/keys/task/delete/?{ids}", f"/assets/{asset.pk}/delete/?all=1"):
+        for headers in ({}, HX):
+            response = client.get(path, **headers)
+            assert response.status_code == 200, (path, response.status_code)
+        link = html.unescape(re.search(r'href="([^"]*confirmed_at=[^"]*)"', response.content.decode()).group(1))
+        assert "confirmed_at=9999-12-31T23%3A59%3A59.999999Z" in link, link
+        download = client.get(link)
+        body = b"".join(download.streaming_content) if download.streaming else download.content
+        assert download.status_code == 200 and len(json.loads(body)["keys"]) == 2, body
+
+
+@pytest.mark.django_db(databases=BOTH_DATABASES)
+@pytest.mark.parametrize("days", ["3000000", "999999999", "1000000000000"])
+def test_a_default_retention_past_the_calendar_refuses_the_write(
+    client, operator, dag_run_factory, task_instance_factory, task_key_factory, monkeypatch, days
+):
+    """Airflow's ``[state_store] default_retention_days`` so large that now plus it is past 9999-12-31: a write with
+    the default expiry (the API without ``expires_at``, the dialogs' "Default") is refused, naming the setting
+    (422), instead of a 500; nothing is written."""
+    monkeypatch.setenv("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", days)
+    client.force_login(operator)
+    client.cookies["tz"] = "Pacific/Kiritimati"
+    run = dag_run_factory(dag_id="etl", run_id="manual_1")
+    task_instance_factory(run, task_id="t")
+    key = task_key_factory(run, task_id="t", key="k", value=1, expires_at=None)
+    item = "/api/v2/dags/etl/dagRuns/manual_1/taskInstances/t/state-store/"
+    put = client.put(item + "new", json.dumps({"value": 1}), content_type="application/json")
+    assert put.status_code == 422 and "default_retention_days" in put.content.decode(), put.content
+    put = client.put(item + "k", json.dumps({"value": 2}), content_type="application/json")
+    assert put.status_code == 422 and "default_retention_days" in put.content.decode(), put.content
+    for path, data in (
+        (f"/keys/task/{key.pk}/expiry/", {"expiry": "default"}),
+        (f"/runs/{run.pk}/tasks/t/add/", {"key": "new", "value": "1", "expiry": "default"}),
+    ):
+        answer = client.post(path, {**data, "tz": "Pacific/Kiritimati"}, **HX)
+        assert answer.status_code == 422 and "default_retention_days" in html.unescape(answer.content.decode()), path
+        assert client.get(path, **HX).status_code == 200, path
+    assert list(TaskStateStore.objects.values_list("key", "value", "expires_at")) == [("k", "1", None)]
+    assert (
+        client.put(
+            item + "k", json.dumps({"value": 3, "expires_at": None}), content_type="application/json"
+        ).status_code
+        == 204
+    )

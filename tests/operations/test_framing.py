@@ -212,6 +212,16 @@ def test_a_framed_page_has_no_header_of_its_own(viewer):
         "http://airflow.example.com",  # anyone on the network path could frame the pages
         "http://10.0.0.5:8080",
         "http://localhost.example.com",
+        "http://127.0.0.1.nip.io",
+        "HTTP://airflow.example.com",
+        # More than one origin in one entry: the CSP would list "http:" (every http origin) or a directive
+        "https://airflow.example.com http:",
+        "https://airflow.example.com data:",
+        "https://airflow.example.com 'self'",
+        "https://airflow.example.com;script-src *",
+        "https://airflow.example.com%20http:",
+        "https://airflow.example.com:",
+        "https://-",
     ],
 )
 def test_only_https_origins_are_accepted(text):
@@ -236,3 +246,22 @@ def test_the_variable_sets_the_origins_and_a_malformed_or_http_one_stops_the_sta
         env["STATESTORE_FRAME_ANCESTORS"] = refused
         done = run_manage("check", env={"HOME": str(tmp_path), **env})
         assert done.returncode != 0 and "STATESTORE_FRAME_ANCESTORS" in done.stderr, refused
+
+
+@pytest.mark.parametrize("framing", [(), (AIRFLOW,)])
+def test_the_apis_error_answers_refuse_every_frame_too(framing):
+    """An error under /api/ that Django or a renderer answered in another format is rewritten as JSON
+    (``ApiErrorsAsJsonMiddleware``): the rewritten answer kept no header of the one it replaced, so it had neither
+    ``X-Frame-Options`` nor a CSP (the schema's and Swagger UI's 401, an unrouted path's 404, a 405)."""
+    with framed_by(*framing) if framing else override_settings():
+        client = Client()
+        answers = [
+            client.get("/api/schema/", **IFRAME),
+            client.get("/api/docs/", **IFRAME),
+            client.get("/api/nowhere", **IFRAME),
+            client.post("/api/v2/assets/x/state-store/", **IFRAME),
+            client.get("/api/v2/assets/1/state-store", **IFRAME),  # DRF's own JSON: it had them
+        ]
+    for response in answers:
+        assert response.status_code >= 400 and response["Content-Type"].startswith("application/json")
+        assert not allowed(response), response.request["PATH_INFO"]

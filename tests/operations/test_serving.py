@@ -345,6 +345,29 @@ def test_protocol_errors_of_pages_are_html(server):
     assert status == 431 and headers["content-type"].startswith("text/html") and b"<html" in body
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        pytest.param(b"GET /dags/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: b\r\n c\r\n\r\n", id="folded header"),
+        pytest.param(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: " + b"a" * 9000 + b"\r\n\r\n", id="431"),
+        pytest.param(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id="414"),
+        pytest.param(b"GET " + API + b" HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n", id="api 400"),
+        pytest.param(
+            b"POST /audit/restore-file/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 999999999999\r\n\r\n",
+            id="413",
+        ),
+    ],
+)
+def test_the_servers_own_error_answers_refuse_every_frame(server, request_bytes):
+    """The answers gunicorn and the body reader give before Django (which sets these headers on its own) are
+    never framed either, and are not sniffed as another type."""
+    status, headers, _ = raw(server.port, request_bytes)
+    assert status >= 400
+    assert headers.get("x-frame-options") == "DENY", headers
+    assert "frame-ancestors 'none'" in headers.get("content-security-policy", ""), headers
+    assert headers.get("x-content-type-options") == "nosniff", headers
+
+
 # --- The longest valid keys -------------------------------------------------------------------------------
 
 

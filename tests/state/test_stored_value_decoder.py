@@ -29,3 +29,16 @@ def test_every_face_applies_the_same_depth_rule():
     assert values.pretty(too_deep) == too_deep
     assert exports._value_fields(too_deep) == {"value": None, "value_json": too_deep}
     assert exports._value_fields(nested(MAX_DEPTH)) == {"value": json.loads(nested(MAX_DEPTH))}
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", '{"a": [1, NaN]}', '{"a": 1e999}'])
+def test_numbers_json_cannot_carry_are_not_decoded(text):
+    """Airflow's json.dumps writes NaN and Infinity, and 1e400 is too large for a float: decoded, they would
+    become numbers that strict JSON (the API's answers, the export files) cannot hold, so the value is its
+    text, as for any text that is not JSON. A huge integer is exact in JSON and stays a number."""
+    with pytest.raises(ValueError):
+        values.stored_value(text)
+    assert values.decoded(text) == text
+    assert exports._value_fields(text) == {"value": None, "value_json": text}
+    huge = "-" + "1" * 400
+    assert values.stored_value(huge) == int(huge)

@@ -30,6 +30,16 @@ UNSAFE = [
     pytest.param("ad\u0085min", id="C1 control"),
     pytest.param("ad\x1bmin", id="C0 control"),
     pytest.param("ad\u200bmin", id="zero-width space"),
+    # Invisible too, though not formatting characters (Unicode's Default_Ignorable_Code_Point): each made a second
+    # account that reads as "admin"
+    pytest.param("admin\ufe0f", id="variation selector"),
+    pytest.param("ad\U000e0100min", id="variation selector supplement"),
+    pytest.param("ad\u034fmin", id="combining grapheme joiner"),
+    pytest.param("ad\u3164min", id="hangul filler"),
+    pytest.param("ad\uffa0min", id="halfwidth hangul filler"),
+    pytest.param("\u115fadmin", id="hangul choseong filler"),
+    pytest.param("ad\u17b4min", id="khmer inherent vowel"),
+    pytest.param("ad\u180bmin", id="mongolian variation selector"),
 ]
 
 
