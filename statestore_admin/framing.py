@@ -127,7 +127,9 @@ class FramableViewsMiddleware:
         return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        request.framable = is_framable(view_func)
+        # Signed in only: for anyone else the answer is Django's redirect to the sign-in form (or, framed, the
+        # page above), and the redirect is not the read page.
+        request.framable = is_framable(view_func) and request.user.is_authenticated
 
 
 def _to_sign_in(request, response) -> bool:

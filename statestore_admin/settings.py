@@ -98,6 +98,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "statestore_admin.middleware.ApiErrorsAsJsonMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Outside every middleware that may answer by itself (the proxy's refusals, the time-zone and sign-in
+    # redirects), so that each of their answers refuses frames too; framing.py puts the framable views' own
+    # middleware just inside it.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "statestore_admin.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -109,7 +113,6 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "statestore_admin.dashboard.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
     "statestore_admin.dashboard.framed.FramedLayoutMiddleware",  # request.framed: the layout without header

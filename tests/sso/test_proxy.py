@@ -96,6 +96,7 @@ def test_no_mapped_group_is_the_no_access_page_and_no_session(client):
     assert "&lt;i&gt;sales&lt;/i&gt;" in html and "<i>sales</i>" not in html
     assert "authenticating proxy" in html
     assert "_auth_user_id" not in client.session
+    assert page["X-Frame-Options"] == "DENY"  # answered before the views, still never framed
 
 
 def test_losing_the_last_mapped_group_ends_the_session(client):
@@ -202,6 +203,7 @@ def test_unusable_user_headers_are_refused_with_a_page(client, user):
     page = client.get("/", **headers(user=user))
 
     assert page.status_code == 403 and 'data-testid="sign-in-refused"' in page.content.decode()
+    assert page["X-Frame-Options"] == "DENY"
     assert not get_user_model().objects.exists()
 
 
@@ -258,5 +260,6 @@ def test_under_a_wsgi_server_a_joined_user_or_email_header_is_refused(client, me
     """A WSGI server joins a header sent twice with a comma (tests/sso/test_proxy_serving.py sends real repeats)."""
     answer = client.get("/", **{**headers(), **meta})
     assert answer.status_code == 400 and "more than once" in answer.content.decode()
+    assert answer["X-Frame-Options"] == "DENY"
     assert "_auth_user_id" not in client.session and not get_user_model().objects.exists()
     assert any("sent more than once from 10.0.0.5" in r.getMessage() for r in caplog.records)
