@@ -77,8 +77,21 @@ def lock_timeout_ms(query_timeout: float | None) -> int:
 
 
 def statement_timeout_ms(query_timeout: float) -> int:
-    """The server's ``statement_timeout`` for a client deadline: 1 s shorter (10 % under 10 s)."""
+    """The server's ``statement_timeout`` for a deadline: 1 s shorter (10 % under 10 s)."""
     return max(1, int((query_timeout - min(1.0, query_timeout / 10)) * 1000))
+
+
+MIN_MARGIN = 0.2  # seconds the client waits, at least, past the server's statement_timeout
+
+
+def client_deadline(query_timeout: float | None) -> float | None:
+    """How long the client waits for an answer: the deadline, but never less than ``MIN_MARGIN`` past the
+    server's ``statement_timeout``. A short budget (the count budget, 50 ms in tests) would otherwise leave
+    the server's cancel a few milliseconds to arrive, and a busy machine would close a live connection
+    instead of the statement being cancelled; inside a transaction that fails everything after it."""
+    if not query_timeout:
+        return None
+    return round(max(query_timeout, statement_timeout_ms(query_timeout) / 1000 + MIN_MARGIN), 3)
 
 
 class QueryDeadlineExceeded(psycopg.OperationalError):
@@ -180,7 +193,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
-        connection.query_timeout = self.query_timeout
+        connection.query_timeout = client_deadline(self.query_timeout)
         return connection
 
     def ensure_connection(self):
@@ -250,7 +263,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         """Did a block's budget shorter than the query deadline run out (``query_timeout``: the count budget,
         COUNT_BUDGET_SECONDS)? Its server-side cancel may simply have come late, so it does not spend the
         request's deadline: the next query may connect again."""
-        configured = float(self.settings_dict["OPTIONS"].get("query_timeout") or 0)
+        configured = client_deadline(float(self.settings_dict["OPTIONS"].get("query_timeout") or 0))
         return isinstance(exc, QueryDeadlineExceeded) and (not configured or exc.seconds < configured)
 
     def set_query_timeout(self, seconds: float | None) -> None:
@@ -259,7 +272,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         connection = self.connection
         if connection is None or connection.closed:
             return  # the next connection gets it from get_connection_params()
-        connection.query_timeout = self.query_timeout
+        connection.query_timeout = client_deadline(self.query_timeout)
         if connection.info.transaction_status == pq.TransactionStatus.INERROR:
             return  # cannot run anything now; the transaction's rollback ends its settings anyway
         value = f"{statement_timeout_ms(self.query_timeout)}ms" if self.query_timeout else "0"
