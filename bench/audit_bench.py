@@ -87,7 +87,7 @@ django.setup()
 from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore, DagRun
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
+from statestore_admin.access.actors import Actor
 from statestore_admin.state.selectors import TaskAddress
 n, size = int(sys.argv[1]), int(sys.argv[2])
 run = DagRun.objects.get(dag_id="bench_dag", run_id="bench_run")

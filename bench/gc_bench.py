@@ -147,7 +147,7 @@ def run_plain(template: str) -> dict:
     }
 
 
-# state_store_clean's optimistic batch statement in physical order (state/gc/sql.py, _PgBatches), looped inside
+# state_store_clean's optimistic batch statement in physical order (gc/sql.py, _PgBatches), looped inside
 # the server: no client, no round trips, no process start-up. What any client running these batches can at
 # best approach.
 BATCH_FLOOR = """DO $$

@@ -39,12 +39,12 @@ def child(repeat: int, snapshot: bool) -> dict:
     from django.test import Client
     from django.utils import timezone
 
-    from statestore_admin.state import gc
-    from statestore_admin.state.scopes import EVERYTHING
+    from statestore_admin import gc
+    from statestore_admin.access.scopes import EVERYTHING
 
     call_command("migrate", verbosity=0, interactive=False)
     if snapshot:  # the cost of reading one: its figures are made up (a real one takes minutes at 10M)
-        from statestore_admin.state.models import StatsSnapshot, StatsSnapshotDag
+        from statestore_admin.records.models import StatsSnapshot, StatsSnapshotDag
 
         taken = StatsSnapshot.objects.create(status=StatsSnapshot.Status.DONE, finished_at=timezone.now())
         StatsSnapshotDag.objects.bulk_create(

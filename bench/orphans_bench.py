@@ -1,4 +1,4 @@
-"""What the orphans report costs at 10,000 and 100,000 objects: time and peak memory (``state.orphans``).
+"""What the orphans report costs at 10,000 and 100,000 objects: time and peak memory (``objects.orphans``).
 
 For each size N: a ``file://`` object storage under ``/tmp/ssbench-orphans-N/state`` holding N gzip objects
 laid out as common.io's backend writes them (DAG ``bench_orphans``, N/1,000 runs, 10 tasks per run, 100 keys
@@ -88,7 +88,7 @@ import django
 django.setup()
 from datetime import timedelta
 from statestore_admin.state import orphans
-from statestore_admin.state.actors import Actor
+from statestore_admin.access.actors import Actor
 
 with open("/proc/self/status") as status:
     before = int([l for l in status if l.startswith("VmRSS")][0].split()[1]) / 1024

@@ -98,8 +98,8 @@ def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_s
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from statestore_admin.access import permissions
     from statestore_admin.airflow.models import Asset, DagRun, TaskStateStore
-    from statestore_admin.state import permissions
 
     call_command("migrate", verbosity=0, interactive=False)
     snapshot_seconds = None

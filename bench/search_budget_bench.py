@@ -46,7 +46,7 @@ def child(repeat: int, scoped: bool) -> list[dict]:
     from django.core.management import call_command
     from django.test import Client
 
-    from statestore_admin.state import permissions
+    from statestore_admin.access import permissions
 
     call_command("migrate", verbosity=0, interactive=False)
     users = get_user_model()

@@ -103,9 +103,9 @@ def child(size: str, repeat: int, explain: bool, long_runs: int, wide_keys: int)
     from django.test.utils import CaptureQueriesContext
     from pages_bench import seq_scans
 
+    from statestore_admin.access.scopes import Scope
     from statestore_admin.airflow.models import DagRun, TaskStateStore
     from statestore_admin.state import selectors
-    from statestore_admin.state.scopes import Scope
 
     call_command("migrate", verbosity=0, interactive=False)
     user = get_user_model().objects.create_superuser("bench", "", "pw-bench-superuser-1")

@@ -8,7 +8,7 @@ address outside the allowlist without a token setting 403; wrong tokens count to
 throttle (429 once over ``TOKEN_FAILURE_LIMIT``).
 
 Every scrape builds its own registry with one collector, which reads the snapshot and the GC run from the
-dashboard's database (``state.insights``): no global metric state, nothing kept between scrapes, and no
+dashboard's database (``stats.insights``): no global metric state, nothing kept between scrapes, and no
 query of Airflow's state tables.
 """
 
@@ -28,10 +28,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from statestore_admin.state import insights, permissions
-from statestore_admin.state.models import GcRun
-from statestore_admin.state.scopes import EVERYTHING
-from statestore_admin.state.status import EXPIRING, STATUSES
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import EVERYTHING
+from statestore_admin.core.status import EXPIRING, STATUSES
+from statestore_admin.records.models import GcRun
+from statestore_admin.stats import insights
 from statestore_admin.throttling import TokenFailureThrottle, client_address
 
 log = logging.getLogger(__name__)

@@ -60,8 +60,8 @@ class DomainErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
+        from statestore_admin.core.errors import NotFound
         from statestore_admin.dashboard.errors import not_found
-        from statestore_admin.state.errors import NotFound
 
         if isinstance(exception, NotFound):
             return not_found(request, exception)

@@ -73,7 +73,10 @@ if not SECRET_KEY:
 INSTALLED_APPS = [
     # statestore_admin.airflow first: its `migrate` never touches the Airflow database.
     "statestore_admin.airflow",
-    "statestore_admin.state",
+    "statestore_admin.records",  # the dashboard's own tables (Django label "state")
+    "statestore_admin.identity",
+    "statestore_admin.access",
+    "statestore_admin.objects",
     "statestore_admin.dashboard",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -196,7 +199,7 @@ AIRFLOW_UI_URL = env.str("AIRFLOW_UI_URL", default="")
 # Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
 # Seconds an exact count on a large table (the overview's figures, the GC preview) may take on PostgreSQL before
-# the planner's estimate is shown instead, with the age of its statistics (state/counting.py).
+# the planner's estimate is shown instead, with the age of its statistics (core/counting.py).
 COUNT_BUDGET_SECONDS = env.float("COUNT_BUDGET_SECONDS", default=0.3)
 # The GC page warns when the last successful state_store_clean run finished more than this many hours ago,
 # or when at least this many task state rows have expired (docs/gc.md, The GC page).
@@ -377,7 +380,7 @@ else:
     CACHES = {
         "default": {
             "BACKEND": "statestore_admin.cache.DatabaseCache",
-            "LOCATION": "statestore_cache",  # state.models.CacheEntry
+            "LOCATION": "statestore_cache",  # records.models.CacheEntry
             # Django culls a third of the entries past MAX_ENTRIES (300 by default), throttle tickets included.
             "OPTIONS": {"MAX_ENTRIES": 100_000},
         }

@@ -3,8 +3,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections
 
+from statestore_admin.access import permissions, scopes
 from statestore_admin.airflow.schema import create_airflow_schema
-from statestore_admin.state import permissions, scopes
 
 from . import factories
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from statestore_admin.state import objects
+from statestore_admin.objects import store as objects
 
 # Airflow's names: a section's dot becomes an underscore ([common.io] → AIRFLOW__COMMON_IO__…).
 ENV_PATH = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH"

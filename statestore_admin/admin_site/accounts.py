@@ -8,10 +8,11 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
-from statestore_admin.state import formatting, sign_in
-from statestore_admin.state.models import AccessScope, ExternalIdentity
-from statestore_admin.state.scopes import locked_account_fields, may_change_accounts, may_manage_scopes, rule_for
-from statestore_admin.state.sign_in import GroupMapping
+from statestore_admin.access.scopes import locked_account_fields, may_change_accounts, may_manage_scopes, rule_for
+from statestore_admin.core import formatting
+from statestore_admin.identity import sign_in
+from statestore_admin.identity.sign_in import GroupMapping
+from statestore_admin.records.models import AccessScope, ExternalIdentity
 
 
 class ScopeManagersOnly:
@@ -73,7 +74,7 @@ class AccountsGuard:
 
 class ExternalIdentityInline(admin.TabularInline):
     """How the user signs in from outside, the groups the provider last sent and what they map to: set at
-    every sign-in (``state.sign_in``), so read-only here; a change made by hand would be undone by the next."""
+    every sign-in (``identity.sign_in``), so read-only here; a change made by hand would be undone by the next."""
 
     model = ExternalIdentity
     fields = ("method", "provider", "subject", "provider_groups", "mapped_to", "last_sign_in")

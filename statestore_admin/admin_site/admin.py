@@ -5,7 +5,7 @@ reads ``airflow|state|auth|tokens|axes``, as tests/permission_matrix.md lists th
 first, then the dashboard's records and scopes, Django's users and groups (registered again), API tokens.
 """
 
-from . import state_store  # noqa: F401, I001  (in this order: see above)
-from . import records  # noqa: F401
-from . import accounts  # noqa: F401
-from . import tokens  # noqa: F401
+from statestore_admin.admin_site import state_store  # noqa: F401, I001  (in this order: see above)
+from statestore_admin.admin_site import records  # noqa: F401
+from statestore_admin.admin_site import accounts  # noqa: F401
+from statestore_admin.admin_site import tokens  # noqa: F401

@@ -3,8 +3,8 @@ read-only, and not for a user with a scope."""
 
 from django.contrib import admin
 
-from statestore_admin.state.models import GcRun, StatsSnapshot
-from statestore_admin.state.scopes import scope_of, store_wide
+from statestore_admin.access.scopes import scope_of, store_wide
+from statestore_admin.records.models import GcRun, StatsSnapshot
 
 
 class StoreWideRecordAdmin(admin.ModelAdmin):

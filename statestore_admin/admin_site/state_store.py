@@ -28,13 +28,14 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import ADMIN, Actor
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
-from statestore_admin.state import counting, formatting, permissions, selectors, services
-from statestore_admin.state.actors import ADMIN, Actor
-from statestore_admin.state.counting import COUNT_CAP
-from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
-from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.values import (
+from statestore_admin.core import counting, formatting
+from statestore_admin.core.counting import COUNT_CAP
+from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.values import (
     decode_json_text,
     encode_value,
     expiry_choices,
@@ -42,6 +43,7 @@ from statestore_admin.state.values import (
     parse_datetime_aware,
     pretty,
 )
+from statestore_admin.state import selectors, services
 
 MAX_SELECTION = 10_000  # keys per action: one audited change, one bounded list of ids
 DAG_CHOICES = 200  # DAGs offered by the DAG filter; others are found by search (or ?dag_id=… in the URL)

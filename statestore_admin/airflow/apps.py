@@ -11,7 +11,7 @@ class AirflowAppConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import request_finished, request_started
 
-        from . import availability, checks  # noqa: F401  (checks registers the system checks)
+        from statestore_admin.airflow import availability, checks  # noqa: F401  (checks registers the system checks)
 
         # One deadline per request: what failed is remembered for the request, and forgotten after it.
         request_started.connect(availability.begin_request, dispatch_uid="airflow-availability-begin")

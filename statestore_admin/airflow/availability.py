@@ -109,7 +109,7 @@ def query_timeout(seconds: float | None, using: str | None = None) -> Iterator[N
     For long jobs such as ``state_store_clean``: the client-side deadline and the server's
     ``statement_timeout`` both change for the block, and are restored afterwards. A no-op on SQLite.
     """
-    from .router import airflow_alias
+    from statestore_admin.airflow.router import airflow_alias
 
     connection = connections[using or airflow_alias()]
     if not hasattr(connection, "set_query_timeout"):

@@ -7,10 +7,19 @@ Airflow alias; it is skipped by commands for other databases (``migrate`` of the
 from django.core import checks
 from django.db import DatabaseError, connections
 
-from . import versions
-from .config import airflow_config
-from .models import Asset, AssetActive, AssetStateStore, DagRun, DynamicRegion, Log, TaskInstance, TaskStateStore
-from .router import airflow_alias
+from statestore_admin.airflow import versions
+from statestore_admin.airflow.config import airflow_config
+from statestore_admin.airflow.models import (
+    Asset,
+    AssetActive,
+    AssetStateStore,
+    DagRun,
+    DynamicRegion,
+    Log,
+    TaskInstance,
+    TaskStateStore,
+)
+from statestore_admin.airflow.router import airflow_alias
 
 
 def _describe(connection) -> str:

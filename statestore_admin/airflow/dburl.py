@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from .config import AirflowConfig, AirflowConfigError
+from statestore_admin.airflow.config import AirflowConfig, AirflowConfigError
 
 POSTGRES_DIALECTS = {"postgresql", "postgres"}
 APPLICATION_NAME = "statestore-admin"

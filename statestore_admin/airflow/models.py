@@ -22,7 +22,7 @@ from django.db import connections, models
 from django.db.models.expressions import Col
 from django.utils.functional import cached_property
 
-from .versions import SENTINEL_REGION_ID, schema_of
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 
 
 class VersionedCol(Col):

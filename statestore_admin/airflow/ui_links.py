@@ -31,8 +31,8 @@ from uuid import UUID
 
 from django.conf import settings
 
-from .config import AirflowConfigError, airflow_config
-from .versions import SENTINEL_REGION_ID
+from statestore_admin.airflow.config import AirflowConfigError, airflow_config
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 
 TASK_STATE_TAB = "task-state-store"
 ASSET_STATE_TAB = "asset-state-store"

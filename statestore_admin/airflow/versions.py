@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from .availability import AirflowDatabaseUnavailable
+from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
 
 # Airflow's own value of region_id for a task instance outside any region (``SENTINEL_REGION_ID``).
 SENTINEL_REGION_ID = UUID(int=0)

@@ -22,15 +22,17 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import API, Actor
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.state import formatting, objects, permissions, selectors, services, values
-from statestore_admin.state.actors import API, Actor
-from statestore_admin.state.scopes import scope_of
+from statestore_admin.api.errors import DetailInvalid, ErrorBody, RequestInvalid, error
+from statestore_admin.core import formatting, values
+from statestore_admin.core.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
+from statestore_admin.objects import store as objects
+from statestore_admin.state import selectors, services
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import AT, DEFAULT, MAX_DEPTH, NEVER, Expiry, json_depth, parse_datetime_aware
-
-from .errors import DetailInvalid, ErrorBody, RequestInvalid, error
 
 PAGE_LIMIT, MAX_PAGE_LIMIT = 50, 100  # Airflow's [api] fallback_page_limit and maximum_page_limit
 TRUE = {"1", "true", "t", "yes", "y", "on"}

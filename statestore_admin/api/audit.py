@@ -12,13 +12,10 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import audit, exports, permissions, selectors, services
-from statestore_admin.state.actors import API, Actor
-from statestore_admin.state.models import AuditEvent, AuditKey
-from statestore_admin.state.pagination import MAX_PAGE_SIZE, encode_cursor
-from statestore_admin.state.scopes import scope_of
-
-from .airflow_v2 import (
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import API, Actor
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.api.airflow_v2 import (
     MAX_INT,
     BodyRequiredSchema,
     LenientJSONParser,
@@ -29,7 +26,13 @@ from .airflow_v2 import (
     query_bool,
     query_int,
 )
-from .errors import ConflictBody, ErrorBody, RequestInvalid, error
+from statestore_admin.api.errors import ConflictBody, ErrorBody, RequestInvalid, error
+from statestore_admin.audit import events as audit
+from statestore_admin.core.pagination import MAX_PAGE_SIZE, encode_cursor
+from statestore_admin.exports import documents as exports
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent, AuditKey
+from statestore_admin.state import selectors
 
 PAGE_LIMIT, MAX_LIMIT = 50, 200
 OPTIONAL_DATETIME = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [""]}]}
@@ -105,7 +108,7 @@ def event_keys(event: AuditEvent, cursor: str | None, limit: int) -> tuple[list[
     return keys, cursor
 
 
-def outcome_entry(outcome: services.RestoreOutcome) -> dict:
+def outcome_entry(outcome: restores.RestoreOutcome) -> dict:
     return outcome.as_dict()
 
 
@@ -223,7 +226,7 @@ RestoreBody = inline_serializer(
     "RestoreEventBody",
     {
         "resolutions": serializers.DictField(
-            child=serializers.ChoiceField([services.KEEP, services.OVERWRITE]),
+            child=serializers.ChoiceField([restores.KEEP, restores.OVERWRITE]),
             required=False,
             help_text='Per conflicting key (the "id" of a conflict): "keep" its current value or "overwrite" it.',
         )
@@ -318,7 +321,7 @@ class RestoreEvent(AuditView):
         """Bring the event's keys back to their state before it. A key written again since is a 409
         listing both values, unless overwrite=true or a resolution decides it."""
         event = viewable_event(request, id)
-        outcome = services.restore_event(
+        outcome = restores.restore_event(
             actor=actor(request),
             event_id=event.pk,
             overwrite=query_bool(request, "overwrite"),
@@ -334,7 +337,7 @@ def resolutions(data) -> dict[str, str]:
     chosen = data.get("resolutions", {})
     if not isinstance(chosen, dict):
         raise RequestInvalid(error("dict_type", ["body", "resolutions"], "Input should be a valid dictionary", chosen))
-    choices = (services.KEEP, services.OVERWRITE)
+    choices = (restores.KEEP, restores.OVERWRITE)
     problems = [
         error("enum", ["body", "resolutions", k], "Input should be 'keep' or 'overwrite'", v)
         for k, v in chosen.items()
@@ -369,7 +372,7 @@ class RestoreDocument(AuditView):
         if document is None:  # only white space
             raise RequestInvalid(error("missing", ["body"], "Field required", None))
         refuse_nul(document, where)
-        outcome = services.restore_document(
+        outcome = restores.restore_document(
             actor=actor(request), document=document, overwrite=query_bool(request, "overwrite")
         )
         return Response(outcome_entry(outcome))

@@ -2,10 +2,10 @@
 
 A token acts with the roles and scope its owner has at each request. Those of an account that single sign-on or
 the proxy manages are what its last sign-in there mapped to, and its tokens work only while that sign-in is recent
-(``state.sign_in.recheck``, ``TOKEN_IDP_MAX_AGE``); a local account's work as long as the token is valid.
+(``identity.sign_in.recheck``, ``TOKEN_IDP_MAX_AGE``); a local account's work as long as the token is valid.
 """
 
-from statestore_admin.state import sign_in
+from statestore_admin.identity import sign_in
 from statestore_admin.tokens import authentication
 
 

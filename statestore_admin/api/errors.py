@@ -1,6 +1,6 @@
 """Errors as Airflow's FastAPI answers them: ``{"detail": "..."}`` or ``{"detail": [{type, loc, msg, input}]}``.
 
-Validation messages of the domain (``state.values``) carry codes; here they get Airflow's wording, so a
+Validation messages of the domain (``core.values``) carry codes; here they get Airflow's wording, so a
 client sees what Airflow would say. Nothing here decides what is valid.
 """
 
@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
-from statestore_admin.state.errors import Ambiguous, Conflict, NotFound, Unaddressable
+from statestore_admin.core.errors import Ambiguous, Conflict, NotFound, Unaddressable
 from statestore_admin.tokens.authentication import OwnerSignInLapsed, ReadOnlyToken, TokenExpired
 
 AIRFLOW_VALUE_ERRORS = {

@@ -4,13 +4,12 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from statestore_admin.state import gc
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
-
-from . import shapes
-from .airflow_v2 import MAX_INT, integer, query_int
-from .ours import READ_ERRORS, OwnView, query_errors
+from statestore_admin import gc
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.api import shapes
+from statestore_admin.api.airflow_v2 import MAX_INT, integer, query_int
+from statestore_admin.api.ours import READ_ERRORS, OwnView, query_errors
+from statestore_admin.core.errors import Invalid
 
 
 class GcDryRun(OwnView):

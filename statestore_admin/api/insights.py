@@ -1,5 +1,5 @@
 """The Insights page's figures as JSON (``/api/statestore/v1/insights/...``): the statistics snapshots over
-time, the latest one's expiry and size histograms and top lists, and the GC runs; ``state.insights`` holds
+time, the latest one's expiry and size histograms and top lists, and the GC runs; ``stats.insights`` holds
 the rules (who sees what), the same as the page's."""
 
 from django.utils import timezone
@@ -7,14 +7,15 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from statestore_admin.state import gc, insights, permissions
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of, sees_store_wide
-
-from . import shapes
-from .airflow_v2 import ERRORS, iso
-from .errors import ErrorBody
-from .ours import READ_ERRORS, OwnView, ViewsAnyStore, query_errors
+from statestore_admin import gc
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of, sees_store_wide
+from statestore_admin.api import shapes
+from statestore_admin.api.airflow_v2 import ERRORS, iso
+from statestore_admin.api.errors import ErrorBody
+from statestore_admin.api.ours import READ_ERRORS, OwnView, ViewsAnyStore, query_errors
+from statestore_admin.core.errors import Invalid
+from statestore_admin.stats import insights
 
 RULES = """Figures as of the latest statistics snapshot (`manage.py state_store_stats`); `snapshot` is null
 until one has been taken. Open to users who may view either store; each store's figures only with view on it

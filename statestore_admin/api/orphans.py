@@ -5,12 +5,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 
-from statestore_admin.state import orphans
-
-from . import shapes
-from .airflow_v2 import ERRORS, MAX_INT, integer, query_int
-from .errors import ErrorBody
-from .ours import OwnView
+from statestore_admin.api import shapes
+from statestore_admin.api.airflow_v2 import ERRORS, MAX_INT, integer, query_int
+from statestore_admin.api.errors import ErrorBody
+from statestore_admin.api.ours import OwnView
+from statestore_admin.objects import orphans
 
 DESCRIPTION = """What `state_store_orphans --json` prints: the objects under `[common.io]
 state_store_objectstorage_path` (`storage`, null when none is configured: then nothing is listed, and

@@ -7,13 +7,14 @@ from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.state import gc, permissions, selectors
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
-
-from . import shapes
-from .airflow_v2 import ERRORS, StorePermission, iso
-from .errors import ErrorBody, RequestInvalid, error
+from statestore_admin import gc
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.api import shapes
+from statestore_admin.api.airflow_v2 import ERRORS, StorePermission, iso
+from statestore_admin.api.errors import ErrorBody, RequestInvalid, error
+from statestore_admin.core.errors import Invalid
+from statestore_admin.state import selectors
 
 # 429: too many failed tokens from the caller's address (throttling.py).
 READ_ERRORS = {code: ERRORS[code] for code in (401, 403, 422)} | {429: ErrorBody}

@@ -4,14 +4,13 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from statestore_admin.state import permissions
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.api.airflow_v2 import MAX_INT, asset_entry, integer, iso, query_int
+from statestore_admin.api.ours import READ_ERRORS, OwnView, query_errors
+from statestore_admin.api.shapes import AssetKeySearchPage, TaskKeySearchPage
+from statestore_admin.core.errors import Invalid
 from statestore_admin.state import search as searching
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
-
-from .airflow_v2 import MAX_INT, asset_entry, integer, iso, query_int
-from .ours import READ_ERRORS, OwnView, query_errors
-from .shapes import AssetKeySearchPage, TaskKeySearchPage
 
 SEARCH_PARAMS = [
     OpenApiParameter("key", str, description="Text to find in keys"),

@@ -3,7 +3,7 @@ document describes them with these, and the fuzz run checks every answer against
 
 from rest_framework import serializers
 
-from .airflow_v2 import Writer
+from statestore_admin.api.airflow_v2 import Writer
 
 
 def text(**kwargs):
@@ -163,7 +163,7 @@ class ExpiredReferences(serializers.Serializer):
 
 
 class GcDryRun(serializers.Serializer):
-    """``state.gc.DryRunSummary.as_dict()``, which ``state_store_clean --dry-run --json`` prints too."""
+    """``gc.DryRunSummary.as_dict()``, which ``state_store_clean --dry-run --json`` prints too."""
 
     dry_run = serializers.BooleanField()
     outcome = serializers.ChoiceField(["dry_run", "skipped"])
@@ -405,7 +405,7 @@ class StorageErrors(serializers.Serializer):
 
 
 class OrphansReport(serializers.Serializer):
-    """``state.orphans.OrphanReport.as_dict()``, which ``state_store_orphans --json`` prints too."""
+    """``objects.orphans.OrphanReport.as_dict()``, which ``state_store_orphans --json`` prints too."""
 
     storage = StorageShape(allow_null=True)
     config_error = text(allow_null=True)

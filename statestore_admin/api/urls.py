@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from . import airflow_v2, audit, gc, insights, orphans, ours, schema, search  # noqa: F401  (schema: the Bearer scheme)
+from statestore_admin.api import airflow_v2, audit, gc, insights, orphans, ours, schema, search  # noqa: F401  (schema: the Bearer scheme)
 
 
 class KeyConverter:

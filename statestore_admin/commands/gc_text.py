@@ -1,9 +1,10 @@
-"""``state_store_clean``'s text: the dry run as the command prints it. The domain (``state.gc``) returns the
+"""``state_store_clean``'s text: the dry run as the command prints it. The domain (``gc``) returns the
 data (``DryRunSummary``, the same object whose ``as_dict`` is ``--dry-run --json`` and the API's answer)."""
 
 from __future__ import annotations
 
-from statestore_admin.state import formatting, gc
+from statestore_admin import gc
+from statestore_admin.core import formatting
 
 
 def dry_run_lines(summary: gc.DryRunSummary) -> list[str]:

@@ -1,9 +1,12 @@
 """``state_store_orphans``'s text: the orphans report as the command prints it. The domain
-(``state.orphans``) returns the report, whose ``as_dict`` is ``--json`` and the API's answer."""
+(``objects.orphans``) returns the report, whose ``as_dict`` is ``--json`` and the API's answer."""
 
 from __future__ import annotations
 
-from statestore_admin.state import formatting, objects, orphans, permissions
+from statestore_admin.access import permissions
+from statestore_admin.core import formatting
+from statestore_admin.objects import orphans
+from statestore_admin.objects import store as objects
 
 
 def report_lines(result: orphans.OrphanReport) -> list[str]:

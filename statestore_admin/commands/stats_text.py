@@ -1,10 +1,10 @@
-"""The statistics snapshot as the commands print it; the domain (``state.stats``) records and reads it."""
+"""The statistics snapshot as the commands print it; the domain (``stats.snapshots``) records and reads it."""
 
 from __future__ import annotations
 
-from statestore_admin.state import formatting
-from statestore_admin.state.models import StatsSnapshot
-from statestore_admin.state.status import EXPIRING, STATUSES
+from statestore_admin.core import formatting
+from statestore_admin.core.status import EXPIRING, STATUSES
+from statestore_admin.records.models import StatsSnapshot
 
 
 def snapshot_line(snapshot: StatsSnapshot) -> str:

@@ -24,21 +24,30 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.state import formatting, objects, permissions, selectors, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
-from statestore_admin.state.scopes import scope_of
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.values import decode_json_text, pretty, stored_surrogate
+from statestore_admin.dashboard import params as params_
+from statestore_admin.dashboard.forms import (
+    AddAssetKeyForm,
+    AddTaskKeyForm,
+    ExpiryForm,
+    ValueForm,
+    apply_errors,
+    expiry_text,
+)
+from statestore_admin.dashboard.htmx import dialog as _dialog
+from statestore_admin.dashboard.htmx import done as _done
+from statestore_admin.dashboard.htmx import error_messages as _error_messages
+from statestore_admin.dashboard.pages import invalid_page
+from statestore_admin.dashboard.templatetags.page_links import coordinate_query
+from statestore_admin.objects import store as objects
+from statestore_admin.state import selectors, services
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import decode_json_text, pretty, stored_surrogate
-
-from . import params as params_
-from .forms import AddAssetKeyForm, AddTaskKeyForm, ExpiryForm, ValueForm, apply_errors, expiry_text
-from .htmx import dialog as _dialog
-from .htmx import done as _done
-from .htmx import error_messages as _error_messages
-from .pages import invalid_page
-from .templatetags.page_links import coordinate_query
 
 SAMPLE = 50  # keys listed by a confirmation; the count covers them all
 

@@ -12,11 +12,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from statestore_admin.state import permissions, selectors
-from statestore_admin.state.errors import Invalid, NotFound
-from statestore_admin.state.scopes import scope_of
-
-from .pages import invalid_page, requires_view
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core.errors import Invalid, NotFound
+from statestore_admin.dashboard.pages import invalid_page, requires_view
+from statestore_admin.state import selectors
 
 # A value that is still one of Airflow's placeholders: Airflow had nothing to put there.
 _UNFILLED = re.compile(r"^\{[A-Z_]+\}$")

@@ -8,7 +8,6 @@ class DashboardConfig(AppConfig):
     label = "dashboard"
 
     def ready(self):
+        from statestore_admin.dashboard import checks  # noqa: F401  (registers the system checks)
         from statestore_admin.sso import checks as sso_checks  # noqa: F401  (sso is no app: its system checks)
         from statestore_admin.sso import passwords, proxy  # noqa: F401
-
-        from . import checks  # noqa: F401  (registers the system checks)

@@ -22,19 +22,21 @@ from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import worker_ref_of
-from statestore_admin.state import exports, permissions, selectors, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
-from statestore_admin.state.models import AuditEvent, AuditKey
-from statestore_admin.state.scopes import scope_of
-from statestore_admin.state.values import parse_datetime_aware, pretty, stored_surrogate
-
-from .actions import task_selection
-from .downloads import bad_request, export_download
-from .htmx import dialog, error_messages
-from .pages import render_page, requires_view
-from .timezones import active_zone_name, as_wall_time, wall_times_as_instants
+from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.values import parse_datetime_aware, pretty, stored_surrogate
+from statestore_admin.dashboard.actions import task_selection
+from statestore_admin.dashboard.downloads import bad_request, export_download
+from statestore_admin.dashboard.htmx import dialog, error_messages
+from statestore_admin.dashboard.pages import render_page, requires_view
+from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time, wall_times_as_instants
+from statestore_admin.exports import documents as exports
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent, AuditKey
+from statestore_admin.state import selectors
 
 MAX_DIFF_LINES = 400  # a diff longer than this is cut, with the number of lines left out
 COMPACT_CHARS = 2000  # both sides of a change shown unfolded up to this many characters
@@ -297,7 +299,7 @@ def _resolutions(post) -> dict[str, str]:
     chosen = {}
     for name, value in post.items():
         match = RESOLUTION.fullmatch(name)
-        if match and value in (services.KEEP, services.OVERWRITE):
+        if match and value in (restores.KEEP, restores.OVERWRITE):
             chosen[match.group(1)] = value
     return chosen
 
@@ -305,7 +307,7 @@ def _resolutions(post) -> dict[str, str]:
 RESTORED_LINKED = 10  # restored keys the "Restored" dialog links to; the restore's events list them all
 
 
-def _restored_links(request, outcome: services.RestoreOutcome) -> tuple[list[dict], int]:
+def _restored_links(request, outcome: restores.RestoreOutcome) -> tuple[list[dict], int]:
     """The first restored keys, each with a link to the key as it is now (a task key restored is a new row:
     ``selectors.current_task_key``), None for a key the restore deleted; and how many more were restored."""
     scope, links, total = scope_of(request.user), [], 0
@@ -322,7 +324,7 @@ def _restored_links(request, outcome: services.RestoreOutcome) -> tuple[list[dic
     return links, total - len(links)
 
 
-def _restored(request, outcome: services.RestoreOutcome, fallback: str):
+def _restored(request, outcome: restores.RestoreOutcome, fallback: str):
     """Success: htmx gets the outcome in the dialog (with a toast), a plain form the restore's event."""
     message = outcome.describe()
     if request.htmx:
@@ -337,7 +339,7 @@ def _restored(request, outcome: services.RestoreOutcome, fallback: str):
 
 @require_http_methods(["GET", "POST"])
 def audit_restore(request, event_id):
-    """GET: the confirmation; POST: ``services.restore_event``. A conflict lists each key written since,
+    """GET: the confirmation; POST: ``restores.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
     event = selectors.viewable_audit_event(event_id, user=request.user)
     for action in permissions.RESTORE_ACTIONS:
@@ -346,7 +348,7 @@ def audit_restore(request, event_id):
     if request.method == "POST":
         chosen = _resolutions(request.POST)
         try:
-            outcome = services.restore_event(
+            outcome = restores.restore_event(
                 actor=Actor.from_request(request),
                 event_id=event.pk,
                 overwrite=request.POST.get("overwrite") == "1",
@@ -374,7 +376,7 @@ def _read_upload(upload) -> bytes:
 @require_POST
 def audit_restore_file(request):
     """Restore the keys of an export file in two steps: the upload shows what the restore would do
-    (``services.preview_document``), and the restore (``services.restore_document``) happens only when the
+    (``restores.preview_document``), and the restore (``restores.restore_document``) happens only when the
     same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
     if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
@@ -386,7 +388,7 @@ def audit_restore_file(request):
         document = exports.read_document(raw)
         digest = hashlib.sha256(raw).hexdigest()
         if request.POST.get("confirmed") != digest:  # not confirmed, or another file than the one previewed
-            preview = services.preview_document(actor=actor, document=document, overwrite=overwrite)
+            preview = restores.preview_document(actor=actor, document=document, overwrite=overwrite)
             context = {
                 "preview": preview,
                 "digest": digest,
@@ -396,7 +398,7 @@ def audit_restore_file(request):
                 "conflicts": _conflict_rows(preview.conflicts),
             }
             return dialog(request, "audit/_upload_preview.html", context)
-        outcome = services.restore_document(actor=actor, document=document, overwrite=overwrite)
+        outcome = restores.restore_document(actor=actor, document=document, overwrite=overwrite)
     except Conflict as exc:
         message, conflicts = str(exc), _conflict_rows(exc.details)
     except ValidationError as exc:

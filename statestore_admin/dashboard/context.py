@@ -1,7 +1,9 @@
 from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
-from statestore_admin.state import gc, orphans, permissions, scopes
+from statestore_admin import gc
+from statestore_admin.access import permissions, scopes
+from statestore_admin.objects import orphans
 
 
 def capabilities(request):

@@ -1,4 +1,4 @@
-"""Downloads of the lists as JSON or CSV (``?format=json|csv``, JSON by default), streamed (``state.exports``).
+"""Downloads of the lists as JSON or CSV (``?format=json|csv``, JSON by default), streamed (``exports.documents``).
 
 Each download checks what its list checks: the store's view permission, and the user's scope through the
 same selectors (a run, a task instance or an asset out of scope is not found; search and audit rows are
@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from statestore_admin.state import exports, permissions, selectors
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core.errors import Forbidden, Invalid
+from statestore_admin.dashboard import params
+from statestore_admin.dashboard.downloads import bad_request, export_download
+from statestore_admin.dashboard.pages import requires_view
+from statestore_admin.dashboard.timezones import wall_times_as_instants
+from statestore_admin.exports import documents as exports
 from statestore_admin.state import search as searching
-from statestore_admin.state.errors import Forbidden, Invalid
-from statestore_admin.state.scopes import scope_of
-
-from . import params
-from .downloads import bad_request, export_download
-from .pages import requires_view
-from .timezones import wall_times_as_instants
+from statestore_admin.state import selectors
 
 
 def _format(request) -> str:

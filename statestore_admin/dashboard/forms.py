@@ -14,6 +14,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
+from statestore_admin.core.values import AT, DEFAULT, NEVER, Expiry, expiry_choices, parse_datetime_aware
 from statestore_admin.dashboard.templatetags.display import absolute, relative
 from statestore_admin.dashboard.timezones import (
     active_zone_name,
@@ -23,9 +26,6 @@ from statestore_admin.dashboard.timezones import (
     picker_text,
     shown_in_utc,
 )
-from statestore_admin.state import formatting
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry, expiry_choices, parse_datetime_aware
 
 QUICK_DAYS = (1, 7)  # the picker's shortcuts: expire this many days from now
 

@@ -2,7 +2,7 @@
 up, how to schedule ``state_store_clean`` for this deployment, and, for Admins, a bounded run now.
 
 GC spans every DAG: the page is for users with view on task state and no scope (``gc.access``). Every figure
-and every deletion goes through ``state.gc``: the preview is ``gc.dry_run`` and a run is ``gc.run_gc``, the
+and every deletion goes through ``gc``: the preview is ``gc.dry_run`` and a run is ``gc.run_gc``, the
 very code of ``state_store_clean``, recorded (``GcRun``, with the user) and audited like the command's runs,
 and followed by the same statistics snapshot (``gc.snapshot_after``).
 A run from the page is bounded so that it ends within the request: a batch size, a number of batches and a
@@ -28,14 +28,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.state import formatting, gc, selectors
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import GcRun
-from statestore_admin.state.scopes import scope_of
-
-from .htmx import dialog
-from .timezones import active_zone_name, as_wall_time, local_to_utc
+from statestore_admin import gc
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
+from statestore_admin.dashboard.htmx import dialog
+from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time, local_to_utc
+from statestore_admin.records.models import GcRun
+from statestore_admin.state import selectors
 
 # A run from the page: the form's defaults (each within gc.PAGE_MAX_*).
 DEFAULT_BATCH_SIZE = 1_000

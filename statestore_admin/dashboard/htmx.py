@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from statestore_admin.state import permissions
+from statestore_admin.access import permissions
 
 UNDO_TAG = "undo:"  # a message's extra_tags: "undo:<event id>", the toast's Undo (templates/includes/_toast_undo.html)
 

@@ -3,7 +3,7 @@
 The charts are SVG drawn by the templates (``templates/insights/``) from the geometry computed here: no
 script, no inline style (the Content-Security-Policy forbids both), colours from CSS classes of
 ``static/css/insights.css`` so that they follow the light or dark theme. Each chart has its numbers as a
-table for screen readers and anyone who would rather read. The figures come from ``state.insights``.
+table for screen readers and anyone who would rather read. The figures come from ``stats.insights``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from statestore_admin.access import permissions
+from statestore_admin.access.permissions import ASSET, TASK
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core import formatting, status
+from statestore_admin.core.errors import Conflict, Invalid
 from statestore_admin.dashboard.timezones import localtime
-from statestore_admin.state import formatting, history, insights, permissions, status
-from statestore_admin.state.errors import Conflict, Invalid
-from statestore_admin.state.permissions import ASSET, TASK
-from statestore_admin.state.scopes import scope_of
+from statestore_admin.stats import history, insights
 
 # Geometry of the charts (SVG user units; the SVG scales to its box) ------------------------------
 WIDTH, HEIGHT = 640, 220

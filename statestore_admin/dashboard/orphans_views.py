@@ -1,5 +1,5 @@
 """The Orphans page (``/orphans/``): worker-side objects no row references, dangling references and orphan
-risks, from ``state.orphans.report`` (the same report as ``state_store_orphans`` and the API).
+risks, from ``objects.orphans.report`` (the same report as ``state_store_orphans`` and the API).
 
 The report walks the object storage and reads every row holding a reference, so it is made on request
 (``?sample=N`` items per sample) and says how long it took. Deleting is the command's: the page shows it.
@@ -14,9 +14,9 @@ import sys
 from django.conf import settings
 from django.shortcuts import render
 
-from statestore_admin.state import objects, orphans
-
-from . import params
+from statestore_admin.dashboard import params
+from statestore_admin.objects import orphans
+from statestore_admin.objects import store as objects
 
 SAMPLES = (20, 100, 500)
 

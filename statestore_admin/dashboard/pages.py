@@ -9,10 +9,9 @@ from functools import wraps
 from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 
-from statestore_admin.state import permissions
-from statestore_admin.state.errors import Forbidden
-
-from .htmx import error_messages
+from statestore_admin.access import permissions
+from statestore_admin.core.errors import Forbidden
+from statestore_admin.dashboard.htmx import error_messages
 
 PANEL = "keys-panel"
 

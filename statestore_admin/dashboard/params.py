@@ -6,8 +6,9 @@ answers a plain 400 instead, since its file would not be what was asked for (``m
 from uuid import UUID
 
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.state import exports, pagination
-from statestore_admin.state.errors import Invalid
+from statestore_admin.core import pagination
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import documents as exports
 from statestore_admin.state.selectors import ALL_MAP_INDEXES
 
 

@@ -4,13 +4,13 @@ from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 
-from statestore_admin.state import permissions, selectors
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core.errors import Invalid
+from statestore_admin.dashboard import params as query_params
+from statestore_admin.dashboard.pages import render_page
 from statestore_admin.state import search as searching
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
-
-from . import params as query_params
-from .pages import render_page
+from statestore_admin.state import selectors
 
 
 def search(request):

@@ -13,13 +13,14 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from statestore_admin.state import formatting, permissions, selectors
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.scopes import scope_of
-
-from .audit_views import diff_lines
-from .pages import invalid_page, render_page, requires_view
-from .timezones import localtime, shown_in_utc
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
+from statestore_admin.dashboard.audit_views import diff_lines
+from statestore_admin.dashboard.pages import invalid_page, render_page, requires_view
+from statestore_admin.dashboard.timezones import localtime, shown_in_utc
+from statestore_admin.state import selectors
 
 MAX_DIFF_LINES = 80  # of one value's diff on these pages; the key page and the audit show the rest
 WIDTH, HEIGHT = 640, 200

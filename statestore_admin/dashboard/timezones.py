@@ -18,9 +18,9 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from statestore_admin.state import formatting
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.values import parse_datetime_aware
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
+from statestore_admin.core.values import parse_datetime_aware
 from statestore_admin.web import is_api
 
 ZONE_COOKIE = "tz"

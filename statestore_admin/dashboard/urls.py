@@ -1,8 +1,6 @@
 from django.urls import path, register_converter
 
-from statestore_admin.tokens import views as tokens
-
-from . import (
+from statestore_admin.dashboard import (
     actions,
     airflow_views,
     audit_views,
@@ -14,7 +12,8 @@ from . import (
     story_views,
     views,
 )
-from .framed import framable
+from statestore_admin.dashboard.framed import framable
+from statestore_admin.tokens import views as tokens
 
 
 class TaskActionConverter:

@@ -8,12 +8,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from statestore_admin.state import objects, permissions, selectors, services
-from statestore_admin.state.errors import Invalid, NotFound
-from statestore_admin.state.scopes import scope_of
-
-from . import params
-from .pages import invalid_page, render_page, requires_view, requires_view_of_any
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import scope_of
+from statestore_admin.core.errors import Invalid, NotFound
+from statestore_admin.dashboard import params
+from statestore_admin.dashboard.pages import invalid_page, render_page, requires_view, requires_view_of_any
+from statestore_admin.objects import store as objects
+from statestore_admin.state import selectors, services
 
 
 def home(request):
@@ -178,7 +179,7 @@ def asset_detail(request, asset_id):
 def task_key(request, key_id):
     """One task key. A worker-side reference is shown with the value behind it (``objects.resolve_task_row``:
     read only here, never on lists, and only with ``WORKER_BACKEND_READ``) or why that value is not shown."""
-    from .audit_views import key_history
+    from statestore_admin.dashboard.audit_views import key_history
 
     try:
         key = selectors.get_task_key(key_id, scope=scope_of(request.user))
@@ -201,7 +202,7 @@ def task_key(request, key_id):
 
 @requires_view(permissions.ASSET)
 def asset_key(request, asset_id):
-    from .audit_views import key_history
+    from statestore_admin.dashboard.audit_views import key_history
 
     key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
     history = key_history(selectors.asset_key_history(key.asset_id, key.key))

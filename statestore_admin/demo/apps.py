@@ -10,4 +10,4 @@ class DemoConfig(AppConfig):
     verbose_name = "Demo"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers statestore.E050)
+        from statestore_admin.demo import checks  # noqa: F401  (registers statestore.E050)

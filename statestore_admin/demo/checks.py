@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
-from .accounts import demo_accounts
+from statestore_admin.demo.accounts import demo_accounts
 
 
 @checks.register("statestore")

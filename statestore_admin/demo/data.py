@@ -29,8 +29,8 @@ from statestore_admin.airflow.models import (
 )
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
-from statestore_admin.state import objects
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
+from statestore_admin.core.values import AT, DEFAULT, NEVER, Expiry
+from statestore_admin.objects import store as objects
 
 LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
 

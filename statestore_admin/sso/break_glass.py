@@ -1,4 +1,4 @@
-"""Break-glass, the page (``state.break_glass`` makes and spends the links): opening a link shows a button; only
+"""Break-glass, the page (``identity.break_glass`` makes and spends the links): opening a link shows a button; only
 pressing it (a POST, with CSRF) uses the link, so a chat or mail client that fetches links to preview them
 cannot spend it. The session's changes are audited as made after ``break-glass``, and it ends when the link's own
 minutes have passed again after sign-in (not after ``SESSION_COOKIE_AGE``).
@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.state import break_glass, sign_in
+from statestore_admin.identity import break_glass, sign_in
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from joserfc.errors import JoseError
 
-from statestore_admin.state import sign_in, usernames
+from statestore_admin.identity import sign_in, usernames
 
 log = logging.getLogger(__name__)
 

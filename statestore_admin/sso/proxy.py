@@ -4,7 +4,7 @@ they are in headers; the dashboard believes those headers only from ``TRUSTED_PR
 Modelled on Django's ``RemoteUserMiddleware`` (the header names a user; a session made from the header ends
 when the header changes or disappears), with three differences: the headers count only when the request's
 peer (``REMOTE_ADDR``: the proxy's own connection, not ``X-Forwarded-For``, which a client writes) is a trusted
-proxy; the person goes through ``state.sign_in`` (created at first sign-in, roles and scope groups from their
+proxy; the person goes through ``identity.sign_in`` (created at first sign-in, roles and scope groups from their
 groups); and the mapping runs again only when what the headers say changes (a hash kept in the session) or every
 few minutes (which keeps the account's last sign-in recent: ``TOKEN_IDP_MAX_AGE``), not at every request. A
 bearer token under ``/api/`` is the token's business: such requests are left alone.
@@ -26,7 +26,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import render
 from django.utils.translation import gettext
 
-from statestore_admin.state import sign_in
+from statestore_admin.identity import sign_in
 
 log = logging.getLogger(__name__)
 

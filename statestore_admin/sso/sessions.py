@@ -1,5 +1,5 @@
 """A single sign-on session ends once its account has not signed in at the provider for ``TOKEN_IDP_MAX_AGE``
-(``state.sign_in.session_lapsed``): someone removed at the provider who never signs in again does not keep an open
+(``identity.sign_in.session_lapsed``): someone removed at the provider who never signs in again does not keep an open
 session. The person is signed out; the request goes on anonymous, so a page sends them to the login page and the API
 answers 401. Behind the proxy, which vouches at every request, ``sso.proxy`` signs the person in again well before.
 """
@@ -10,7 +10,7 @@ import logging
 
 from django.contrib.auth import logout
 
-from statestore_admin.state import sign_in
+from statestore_admin.identity import sign_in
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,4 @@
-"""The domain: every rule about the state store. Reads (``selectors``, ``search``, ``stats``,
-``insights``), writes (``services``: set, expire, delete, clear, restore, each with an ``Actor`` and its
-audit event), GC (``gc``), worker-side objects and orphans (``objects``, ``orphans``), values and expiry
-(``values``), access (``permissions``, ``roles``, ``scopes``, ``patterns``), the audit trail (``audit``,
-``models``) and downloads (``exports``). It imports ``statestore_admin.airflow`` and never a face; it
-raises its own errors (``errors``) and leaves HTTP to the faces."""
+"""The two state stores, task and asset: reads (``selectors``: DAGs, runs, task instances, assets, a
+key's story, run comparison, the ``/api/v2`` reads), writes (``services``: set, expire, delete, clear,
+each with an ``Actor`` and its audit event, the delete order of a row and its worker-side object) and
+search across them (``search``). It raises ``core.errors`` and leaves HTTP to the faces."""

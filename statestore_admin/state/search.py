@@ -34,13 +34,19 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Max, Min, Q, QuerySet
 
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-
-from .counting import COUNT_CAP, Figure, capped_count
-from .errors import Invalid
-from .pagination import MAX_PAGE_SIZE, Page, decode_cursor_for, encode_cursor, paginate, paginate_before
-from .scopes import Scope
-from .selectors import (
+from statestore_admin.core.counting import COUNT_CAP, Figure, capped_count
+from statestore_admin.core.errors import Invalid
+from statestore_admin.core.pagination import (
+    MAX_PAGE_SIZE,
+    Page,
+    decode_cursor_for,
+    encode_cursor,
+    paginate,
+    paginate_before,
+)
+from statestore_admin.state.selectors import (
     STATUSES,
     dag_prefix_q,
     dags_containing,

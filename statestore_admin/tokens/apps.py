@@ -9,4 +9,4 @@ class TokensConfig(AppConfig):
     verbose_name = "API tokens"
 
     def ready(self):
-        from . import signals  # noqa: F401  (revoke tokens on password change or deactivation)
+        from statestore_admin.tokens import signals  # noqa: F401  (revoke tokens on password change or deactivation)

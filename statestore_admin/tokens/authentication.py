@@ -4,8 +4,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from statestore_admin import throttling
-
-from .models import ApiToken, digest
+from statestore_admin.tokens.models import ApiToken, digest
 
 LAST_USED_EVERY = timedelta(minutes=1)  # write last_used_at at most this often
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
 
-from .models import ApiToken
+from statestore_admin.tokens.models import ApiToken
 
 PASSWORD_CHANGED = "password changed"
 USER_DEACTIVATED = "user deactivated"

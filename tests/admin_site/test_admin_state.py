@@ -21,7 +21,7 @@ from django.utils import timezone
 from statestore_admin.admin_site import state_store as state_admin
 from statestore_admin.admin_site.state_store import TaskStateStoreAdmin
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state.models import AccessScope, AuditEvent
+from statestore_admin.records.models import AccessScope, AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -7,8 +7,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 
-from statestore_admin.state import roles, scopes
-from statestore_admin.state.models import AccessScope
+from statestore_admin.access import scopes
+from statestore_admin.identity import roles
+from statestore_admin.records.models import AccessScope
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -182,7 +183,7 @@ def test_a_superuser_still_manages_scopes(client, user_factory, world):
 
 
 def test_the_users_page_says_which_rule_applies_and_unscoped_is_granted_with_star(client, user_factory, world):
-    from statestore_admin.state.models import ExternalIdentity
+    from statestore_admin.records.models import ExternalIdentity
 
     client.force_login(user_factory("root", is_staff=True, is_superuser=True))
     local = user_factory("local-person", unscoped=False)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from statestore_admin.airflow.models import Log, TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from tests.api.test_api import bearer, put
 from tests.conftest import BOTH_DATABASES
 

@@ -14,7 +14,7 @@ from django.db import connections
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from tests import factories
 from tests.conftest import BOTH_DATABASES
 

@@ -8,10 +8,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
-from statestore_admin.state import exports, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.exports import documents as exports
+from statestore_admin.records.models import AuditEvent
+from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES

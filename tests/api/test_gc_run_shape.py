@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from statestore_admin.state.models import GcRun
+from statestore_admin.records.models import GcRun
 
 from ..conftest import BOTH_DATABASES
 

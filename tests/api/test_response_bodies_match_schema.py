@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
-from statestore_admin.state.models import GcRun
-from statestore_admin.state.stats import take_snapshot
+from statestore_admin.records.models import GcRun
+from statestore_admin.stats.snapshots import take_snapshot
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import objects
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 from tests.dashboard.test_worker_refs_pages import immutable, ref_value, set_common_io, storage, write_object, write_ref  # noqa: F401

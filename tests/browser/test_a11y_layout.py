@@ -23,10 +23,10 @@ from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.records.models import AuditEvent, GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent, GcRun, StatsSnapshot, StatsSnapshotDag
-from statestore_admin.state.stats import take_snapshot
+from statestore_admin.stats.snapshots import take_snapshot
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage, ref_value, write_object

@@ -14,7 +14,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 
 from ..conftest import BOTH_DATABASES
 from .conftest import row_action

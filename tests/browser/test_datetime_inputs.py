@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
 
 from ..conftest import BOTH_DATABASES
 from .test_csp import REPORT_VIOLATIONS

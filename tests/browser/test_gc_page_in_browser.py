@@ -17,8 +17,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import roles
-from statestore_admin.state.models import GcRun
+from statestore_admin.identity import roles
+from statestore_admin.records.models import GcRun
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
 from .test_a11y_layout import serious

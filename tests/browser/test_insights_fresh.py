@@ -10,8 +10,9 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from statestore_admin.state import history, roles
-from statestore_admin.state.models import StatsSnapshot
+from statestore_admin.identity import roles
+from statestore_admin.records.models import StatsSnapshot
+from statestore_admin.stats import history
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
 from .test_csp import REPORT_VIOLATIONS

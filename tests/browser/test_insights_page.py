@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from statestore_admin.state.models import GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
 
 from ..conftest import BOTH_DATABASES
 from .test_csp import REPORT_VIOLATIONS

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import Group
 from playwright.sync_api import expect
 
+from statestore_admin.identity import roles
+from statestore_admin.records.models import AccessScope
 from statestore_admin.settings import allow_form_action
-from statestore_admin.state import roles
-from statestore_admin.state.models import AccessScope
 from tests.conftest import BOTH_DATABASES
 from tests.oidc_provider_process import running_provider
 

@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.gc import GcPlan, run_gc
-from statestore_admin.state.stats import take_snapshot
+from statestore_admin.access.actors import Actor
+from statestore_admin.gc import GcPlan, run_gc
+from statestore_admin.stats.snapshots import take_snapshot
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage

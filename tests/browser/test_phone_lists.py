@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.records.models import GcRun
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import GcRun
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from statestore_admin.state import roles
+from statestore_admin.identity import roles
 
 from ..conftest import BOTH_DATABASES
 

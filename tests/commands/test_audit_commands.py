@@ -10,9 +10,10 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import exports, retention
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.audit import retention
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import documents as exports
+from statestore_admin.records.models import AuditEvent, AuditKey
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -15,8 +15,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from statestore_admin.state.models import AuditEvent, BreakGlassLink
-from statestore_admin.state.sign_in import SESSION_KEY
+from statestore_admin.identity.sign_in import SESSION_KEY
+from statestore_admin.records.models import AuditEvent, BreakGlassLink
 
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
 

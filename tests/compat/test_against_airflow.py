@@ -364,7 +364,7 @@ def test_airflow_database_url_alone_is_enough(airflow, golden, tmp_path):
         "--no-imports",
         "-c",
         "from statestore_admin.state.selectors import store_totals as s; "
-        "from statestore_admin.state.scopes import EVERYTHING; "
+        "from statestore_admin.access.scopes import EVERYTHING; "
         "t = s(EVERYTHING); print(t.task_keys, t.asset_keys)",
     )
     expected = f"{len(query(db, TASK_ROWS))} {len(query(db, ASSET_ROWS))}"

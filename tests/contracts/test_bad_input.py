@@ -11,8 +11,9 @@ from django.urls import include, path
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent
-from statestore_admin.state.values import MAX_DEPTH
+from statestore_admin.core.values import MAX_DEPTH
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 
@@ -444,7 +445,8 @@ DEEP = "[" * 5000 + "]" * 5000  # deeper than Python's JSON parser goes
 def test_values_deeper_than_the_parser_goes_never_fail(dag_run_factory, task_instance_factory):
     """A stored value nested past Python's recursion limit (Airflow writes without a depth limit)."""
     from statestore_admin.airflow.models import TaskStateStore, worker_ref_of
-    from statestore_admin.state import exports, pagination, values
+    from statestore_admin.core import pagination, values
+    from statestore_admin.exports import documents as exports
 
     run = dag_run_factory(dag_id="deep")
     row = TaskStateStore.objects.create(
@@ -459,22 +461,21 @@ def test_values_deeper_than_the_parser_goes_never_fail(dag_run_factory, task_ins
 
 @pytest.mark.django_db(databases=BOTH_DATABASES)
 def test_restore_documents_deeper_than_the_parser_goes_are_refused(operator):
-    from statestore_admin.state import services
-    from statestore_admin.state.actors import Actor
-    from statestore_admin.state.errors import Invalid
-    from statestore_admin.state.exports import FORMAT
+    from statestore_admin.access.actors import Actor
+    from statestore_admin.core.errors import Invalid
+    from statestore_admin.exports.documents import FORMAT
 
     entry = {"store": "task", "dag_id": "d", "run_id": "r", "task_id": "t", "key": "k", "value_json": DEEP}
     with pytest.raises(Invalid, match="nest"):
-        services.restore_document(
+        restores.restore_document(
             actor=Actor(via="ui", user=operator), document={"format": FORMAT, "version": 1, "keys": [entry]}
         )
 
 
 @pytest.mark.django_db(databases=BOTH_DATABASES)
 def test_audit_asset_id_beyond_an_integer_is_invalid():
+    from statestore_admin.core.errors import Invalid
     from statestore_admin.state import selectors
-    from statestore_admin.state.errors import Invalid
 
     with pytest.raises(Invalid):
         selectors.AuditQuery.from_params({"asset_id": str(10**19)})

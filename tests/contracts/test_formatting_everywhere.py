@@ -1,6 +1,6 @@
 """The same bytes, the same count and the same time read the same on every face that shows them: a key
 page, Insights, the Orphans page, the GC page, a download, the API and the commands, through Django's test
-client (or ``call_command``) with real rows. The text each one must contain is ``state.formatting``'s."""
+client (or ``call_command``) with real rows. The text each one must contain is ``core.formatting``'s."""
 
 import io
 import json
@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import formatting
+from statestore_admin.core import formatting
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage, write_bytes

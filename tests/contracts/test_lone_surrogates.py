@@ -15,8 +15,8 @@ from django.db import OperationalError, ProgrammingError, connections, transacti
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import values
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.core import values
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.airflow_schema import index_column
 from tests.conftest import BOTH_DATABASES

@@ -46,10 +46,13 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
+from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import audit, scopes, services, stats
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AccessScope, AuditEvent, GcRun
+from statestore_admin.audit import events as audit
+from statestore_admin.records.models import AccessScope, AuditEvent, GcRun
+from statestore_admin.state import services
+from statestore_admin.stats import snapshots as stats
 from statestore_admin.tokens.models import ApiToken
 from tests import factories
 from tests.conftest import BOTH_DATABASES

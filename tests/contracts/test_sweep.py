@@ -21,10 +21,10 @@ import re
 import pytest
 from django.db import connections, transaction
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
 from tests import factories
 from tests.conftest import BOTH_DATABASES
 from tests.contracts.test_permission_matrix import (

@@ -10,8 +10,8 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import GcRun
-from statestore_admin.state.roles import ADMIN, OPERATOR, VIEWER
+from statestore_admin.identity.roles import ADMIN, OPERATOR, VIEWER
+from statestore_admin.records.models import GcRun
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 

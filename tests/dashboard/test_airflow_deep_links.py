@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 
-from statestore_admin.state.models import AccessScope
+from statestore_admin.records.models import AccessScope
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

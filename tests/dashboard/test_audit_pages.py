@@ -13,12 +13,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.core.values import Expiry
+from statestore_admin.records.models import AuditEvent, AuditKey
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent, AuditKey
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import Expiry
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -120,7 +120,7 @@ def test_outcomes_failed_in_progress_and_unknown(op_client, run):
 
 
 def test_an_actor_name_with_a_bidi_override_is_isolated_and_a_new_one_escaped(op_client, run, user_factory):
-    """A name from before state.usernames' rule, recorded as it was, cannot turn the text around it; a change made
+    """A name from before identity.usernames' rule, recorded as it was, cannot turn the text around it; a change made
     by such an account now is recorded with the override written as an escape."""
     old = AuditEvent.objects.create(actor="evil\u202enimda", via="api", action="delete", store="task", status="done")
     page = text(op_client.get("/audit/"))

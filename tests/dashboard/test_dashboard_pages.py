@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state.models import GcRun
+from statestore_admin.records.models import GcRun
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

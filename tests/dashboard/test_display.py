@@ -14,7 +14,7 @@ from django.template import Context, Template, TemplateSyntaxError
 from django.utils import timezone
 
 from statestore_admin.dashboard.templatetags.display import num, size
-from statestore_admin.state.stats import take_snapshot
+from statestore_admin.stats.snapshots import take_snapshot
 from tests.conftest import BOTH_DATABASES
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

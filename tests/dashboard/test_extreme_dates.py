@@ -18,9 +18,9 @@ from django.template import Context, Template
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.core import formatting
 from statestore_admin.dashboard.templatetags.display import absolute, utc_title
 from statestore_admin.dashboard.timezones import as_wall_time
-from statestore_admin.state import formatting
 from tests.conftest import BOTH_DATABASES
 
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)

@@ -11,12 +11,14 @@ from django.core import checks
 from django.test import override_settings
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import gc, roles, scopes
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.checks import check_gc_page_settings
-from statestore_admin.state.models import AuditEvent, GcRun
-from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.dashboard.checks import check_gc_page_settings
+from statestore_admin.identity import roles
+from statestore_admin.records.models import AuditEvent, GcRun
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.objects_helpers import file_storage
 

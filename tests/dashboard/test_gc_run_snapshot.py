@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore
-from statestore_admin.state.models import GcRun, StatsSnapshot
+from statestore_admin.records.models import GcRun, StatsSnapshot
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
 

@@ -11,9 +11,10 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from statestore_admin.state import insights, scopes
-from statestore_admin.state.models import GcRun, StatsSnapshot, StatsSnapshotDag
-from statestore_admin.state.scopes import EVERYTHING, Scope
+from statestore_admin.access import scopes
+from statestore_admin.access.scopes import EVERYTHING, Scope
+from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.stats import insights
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

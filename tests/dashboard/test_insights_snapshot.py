@@ -9,10 +9,11 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
+from statestore_admin.access import scopes
+from statestore_admin.core.errors import Conflict
 from statestore_admin.dashboard.insights_views import _axis, compact, size, time_labels
-from statestore_admin.state import history, scopes
-from statestore_admin.state.errors import Conflict
-from statestore_admin.state.models import GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.stats import history
 
 from ..conftest import ALL_PERMS, BOTH_DATABASES
 

@@ -14,7 +14,7 @@ from django.db import connections
 from django.utils import timezone
 
 from statestore_admin.airflow.versions import schema_of
-from statestore_admin.state.models import AccessScope
+from statestore_admin.records.models import AccessScope
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.factories import (
     LOOP_GATE_OPERATOR,

@@ -3,9 +3,9 @@
 import pytest
 from django.http import QueryDict
 
+from statestore_admin.core.errors import Invalid
 from statestore_admin.dashboard import params
-from statestore_admin.state import exports
-from statestore_admin.state.errors import Invalid
+from statestore_admin.exports import documents as exports
 
 
 @pytest.mark.parametrize(

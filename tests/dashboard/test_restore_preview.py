@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

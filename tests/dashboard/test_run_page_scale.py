@@ -11,10 +11,12 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
+from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import scopes, selectors, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent
+from statestore_admin.state import selectors
 from statestore_admin.state.services import confirmations
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 
@@ -133,7 +135,7 @@ def test_each_task_has_a_capped_count(client, operator, run):
 
 def test_a_cursor_that_does_not_fit_the_sort_is_the_first_page(client, operator, run):
     client.force_login(operator)
-    from statestore_admin.state.pagination import encode_cursor
+    from statestore_admin.core.pagination import encode_cursor
 
     bad = encode_cursor(["extract", "x", "not a length", "key_1", 1])
     response = client.get(f"/runs/{run.pk}/?sort=key&cursor={bad}")
@@ -155,7 +157,7 @@ def test_bulk_expiry_sets_the_listed_keys_only_audited_and_undoable(client, oper
     event = AuditEvent.objects.get(action=AuditEvent.Action.EXPIRY)
     assert event.key_count == 1 and list(event.keys.values_list("key", flat=True)) == ["key_1"]
     before = TaskStateStore.objects.get(key="key_1").expires_at
-    services.restore_event(actor=Actor(via="ui", user=operator), event_id=event.pk)
+    restores.restore_event(actor=Actor(via="ui", user=operator), event_id=event.pk)
     assert before is None and TaskStateStore.objects.get(key="key_1").expires_at is None
 
 

@@ -14,11 +14,11 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
+from statestore_admin.access.scopes import EVERYTHING, Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.core.pagination import decode_cursor, decode_cursor_for, encode_cursor
+from statestore_admin.records.models import AccessScope
 from statestore_admin.state import search as searching
-from statestore_admin.state.models import AccessScope
-from statestore_admin.state.pagination import decode_cursor, decode_cursor_for, encode_cursor
-from statestore_admin.state.scopes import EVERYTHING, Scope
 from statestore_admin.state.search import SearchQuery
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -149,7 +149,7 @@ def test_an_old_link_does_not_reveal_a_key_out_of_scope(user_factory, op_client,
     old = TaskStateStore.objects.get(key="job")
     act(op_client, "/keys/task/delete/", {"ids": old.pk})
     op_client.post(f"/audit/{AuditEvent.objects.latest('id').pk}/restore/", **HX)
-    from statestore_admin.state.models import AccessScope
+    from statestore_admin.records.models import AccessScope
 
     scoped = user_factory("scoped", perms=["task.view"], unscoped=False)
     AccessScope.objects.create(user=scoped, kind=AccessScope.Kind.DAG, pattern="other_*")

@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
 from tests.objects_helpers import object_exists, read_only, ref_value, write_object
 

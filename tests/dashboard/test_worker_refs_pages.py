@@ -18,8 +18,8 @@ import fsspec
 import pytest
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import objects
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -103,7 +103,7 @@ def test_bad_scale_arguments():
 def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch, settings, tmp_path):
     """`make run` gives the demo a file:// object storage in var/demo/state/: its offloaded values are written
     there like common.io's backend writes them, and the key page's resolver reads them back."""
-    from statestore_admin.state import objects
+    from statestore_admin.objects import store as objects
 
     monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
     monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")

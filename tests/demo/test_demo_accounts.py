@@ -15,8 +15,8 @@ from statestore_admin.airflow.dburl import resolve_airflow_database
 from statestore_admin.demo.accounts import DEMO_ACCOUNTS_GROUP
 from statestore_admin.demo.checks import check_demo_accounts
 from statestore_admin.demo.management.commands.demo_setup import create_demo_users
-from statestore_admin.state import roles
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.identity import roles
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 from tests.operations.test_settings import run_manage

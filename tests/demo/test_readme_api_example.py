@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from statestore_admin.demo.management.commands.demo_setup import create_demo_users, start_message
-from statestore_admin.state import roles
+from statestore_admin.identity import roles
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -90,7 +90,7 @@ def test_add_takes_an_expired_entry_once(fresh_caches):
     """The database cache's add: an expired row is replaced, an unexpired one is not."""
     assert cache.add("ticket", 1, 1) is True
     assert cache.add("ticket", 2, 1) is False
-    from statestore_admin.state.models import CacheEntry
+    from statestore_admin.records.models import CacheEntry
 
     CacheEntry.objects.update(expires="2000-01-01T00:00:00Z")
     assert cache.add("ticket", 3, 60) is True and cache.get("ticket") == 3

@@ -18,9 +18,9 @@ from django.db import connections
 from django.test import Client
 
 from statestore_admin import cache as shared_cache
+from statestore_admin.access.reach import _DAG_IDS_CACHE_KEY
 from statestore_admin.dashboard.checks import check_cache, check_cache_password
-from statestore_admin.state.models import AccessScope
-from statestore_admin.state.selectors.scoped import _DAG_IDS_CACHE_KEY
+from statestore_admin.records.models import AccessScope
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.contracts.test_security import ROOT, manage, production_env  # noqa: F401  (a fixture)
 from tests.operations.test_cache import redis_cache
@@ -323,7 +323,8 @@ def test_every_key_the_dashboard_reads_holding_the_wrong_type_is_read_afresh(
     scoped user's sums of snapshots and count of asset keys, the GC preview's DAGs, the token tickets."""
     import redis
 
-    from statestore_admin.state import counting, stats
+    from statestore_admin.core import counting
+    from statestore_admin.stats import snapshots as stats
 
     monkeypatch.setattr(counting, "ESTIMATE_ABOVE", 1)  # "a large table": a scope's asset keys are counted, kept
     task_key_factory(dag_run_factory(dag_id="etl_a"), key="watermark")

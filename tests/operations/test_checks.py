@@ -147,7 +147,7 @@ OBJECT_PATH = "AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH"
 
 
 def worker_checks():
-    from statestore_admin.state.checks import check_worker_backend_settings
+    from statestore_admin.objects.checks import check_worker_backend_settings
 
     return check_worker_backend_settings()
 

@@ -166,7 +166,7 @@ def test_state_store_clean_runs_under_its_own_deadline(pg, monkeypatch, settings
 
     seen = []
     monkeypatch.setattr(
-        "statestore_admin.state.gc.run_gc",
+        "statestore_admin.gc.run_gc",
         lambda *args, **kwargs: seen.append(connections["airflow"].query_timeout) or _stop(),
     )
     settings.AIRFLOW_DATABASE_GC_QUERY_TIMEOUT = 1234

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from statestore_admin.state.models import GcRun, StatsSnapshot
+from statestore_admin.records.models import GcRun, StatsSnapshot
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

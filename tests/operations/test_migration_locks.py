@@ -20,7 +20,7 @@ from statestore_admin.airflow import versions
 from statestore_admin.airflow.backends.postgresql.base import LOCK_TIMEOUT, lock_timeout_ms
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.versions import REVISION_33, REVISION_34, REVISIONS_BETWEEN, revision_phrase, schema_of
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from statestore_admin.cache import RETRY_SECONDS
-from statestore_admin.state.gc import ADVISORY_LOCK_KEY
+from statestore_admin.gc import ADVISORY_LOCK_KEY
 from tests.operations.test_production import free_port
 from tests.operations.test_serving import _run, databases, gunicorn, server_environment
 

@@ -116,7 +116,7 @@ def test_airflow_database_url_alone_is_enough(tmp_path, airflow_postgres_databas
         "--no-imports",
         "-c",
         "from statestore_admin.state.selectors import store_totals as s; "
-        "from statestore_admin.state.scopes import EVERYTHING; "
+        "from statestore_admin.access.scopes import EVERYTHING; "
         "t = s(EVERYTHING); print(t.task_keys, t.asset_keys)",
         env=dict(env),
     )
@@ -141,7 +141,7 @@ def test_demo_setup_creates_the_demo_once_and_keeps_changes(tmp_path):
         "shell",
         "--no-imports",
         "-c",
-        "from django.contrib.auth.models import User; from statestore_admin.state.scopes import scope_of; "
+        "from django.contrib.auth.models import User; from statestore_admin.access.scopes import scope_of; "
         "u = User.objects.get(username='demo-etl'); "
         f"print(sorted(g.name for g in u.groups.all()), scope_of(u).describe(), u.check_password({password!r}))",
         env=dict(env),

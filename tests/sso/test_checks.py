@@ -77,8 +77,8 @@ def test_the_settings_from_the_environment(tmp_path):
 def test_roles_without_a_scope_group_or_default_scope_are_named(settings):
     """Fail closed: roles alone would let people in who see nothing (statestore.W042); the access settings
     themselves are checked too (statestore.E060, E061)."""
+    from statestore_admin.access.checks import check_access_settings
     from statestore_admin.sso.checks import check_fail_closed_scopes
-    from statestore_admin.state.checks import check_access_settings
 
     for name, value in GOOD.items():
         setattr(settings, name, value)

@@ -16,9 +16,10 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
+from statestore_admin.access import scopes
+from statestore_admin.identity import sign_in
+from statestore_admin.records.models import AccessScope, ExternalIdentity
 from statestore_admin.sso import proxy
-from statestore_admin.state import scopes, sign_in
-from statestore_admin.state.models import AccessScope, ExternalIdentity
 from statestore_admin.tokens.models import ApiToken
 from tests import factories
 

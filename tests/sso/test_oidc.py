@@ -14,9 +14,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import signing
 
+from statestore_admin.identity import sign_in
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.sso import oidc
-from statestore_admin.state import sign_in
-from statestore_admin.state.models import AuditEvent
 from tests.faults import TcpProxy
 
 from .hostile_provider import CLIENT_ID, CLIENT_SECRET, HostileProvider, new_key

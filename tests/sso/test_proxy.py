@@ -11,9 +11,9 @@ from django.core.management.base import SystemCheckError
 from django.test import Client
 from django.urls import reverse
 
+from statestore_admin.identity.sign_in import SESSION_KEY
+from statestore_admin.records.models import ExternalIdentity
 from statestore_admin.sso import proxy
-from statestore_admin.state.models import ExternalIdentity
-from statestore_admin.state.sign_in import SESSION_KEY
 from statestore_admin.tokens.models import ApiToken
 
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])

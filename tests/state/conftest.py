@@ -1,6 +1,6 @@
 import pytest
 
-from statestore_admin.state.actors import Actor
+from statestore_admin.access.actors import Actor
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
-from statestore_admin.state import scopes
-from statestore_admin.state.models import AccessScope
+from statestore_admin.access import scopes
+from statestore_admin.records.models import AccessScope
 
 BEFORE = [("state", "0012_break_glass")]
 AFTER = [("state", "0013_access_scope_all")]

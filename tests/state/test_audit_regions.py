@@ -17,9 +17,12 @@ from django.db import connections
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
-from statestore_admin.state import audit, exports, selectors, services
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import documents as exports
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent, AuditKey
+from statestore_admin.state import selectors, services
 from statestore_admin.state.selectors import TaskAddress
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
@@ -64,7 +67,7 @@ def test_a_delete_in_a_region_is_recorded_there_and_undone_there(loop, ui):
     assert (entry["map_index"], entry["region_id"]) == (0, str(loop["second"]))
     assert len(rows()) == 2  # only the second iteration's key went
 
-    outcome = services.restore_event(actor=ui, event_id=event.pk)
+    outcome = restores.restore_event(actor=ui, event_id=event.pk)
     assert outcome.restored == 1 and rows() == before
     restore = AuditEvent.objects.get(action="restore")
     assert (restore.map_index, restore.region_id, restore.keys.get().region_id) == (0, loop["second"], loop["second"])
@@ -89,7 +92,7 @@ def test_an_event_across_regions_names_no_index(loop, ui):
 
 def test_a_keys_history_is_of_its_region(loop, ui):
     delete_in(ui, loop["run"], loop["first"])
-    services.restore_event(actor=ui, event_id=AuditEvent.objects.get(action="delete").pk)
+    restores.restore_event(actor=ui, event_id=AuditEvent.objects.get(action="delete").pk)
     first = TaskStateStore.objects.get(region_id=loop["first"])
     second = TaskStateStore.objects.get(region_id=loop["second"])
     outside = TaskStateStore.objects.get(region_id=SENTINEL_REGION_ID)
@@ -106,7 +109,7 @@ def test_an_export_names_the_region_and_restores_onto_it(loop, ui):
     assert sorted(r["region_id"] for r in csv_rows) == regions
     before = rows()
     TaskStateStore.objects.all().delete()
-    outcome = services.restore_document(actor=ui, document=document)
+    outcome = restores.restore_document(actor=ui, document=document)
     assert outcome.restored == 3 and rows() == before
 
 
@@ -120,7 +123,7 @@ def test_a_region_that_does_not_exist_is_refused_with_nothing_changed(loop, ui):
         {**entry, "region_id": str(missing), "key": "cursor", "value": 9},
     ]
     with pytest.raises(Invalid, match=f"region {missing} of 'cursor' does not exist"):
-        services.restore_document(actor=ui, document=document)
+        restores.restore_document(actor=ui, document=document)
     assert rows() == before and AuditEvent.objects.count() == events
 
 
@@ -144,7 +147,7 @@ def test_a_region_of_another_run_is_refused_with_nothing_changed(loop, ui, dag_r
         ],
     }
     with pytest.raises(Invalid, match="belongs to 'etl_loop' / 'manual__other', not to 'etl_loop' / 'manual__loop'"):
-        services.restore_document(actor=ui, document=document)
+        restores.restore_document(actor=ui, document=document)
     assert rows() == before and AuditEvent.objects.count() == events
 
 
@@ -153,7 +156,7 @@ def test_an_event_whose_region_is_gone_is_refused_with_nothing_changed(loop, ui)
     AuditKey.objects.filter(event=event).update(region_id=uuid.uuid4())  # as if the region were deleted since
     before, events = rows(), AuditEvent.objects.count()
     with pytest.raises(Invalid, match="does not exist"):
-        services.restore_event(actor=ui, event_id=event.pk)
+        restores.restore_event(actor=ui, event_id=event.pk)
     assert rows() == before and AuditEvent.objects.count() == events
 
 
@@ -185,7 +188,7 @@ def test_a_file_without_region_ids_restores_outside_any_region(plain, ui):
             }
         ],
     }
-    outcome = services.restore_document(actor=ui, document=document, overwrite=True)
+    outcome = restores.restore_document(actor=ui, document=document, overwrite=True)
     assert outcome.restored == 1
     assert rows() == [("fold", SENTINEL_REGION_ID, 1, "checkpoint", '{"x": 2}', None)]
     assert AuditEvent.objects.get(action="restore").keys.get().region_id is None
@@ -197,7 +200,7 @@ def test_an_event_recorded_outside_any_region_restores_onto_the_sentinel(plain, 
     services.delete_task_keys(actor=ui, selection=services.TaskSelection.of_instance(address))
     event = AuditEvent.objects.get(action="delete")
     assert event.region_id is None and event.keys.get().region_id is None
-    assert services.restore_event(actor=ui, event_id=event.pk).restored == 1
+    assert restores.restore_event(actor=ui, event_id=event.pk).restored == 1
     assert rows() == [("fold", SENTINEL_REGION_ID, 1, "checkpoint", '{"x": 1}', None)]
 
 
@@ -225,7 +228,7 @@ def test_a_region_id_that_is_no_uuid_is_refused(plain, ui, given):
         ],
     }
     with pytest.raises(Invalid, match=r'keys\[0\]: "region_id" must be a UUID'):
-        services.restore_document(actor=ui, document=document)
+        restores.restore_document(actor=ui, document=document)
 
 
 def test_a_region_on_airflow_33_is_refused(plain, ui):
@@ -250,7 +253,7 @@ def test_a_region_on_airflow_33_is_refused(plain, ui):
         ],
     }
     with pytest.raises(Invalid, match=f"belongs to region {region} .* Airflow 3.3 has no regions"):
-        services.restore_document(actor=ui, document=document)
+        restores.restore_document(actor=ui, document=document)
     assert rows() == before
 
 

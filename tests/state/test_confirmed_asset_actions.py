@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore
+from statestore_admin.core.errors import Forbidden, Invalid, NotFound
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Forbidden, Invalid, NotFound
 
 from ..conftest import BOTH_DATABASES
 

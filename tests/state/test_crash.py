@@ -18,8 +18,8 @@ import pytest
 from django.utils import timezone
 
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import services
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent
 from tests.state.test_gc_concurrency import ROOT, manage_env
 
 from ..conftest import BOTH_DATABASES
@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 CLEAR = (
-    "from statestore_admin.state import services; from statestore_admin.state.actors import Actor; "
+    "from statestore_admin.state import services; from statestore_admin.access.actors import Actor; "
     "from statestore_admin.state.selectors import TaskAddress; "
     "services.clear_task_instance(actor=Actor.command(), scope=TaskAddress('etl', 'r1', 't'))"
 )
@@ -81,9 +81,9 @@ def test_killed_after_the_change_leaves_a_pending_event_with_every_key(keys, tmp
     AuditEvent.objects.filter(pk=event.pk).update(at=timezone.now() - timedelta(minutes=2))
     assert AuditEvent.objects.get(pk=event.pk).outcome == "unknown"
     # The operator can still undo it: the recorded keys come back.
-    from statestore_admin.state.actors import Actor
+    from statestore_admin.access.actors import Actor
 
-    services.restore_event(actor=Actor(via="ui", user=operator), event_id=event.pk)
+    restores.restore_event(actor=Actor(via="ui", user=operator), event_id=event.pk)
     assert sorted(TaskStateStore.objects.filter(dag_id="etl").values_list("key", flat=True)) == ["a", "b", "c"]
 
 

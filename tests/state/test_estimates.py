@@ -10,9 +10,11 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import counting, gc, selectors
-from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.core import counting
+from statestore_admin.state import selectors
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = [pytest.mark.django_db(databases=BOTH_DATABASES), pytest.mark.usefixtures("postgres_only")]

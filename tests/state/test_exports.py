@@ -14,10 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import exports, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AccessScope, AuditEvent
+from statestore_admin.exports import documents as exports
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AccessScope, AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -91,7 +92,7 @@ def test_run_keys_download_as_a_document_the_restore_accepts(run, operator):
     # deleted, then restored from the download: the same rows again
     before = {(r.task_id, r.map_index, r.key): (r.value, r.expires_at) for r in TaskStateStore.objects.all()}
     TaskStateStore.objects.filter(dag_run=run).delete()
-    services.restore_document(actor=Actor.command(), document=json.loads(body), overwrite=False)
+    restores.restore_document(actor=Actor.command(), document=json.loads(body), overwrite=False)
     after = {(r.task_id, r.map_index, r.key): (r.value, r.expires_at) for r in TaskStateStore.objects.all()}
     assert after == before
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES

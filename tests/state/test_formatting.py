@@ -3,7 +3,7 @@
 import zoneinfo
 from datetime import UTC, datetime, timedelta, timezone
 
-from statestore_admin.state import formatting
+from statestore_admin.core import formatting
 
 
 def test_size_in_binary_units_labelled_b_kib_mib():

@@ -12,15 +12,17 @@ from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.versions import schema_of
 from statestore_admin.commands import gc_text
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
 from statestore_admin.demo.data import load_scale_data
-from statestore_admin.state import formatting, gc, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
-from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -563,7 +565,7 @@ def test_gc_events_are_not_restorable(reference):
     clean()
     event = AuditEvent.objects.get()
     with pytest.raises(Invalid, match="not restorable"):
-        services.restore_event(actor=Actor.command(), event_id=event.pk)
+        restores.restore_event(actor=Actor.command(), event_id=event.pk)
     assert keys() == SURVIVORS and AuditEvent.objects.count() == 1
 
 

@@ -17,9 +17,9 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import gc
-from statestore_admin.state.actors import Actor
 from tests.airflow_schema import index_column, task_key_conflict
 from tests.conftest import BOTH_DATABASES
 
@@ -130,7 +130,7 @@ def test_sigterm_between_batches_keeps_committed_batches_and_a_rerun_finishes(ex
 
 
 def test_interrupted_run_is_recorded(expired_and_live):
-    from statestore_admin.state.models import AuditEvent, GcRun
+    from statestore_admin.records.models import AuditEvent, GcRun
 
     expired_and_live(500)
     process = manage("--batch-size", "50", "--sleep", "0.3", "-v", "2")

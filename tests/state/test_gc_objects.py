@@ -11,10 +11,11 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import gc, objects
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent, GcRun
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent, GcRun
 from tests.conftest import BOTH_DATABASES
 from tests.objects_helpers import (
     ENV_BACKEND,

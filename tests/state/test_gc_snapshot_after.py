@@ -4,8 +4,8 @@
 import pytest
 from django.utils import timezone
 
-from statestore_admin.state import gc
-from statestore_admin.state.models import GcRun, StatsSnapshot
+from statestore_admin import gc
+from statestore_admin.records.models import GcRun, StatsSnapshot
 
 from ..conftest import BOTH_DATABASES
 

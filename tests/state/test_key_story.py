@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from statestore_admin.state import formatting, selectors
-from statestore_admin.state.scopes import Scope
+from statestore_admin.access.scopes import Scope
+from statestore_admin.core import formatting
+from statestore_admin.state import selectors
 from tests.conftest import BOTH_DATABASES
 from tests.factories import make_dag_run, make_task_key
 

@@ -1,4 +1,4 @@
-"""statestore_admin/state/objects.py on a real ``file://`` object storage (and fsspec's ``memory://``): the
+"""statestore_admin/objects/store.py on a real ``file://`` object storage (and fsspec's ``memory://``): the
 references common.io's backend builds, what is under the base path, classifying, reading for display and
 deleting. The expected references are written out by hand from the provider's rule: the base without its
 trailing slash, then each segment ``urllib.parse.quote(segment, safe="")``, then the compression's suffix."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from statestore_admin.state import objects
-from statestore_admin.state.objects import INLINE, OBJECT, OUTSIDE, UNCONFIGURED, Storage, StorageError
+from statestore_admin.objects import store as objects
+from statestore_admin.objects.store import INLINE, OBJECT, OUTSIDE, UNCONFIGURED, Storage, StorageError
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import (

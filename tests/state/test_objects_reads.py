@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from statestore_admin.state import objects
+from statestore_admin.objects import store as objects
 
 
 @pytest.fixture

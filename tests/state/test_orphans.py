@@ -1,4 +1,4 @@
-"""The orphans report (``state.orphans``) and its three faces: ``state_store_orphans``, the Orphans page and
+"""The orphans report (``objects.orphans``) and its three faces: ``state_store_orphans``, the Orphans page and
 ``/api/statestore/v1/orphans``. A real ``file://`` storage, objects written as common.io's backend writes
 them (gzip and plain; URL-quoted segments with ``/``, spaces and unicode; map indexes; asset objects by name
 and by URI), real rows on SQLite and PostgreSQL."""
@@ -14,10 +14,11 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
-from statestore_admin.state import orphans, scopes
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Forbidden
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
+from statestore_admin.core.errors import Forbidden
+from statestore_admin.objects import orphans
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.objects_helpers import ENV_PATH, file_storage, object_exists, read_only, ref_value, set_option, write_object
 

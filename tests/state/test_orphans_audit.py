@@ -3,10 +3,11 @@ view both stores unscoped see it, and there is nothing to restore."""
 
 import pytest
 
-from statestore_admin.state import audit, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.access.actors import Actor
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -49,4 +50,4 @@ def test_a_scoped_user_does_not_see_it(event, client, user_factory):
 def test_it_is_not_restorable(event):
     assert not event.restorable
     with pytest.raises(Invalid, match="objects without rows: there is nothing to restore"):
-        services.restore_event(actor=Actor.command(), event_id=event.pk)
+        restores.restore_event(actor=Actor.command(), event_id=event.pk)

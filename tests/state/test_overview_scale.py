@@ -13,10 +13,11 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import counting, selectors
-from statestore_admin.state.models import AccessScope, StatsSnapshot, StatsSnapshotDag
-from statestore_admin.state.scopes import Scope
+from statestore_admin.core import counting
+from statestore_admin.records.models import AccessScope, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.state import selectors
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AccessScope, AuditEvent
+from statestore_admin.records.models import AccessScope, AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 

@@ -12,13 +12,15 @@ from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import EVERYTHING, Scope, glob_q, glob_regex, scope_of
 from statestore_admin.airflow.models import Asset, AssetStateStore, DagRun, TaskStateStore
-from statestore_admin.state import roles, scopes, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AccessScope, AuditEvent, ExternalIdentity
-from statestore_admin.state.scopes import EVERYTHING, Scope, glob_q, glob_regex, scope_of
+from statestore_admin.core.values import NEVER, Expiry
+from statestore_admin.identity import roles
+from statestore_admin.records.models import AccessScope, AuditEvent, ExternalIdentity
+from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import NEVER, Expiry
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 

@@ -7,7 +7,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.errors import Invalid
+from statestore_admin.core.errors import Invalid
 from statestore_admin.state.search import MATCHES, STATUSES, SearchQuery
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
@@ -207,7 +207,7 @@ def test_an_exact_dag_filter_for_the_dag_lists_links(api, operator, dag_run_fact
 
 
 def test_a_scoped_users_dag_prefix_stays_within_their_dags(client, user_factory, stores):
-    from statestore_admin.state.models import AccessScope
+    from statestore_admin.records.models import AccessScope
     from tests.conftest import ALL_PERMS
 
     user = user_factory("ml-train", perms=ALL_PERMS, unscoped=False)

@@ -7,15 +7,18 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
-from statestore_admin.state import audit, permissions, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Forbidden, Invalid, NotFound
-from statestore_admin.state.exports import Target
-from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.values import AT, DEFAULT, NEVER, Expiry
+from statestore_admin.exports import restore as restores
+from statestore_admin.exports.documents import Target
+from statestore_admin.records.models import AuditEvent, AuditKey
+from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import AT, DEFAULT, NEVER, Expiry
 
 from ..conftest import BOTH_DATABASES
 
@@ -205,7 +208,7 @@ def test_values_over_the_limit_are_kept_truncated_and_not_restorable(run, ui, mo
     key = keys_of(outcome.event)["big"]
     assert key.truncated and len(key.before_value.encode()) == 1000
     with pytest.raises(Invalid, match="truncated"):
-        services.restore_event(actor=ui, event_id=outcome.event.pk)
+        restores.restore_event(actor=ui, event_id=outcome.event.pk)
 
 
 def test_commands_act_as_the_os_user(run, system):
@@ -247,20 +250,20 @@ def test_every_undoable_change_restores_exactly_what_it_changed(run, asset, ui, 
     UNDOABLE[change](ui, run)
     event = AuditEvent.objects.get()
     assert state() != before
-    outcome = services.restore_event(actor=ui, event_id=event.pk)
+    outcome = restores.restore_event(actor=ui, event_id=event.pk)
     assert state() == before, change
     assert outcome.restored == event.key_count and not outcome.kept and not outcome.missing
     restore = AuditEvent.objects.exclude(pk=event.pk).get()
     assert (restore.action, restore.restored_from_id, restore.key_count) == ("restore", event.pk, event.key_count)
     # The restore is itself a change: undoing it brings the first change back.
-    services.restore_event(actor=ui, event_id=restore.pk)
+    restores.restore_event(actor=ui, event_id=restore.pk)
     assert AuditEvent.objects.count() == 3
 
 
 def test_restoring_twice_changes_nothing_the_second_time(run, ui):
     outcome = services.clear_task_instance(actor=ui, scope=T)
-    services.restore_event(actor=ui, event_id=outcome.event.pk)
-    again = services.restore_event(actor=ui, event_id=outcome.event.pk)
+    restores.restore_event(actor=ui, event_id=outcome.event.pk)
+    again = restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert again.restored == 0 and again.unchanged == 2 and AuditEvent.objects.count() == 2
 
 
@@ -268,17 +271,17 @@ def test_a_key_written_again_is_a_conflict_resolved_per_key(run, ui):
     outcome = services.clear_task_instance(actor=ui, scope=T)
     services.set_task_key(actor=ui, scope=T, key="job", value="rewritten", expiry=Expiry(NEVER))
     with pytest.raises(Conflict) as conflict:
-        services.restore_event(actor=ui, event_id=outcome.event.pk)
+        restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert [(c["key"], c["current"]["value"], c["restore"]["value"]) for c in conflict.value.details] == [
         ("job", '"rewritten"', '{"id": 1}')
     ]
     assert not TaskStateStore.objects.filter(key="never").exists()  # nothing restored
     ident = conflict.value.details[0]["id"]
-    kept = services.restore_event(actor=ui, event_id=outcome.event.pk, resolutions={ident: services.KEEP})
+    kept = restores.restore_event(actor=ui, event_id=outcome.event.pk, resolutions={ident: restores.KEEP})
     assert kept.restored == 1 and len(kept.kept) == 1
     assert TaskStateStore.objects.get(key="job").value == '"rewritten"'
     assert TaskStateStore.objects.filter(key="never").exists()
-    services.restore_event(actor=ui, event_id=outcome.event.pk, overwrite=True)
+    restores.restore_event(actor=ui, event_id=outcome.event.pk, overwrite=True)
     assert TaskStateStore.objects.get(key="job").value == '{"id": 1}'
 
 
@@ -288,7 +291,7 @@ def test_restore_reports_keys_whose_run_or_asset_is_gone(run, asset, ui):
     run.delete()
     asset.delete()
     for event in (task_event, asset_event):
-        outcome = services.restore_event(actor=ui, event_id=event.pk)
+        outcome = restores.restore_event(actor=ui, event_id=event.pk)
         assert outcome.restored == 0 and len(outcome.missing) == event.key_count
         assert "no longer exists" in outcome.missing[0]["reason"]
 
@@ -297,16 +300,16 @@ def test_gc_and_failed_events_are_not_restorable(ui):
     for action, status in (("gc", "done"), ("delete", "failed")):
         event = AuditEvent.objects.create(actor="x", via="gc", action=action, store="task", status=status)
         with pytest.raises(Invalid):
-            services.restore_event(actor=ui, event_id=event.pk)
+            restores.restore_event(actor=ui, event_id=event.pk)
     with pytest.raises(NotFound):
-        services.restore_event(actor=ui, event_id=987654)
+        restores.restore_event(actor=ui, event_id=987654)
 
 
 def test_restore_needs_write_permissions(run, ui, user_factory):
     event = services.clear_task_instance(actor=ui, scope=T).event
     changer = Actor(via="ui", user=user_factory("c", perms=["task.view", "task.change"]))
     with pytest.raises(Forbidden):
-        services.restore_event(actor=changer, event_id=event.pk)
+        restores.restore_event(actor=changer, event_id=event.pk)
 
 
 # Large changes -----------------------------------------------------------------------------------------
@@ -332,12 +335,12 @@ def test_a_large_clear_is_recorded_in_chunks_with_every_key(dag_run_factory, tas
     assert outcome.changed == audit.CHUNK * 3 + 7 == outcome.event.key_count
     assert AuditKey.objects.filter(event=outcome.event).count() == outcome.changed
     assert not TaskStateStore.objects.filter(dag_id="big").exists()
-    services.restore_event(actor=ui, event_id=outcome.event.pk)
+    restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert TaskStateStore.objects.filter(dag_id="big").count() == outcome.changed
 
 
 def test_an_upload_with_a_conflict_in_one_store_restores_nothing_in_either(run, asset, ui):
-    from statestore_admin.state import exports
+    from statestore_admin.exports import documents as exports
 
     document = json.loads(
         "".join(
@@ -350,10 +353,10 @@ def test_an_upload_with_a_conflict_in_one_store_restores_nothing_in_either(run, 
     AssetStateStore.objects.filter(key="cursor").update(value='"changed"')
     before = state()
     with pytest.raises(Conflict) as conflict:
-        services.restore_document(actor=ui, document=document)
+        restores.restore_document(actor=ui, document=document)
     assert [c["key"] for c in conflict.value.details] == ["cursor"]
     assert state() == before and AuditEvent.objects.count() == 0
-    outcome = services.restore_document(actor=ui, document=document, overwrite=True)
+    outcome = restores.restore_document(actor=ui, document=document, overwrite=True)
     assert outcome.restored == 2 and TaskStateStore.objects.filter(key="job").exists()
     assert [e.store for e in outcome.events] == ["task", "asset"]
 
@@ -364,7 +367,7 @@ def test_worker_side_references_are_audited_and_restored_as_references(run, ui, 
     outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(scope=T, keys=("blob",)))
     key = keys_of(outcome.event)["blob"]
     assert json.loads(key.before_value) == ref and key.after_value is None
-    services.restore_event(actor=ui, event_id=outcome.event.pk)
+    restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert json.loads(TaskStateStore.objects.get(key="blob").value) == ref
 
 

@@ -1,4 +1,4 @@
-"""state.sign_in: who a person from a provider or proxy becomes, and the group mapping at every sign-in."""
+"""identity.sign_in: who a person from a provider or proxy becomes, and the group mapping at every sign-in."""
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -7,9 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.urls import reverse
 
-from statestore_admin.state import permissions, scopes
-from statestore_admin.state.models import AccessScope, AuditEvent, ExternalIdentity
-from statestore_admin.state.sign_in import OIDC, PROXY, GroupMapping, Identity, NoAccess, Refused, sign_in_identity
+from statestore_admin.access import permissions, scopes
+from statestore_admin.identity.sign_in import OIDC, PROXY, GroupMapping, Identity, NoAccess, Refused, sign_in_identity
+from statestore_admin.records.models import AccessScope, AuditEvent, ExternalIdentity
 
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
 

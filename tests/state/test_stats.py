@@ -1,4 +1,4 @@
-"""Statistics snapshots (state.stats, `state_store_stats`, and the snapshot at the end of `state_store_clean`):
+"""Statistics snapshots (stats.snapshots, `state_store_stats`, and the snapshot at the end of `state_store_clean`):
 exact figures on a small known dataset, on SQLite and PostgreSQL."""
 
 import io
@@ -10,11 +10,11 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.utils import timezone
 
+from statestore_admin.access.scopes import EVERYTHING, Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import stats
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import GcRun, StatsSnapshot, StatsSnapshotDag
-from statestore_admin.state.scopes import EVERYTHING, Scope
+from statestore_admin.core.errors import Invalid
+from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
+from statestore_admin.stats import snapshots as stats
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -365,7 +365,7 @@ def test_a_failed_snapshot_does_not_fail_gc(dataset, monkeypatch):
 
 def test_no_snapshot_after_a_locked_run(dataset, monkeypatch, postgres_only):
     """Another run holds GC's advisory lock: no GC, exit 3, and no snapshot (that run takes one)."""
-    from statestore_admin.state import gc
+    from statestore_admin import gc
 
     other = connections.create_connection("airflow")
     try:

@@ -9,8 +9,8 @@ import sys
 import psycopg
 import pytest
 
-from statestore_admin.state import stats
-from statestore_admin.state.models import StatsSnapshot
+from statestore_admin.records.models import StatsSnapshot
+from statestore_admin.stats import snapshots as stats
 from tests.conftest import BOTH_DATABASES
 from tests.state.test_gc_concurrency import ROOT, libpq_url, manage, manage_env
 

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from statestore_admin.state import status
+from statestore_admin.core import status
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 TICK = timedelta(microseconds=1)

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from statestore_admin.state import exports, values
-from statestore_admin.state.values import MAX_DEPTH
+from statestore_admin.core import values
+from statestore_admin.core.values import MAX_DEPTH
+from statestore_admin.exports import documents as exports
 
 
 def nested(depth: int) -> str:

@@ -1,4 +1,4 @@
-"""User names that only look alike are one account (state/usernames.py), wherever an account is made or named: the
+"""User names that only look alike are one account (identity/usernames.py), wherever an account is made or named: the
 admin's user forms, createsuperuser, break_glass, the scope and token commands, the authenticating proxy and
 single sign-on (tests/sso/test_oidc.py); names with control or bidi characters are refused; existing look-alikes
 are reported by a system check; the audit trail shows a name's invisible characters as escapes."""
@@ -12,10 +12,10 @@ from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.identity import usernames
+from statestore_admin.records.models import ExternalIdentity
 from statestore_admin.sso import proxy
-from statestore_admin.state import usernames
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import ExternalIdentity
 
 pytestmark = pytest.mark.django_db(databases=["default", "airflow"])
 

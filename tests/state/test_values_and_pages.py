@@ -6,12 +6,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import pagination, selectors
-from statestore_admin.state.errors import Invalid, NotFound
-from statestore_admin.state.scopes import EVERYTHING
-from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import (
+from statestore_admin.core import pagination
+from statestore_admin.core.errors import Invalid, NotFound
+from statestore_admin.core.values import (
     AT,
     DEFAULT,
     NEVER,
@@ -22,6 +21,8 @@ from statestore_admin.state.values import (
     parse_datetime_aware,
     pretty,
 )
+from statestore_admin.state import selectors
+from statestore_admin.state.selectors import TaskAddress
 
 from ..conftest import BOTH_DATABASES
 
@@ -192,7 +193,7 @@ def test_audit_query_parses_and_refuses_bad_filters():
     ],
 )
 def test_export_documents_are_validated_entry_by_entry(entry):
-    from statestore_admin.state.exports import FORMAT, parse_document
+    from statestore_admin.exports.documents import FORMAT, parse_document
 
     entry = {"store": "task", **entry}
     with pytest.raises(Invalid, match=r"keys\[0\]"):

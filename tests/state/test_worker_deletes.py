@@ -12,10 +12,12 @@ import pytest
 from django.db import connections
 from fsspec.implementations.local import LocalFileSystem
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import objects, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.models import AuditEvent
+from statestore_admin.exports import restore as restores
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent
+from statestore_admin.state import services
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.listing import confirm
 from tests.objects_helpers import (
@@ -355,7 +357,7 @@ def test_an_edit_keeps_the_object_and_its_undo_restores_the_reference(web, world
     assert response.status_code in (200, 204), response.content
     assert TaskStateStore.objects.get(pk=world["rows"]["job"]).value == '{"id": 9}'
     assert object_exists(store, ref)  # the object is left for the undo (it is an orphan meanwhile)
-    outcome = services.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
+    outcome = restores.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
     assert outcome.dangling == []  # the object was kept: nothing dangles
     row = TaskStateStore.objects.get(key="job")
     assert json.loads(row.value) == ref_value(ref)
@@ -368,7 +370,7 @@ def test_undo_of_a_delete_restores_a_reference_to_a_deleted_object(web, world, u
     store, ref = world["store"], world["refs"]["job"]
     confirm(web, "/keys/task/delete/", {"ids": [world["rows"]["job"]]}, **HX)
     assert not object_exists(store, ref)
-    outcome = services.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
+    outcome = restores.restore_event(actor=ui, event_id=AuditEvent.objects.get().pk)
     assert outcome.restored == 1 and outcome.dangling == [ref]
     assert "1 restored reference points at a worker-side object that no longer exists" in outcome.describe()
     assert ref in outcome.describe()
@@ -379,7 +381,7 @@ def test_undo_of_a_delete_restores_a_reference_to_a_deleted_object(web, world, u
     assert resolved.text is None and "dangling" in resolved.error
     # Undoing the restore deletes the row again; its object is already missing.
     restore = AuditEvent.objects.filter(action="restore").get()
-    services.restore_event(actor=ui, event_id=restore.pk)
+    restores.restore_event(actor=ui, event_id=restore.pk)
     assert not TaskStateStore.objects.filter(key="job", task_id="t").exists()
 
 

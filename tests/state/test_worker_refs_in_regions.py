@@ -4,9 +4,11 @@ path for the row, deletes the object after the row, and the orphans report maps 
 
 import pytest
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
-from statestore_admin.state import objects, orphans, services
-from statestore_admin.state.actors import Actor
+from statestore_admin.objects import orphans
+from statestore_admin.objects import store as objects
+from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
 from tests.conftest import BOTH_DATABASES
 from tests.objects_helpers import file_storage, object_exists, ref_value, write_object

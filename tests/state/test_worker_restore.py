@@ -6,8 +6,9 @@ import json
 import fsspec
 import pytest
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.exports import restore as restores
 from statestore_admin.state import services
-from statestore_admin.state.actors import Actor
 from statestore_admin.state.selectors import TaskAddress
 from tests.conftest import BOTH_DATABASES
 
@@ -44,7 +45,7 @@ def test_undoing_a_delete_restores_the_reference_and_reports_its_missing_object(
     assert outcome.changed == 2 and outcome.objects.deleted == 1 and outcome.objects.failed_count == 0
     assert not fsspec.filesystem("file").exists(ref)
 
-    restored = services.restore_event(actor=actor, event_id=outcome.event.pk)
+    restored = restores.restore_event(actor=actor, event_id=outcome.event.pk)
     assert restored.restored == 2
     assert restored.dangling == [ref]
     assert "1 restored reference points at a worker-side object that no longer exists" in restored.describe()
@@ -66,7 +67,7 @@ def test_undoing_a_delete_whose_object_exists_again_reports_nothing(
     )
     assert outcome.objects.deleted == 1
     write_object(ref, [1, 2])  # written again by a worker in the meantime
-    restored = services.restore_event(actor=actor, event_id=outcome.event.pk)
+    restored = restores.restore_event(actor=actor, event_id=outcome.event.pk)
     assert restored.restored == 1 and restored.dangling == []
     assert "no longer exists" not in restored.describe()
 
@@ -102,7 +103,7 @@ def test_a_clear_of_more_rows_than_a_chunk_deletes_every_object(
     """The objects are found again from the change's audit keys, a chunk at a time; a reference stored with
     compact JSON (another writer's spacing) is one too, and an inline one has no object."""
     from statestore_admin.airflow.models import TaskStateStore
-    from statestore_admin.state import audit
+    from statestore_admin.audit import events as audit
 
     run = dag_run_factory(dag_id="etl", run_id="big")
     task_instance_factory(run, task_id="t")

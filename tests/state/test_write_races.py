@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state.models import AuditEvent, AuditKey
+from statestore_admin.records.models import AuditEvent, AuditKey
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 

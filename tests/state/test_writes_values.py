@@ -8,13 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
-from statestore_admin.state import services, values
-from statestore_admin.state.errors import Conflict, Invalid
-from statestore_admin.state.models import AuditEvent
-from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.core import values
+from statestore_admin.core.errors import Conflict, Invalid
+from statestore_admin.core.values import NEVER, Expiry
+from statestore_admin.records.models import AuditEvent
+from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
-from statestore_admin.state.values import NEVER, Expiry
 
 from ..conftest import BOTH_DATABASES
 

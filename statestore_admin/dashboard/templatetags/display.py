@@ -12,7 +12,7 @@ A time the user's zone cannot show (an expiry of 9999-12-31 in UTC+14, of 0001-0
 datetimes end there) is shown as written, in UTC, and says so: "31 Dec 9999, 23:59 UTC".
 
 ``|num`` writes counts with thousands separators (12,345) and ``|bytes`` sizes (1,023 B, 1.5 MiB): thin wrappers
-of ``state.formatting``, which the API, the downloads and the commands use too.
+of ``core.formatting``, which the API, the downloads and the commands use too.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -23,8 +23,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from statestore_admin.core import formatting
 from statestore_admin.dashboard.timezones import active_zone_name, localtime, shown_in_utc
-from statestore_admin.state import formatting
 
 register = template.Library()
 

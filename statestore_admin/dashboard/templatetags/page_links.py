@@ -7,7 +7,7 @@ from django.utils.http import urlencode
 
 from statestore_admin.airflow import ui_links
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.state import exports
+from statestore_admin.exports import documents as exports
 
 register = template.Library()
 CURSORS = ("cursor", "task_cursor", "asset_cursor")  # a download holds the whole list, not a page

@@ -7,10 +7,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from statestore_admin.state.status import STATUSES, status_of
-from statestore_admin.state.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
-
-from .user_text import user_text
+from statestore_admin.core.status import STATUSES, status_of
+from statestore_admin.core.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
+from statestore_admin.dashboard.templatetags.user_text import user_text
 
 register = template.Library()
 FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded

@@ -1,4 +1,4 @@
-"""How pages show text that users and tasks wrote (keys, values): the rule of ``state.values``
+"""How pages show text that users and tasks wrote (keys, values): the rule of ``core.values``
 (``unescaped``, ``visible_segments``) as HTML, in one place.
 
 - ``{{ key|user_text }}``: the text isolated from what surrounds it (``<bdi>``: right-to-left text inside
@@ -19,9 +19,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from statestore_admin.state.values import unescaped, visible_segments
-
-from .wrapping import wrap_at_separators
+from statestore_admin.core.values import unescaped, visible_segments
+from statestore_admin.dashboard.templatetags.wrapping import wrap_at_separators
 
 register = template.Library()
 

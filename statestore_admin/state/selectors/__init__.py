@@ -11,21 +11,15 @@ The names below are what the faces use; the key-status rule (``status``) and the
 (``counting``) are re-exported for them.
 """
 
-from ..counting import COUNT_CAP, ESTIMATE_ABOVE, Figure
-from ..status import EXPIRED, EXPIRING, LIVE, NEVER, STATUSES, status_filter, status_of
-from .airflow_api import asset_key_in, asset_keys_page, require_asset, task_key_in, task_keys_page
-from .asset_keys import (
-    PREVIEW_CHARS,
-    REF_PREFIX,
-    asset_state,
-    assets,
-    assets_with_key_counts,
-    get_asset,
-    get_asset_key,
-    with_previews,
-    writer_run,
+from statestore_admin.access.reach import (
+    DAG_IDS_CACHE_SECONDS,
+    all_dag_ids_with_state,
+    scoped_asset_keys,
+    scoped_assets,
+    scoped_dag_ids,
+    scoped_task_keys,
 )
-from .audit_trail import (
+from statestore_admin.audit.trail import (
     AUDIT_FILTERS,
     AuditQuery,
     asset_key_history,
@@ -41,7 +35,10 @@ from .audit_trail import (
     viewable_audit_event,
     visible_events_q,
 )
-from .backends import (
+from statestore_admin.core.counting import COUNT_CAP, ESTIMATE_ABOVE, Figure
+from statestore_admin.core.index_scan import DISTINCT_DAGS, codepoint_order, distinct_dags
+from statestore_admin.core.status import EXPIRED, EXPIRING, LIVE, NEVER, STATUSES, status_filter, status_of
+from statestore_admin.objects.backends import (
     BACKEND_DOCS,
     BACKEND_METHODS,
     BACKEND_MODES,
@@ -50,8 +47,26 @@ from .backends import (
     backend_modes,
     inspect_backend_class,
 )
-from .coordinates import addresses_regions, clears_expansion, resolve_address
-from .dags import (
+from statestore_admin.state.selectors.airflow_api import (
+    asset_key_in,
+    asset_keys_page,
+    require_asset,
+    task_key_in,
+    task_keys_page,
+)
+from statestore_admin.state.selectors.asset_keys import (
+    PREVIEW_CHARS,
+    REF_PREFIX,
+    asset_state,
+    assets,
+    assets_with_key_counts,
+    get_asset,
+    get_asset_key,
+    with_previews,
+    writer_run,
+)
+from statestore_admin.state.selectors.coordinates import addresses_regions, clears_expansion, resolve_address
+from statestore_admin.state.selectors.dags import (
     DagList,
     DagSummary,
     dag_prefix_q,
@@ -61,22 +76,17 @@ from .dags import (
     get_run,
     runs_with_state,
 )
-from .figures import (
-    HIDDEN,
-    STATS_COMMAND,
-    Largest,
-    LargeValue,
-    Overview,
-    SnapshotFigures,
-    StoreTotals,
-    largest_values,
-    overview,
-    snapshot_figures,
-    store_totals,
+from statestore_admin.state.selectors.key_story import (
+    FULL_VALUE_CHARS,
+    RUN_WINDOW,
+    STORY_PAGE,
+    KeyStory,
+    Series,
+    StoryEntry,
+    key_story,
+    numeric_series,
 )
-from .index_scan import DISTINCT_DAGS, codepoint_order, distinct_dags
-from .key_story import FULL_VALUE_CHARS, RUN_WINDOW, STORY_PAGE, KeyStory, Series, StoryEntry, key_story, numeric_series
-from .regions import (
+from statestore_admin.state.selectors.regions import (
     Coordinate,
     LoopRun,
     RunRegions,
@@ -85,16 +95,14 @@ from .regions import (
     regions_enabled,
     run_regions,
 )
-from .run_compare import COMPARE_CAP, ComparedKey, RunComparison, compare_runs, runs_to_compare
-from .scoped import (
-    DAG_IDS_CACHE_SECONDS,
-    all_dag_ids_with_state,
-    scoped_asset_keys,
-    scoped_assets,
-    scoped_dag_ids,
-    scoped_task_keys,
+from statestore_admin.state.selectors.run_compare import (
+    COMPARE_CAP,
+    ComparedKey,
+    RunComparison,
+    compare_runs,
+    runs_to_compare,
 )
-from .tasks import (
+from statestore_admin.state.selectors.tasks import (
     ALL_MAP_INDEXES,
     AUTO_REFRESH_SECONDS,
     LIVE_RUN_STATES,
@@ -120,6 +128,19 @@ from .tasks import (
     task_instances,
     task_map_indexes,
     task_view,
+)
+from statestore_admin.stats.figures import (
+    HIDDEN,
+    STATS_COMMAND,
+    Largest,
+    LargeValue,
+    Overview,
+    SnapshotFigures,
+    StoreTotals,
+    largest_values,
+    overview,
+    snapshot_figures,
+    store_totals,
 )
 
 __all__ = [

@@ -18,12 +18,11 @@ from django.db.models import (
 from django.db.models.functions import Length, Substr
 from django.db.models.lookups import IsNull
 
+from statestore_admin.access.reach import scoped_assets
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskStateStore
-
-from ..errors import NotFound
-from ..pagination import Page, paginate
-from ..scopes import Scope
-from .scoped import scoped_assets
+from statestore_admin.core.errors import NotFound
+from statestore_admin.core.pagination import Page, paginate
 
 
 def _active() -> IsNull:

@@ -14,21 +14,17 @@ from django.db.models import (
     Q,
 )
 
+from statestore_admin.access.reach import all_dag_ids_with_state, scoped_dag_ids
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskStateStore
-
-from ..counting import (
-    EXACT,
-    row_count,
-)
-from ..errors import NotFound
-from ..models import StatsSnapshotDag
-from ..pagination import Page, decode_cursor, encode_cursor, paginate
-from ..scopes import Scope
-from ..stats import latest_snapshot
-from ..status import EXPIRED, status_filter
-from .figures import STATS_COMMAND
-from .index_scan import codepoint_order, distinct_dags
-from .scoped import all_dag_ids_with_state, scoped_dag_ids
+from statestore_admin.core.counting import EXACT, row_count
+from statestore_admin.core.errors import NotFound
+from statestore_admin.core.index_scan import codepoint_order, distinct_dags
+from statestore_admin.core.pagination import Page, decode_cursor, encode_cursor, paginate
+from statestore_admin.core.status import EXPIRED, status_filter
+from statestore_admin.records.models import StatsSnapshotDag
+from statestore_admin.stats.figures import STATS_COMMAND
+from statestore_admin.stats.snapshots import latest_snapshot
 
 
 @dataclass(frozen=True)

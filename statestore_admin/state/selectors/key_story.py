@@ -23,13 +23,12 @@ from uuid import UUID
 from django.db.models import Case, QuerySet, TextField, Value, When
 from django.utils.dateparse import parse_datetime
 
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-
-from ..pagination import decode_cursor, encode_cursor
-from ..scopes import Scope
-from .asset_keys import with_previews
-from .regions import regions_enabled
+from statestore_admin.core.pagination import decode_cursor, encode_cursor
+from statestore_admin.state.selectors.asset_keys import with_previews
+from statestore_admin.state.selectors.regions import regions_enabled
 
 STORY_PAGE = 25  # runs with the key shown per page
 RUN_WINDOW = 500  # runs of the DAG looked at per page, at most

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-
-from ..errors import Invalid, NotFound
-from ..pagination import decode_cursor, encode_cursor
-from ..scopes import Scope
-from .key_story import with_values
-from .regions import RunRegions, regions_enabled, run_regions
+from statestore_admin.core.errors import Invalid, NotFound
+from statestore_admin.core.pagination import decode_cursor, encode_cursor
+from statestore_admin.state.selectors.key_story import with_values
+from statestore_admin.state.selectors.regions import RunRegions, regions_enabled, run_regions
 
 COMPARE_CAP = 1000  # keys read of each run per page
 COMPARE_VALUE_CHARS = 16 * 1024  # values up to this are compared and diffed whole; longer ones by size and start

@@ -15,16 +15,15 @@ from django.db.models import CharField, DateTimeField, F, Func, Q, QuerySet, Val
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Length
 
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
-
-from ..counting import CAPPED, Figure, capped_count
-from ..errors import NotFound
-from ..pagination import Page, decode_cursor_for, paginate
-from ..scopes import Scope
-from .asset_keys import with_previews
-from .regions import Coordinate, RunRegions, regions_enabled, run_regions
+from statestore_admin.core.counting import CAPPED, Figure, capped_count
+from statestore_admin.core.errors import NotFound
+from statestore_admin.core.pagination import Page, decode_cursor_for, paginate
+from statestore_admin.state.selectors.asset_keys import with_previews
+from statestore_admin.state.selectors.regions import Coordinate, RunRegions, regions_enabled, run_regions
 
 
 @dataclass

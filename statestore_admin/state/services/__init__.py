@@ -6,7 +6,8 @@ that docs/audit.md describes. The submodules, by concern: ``outcomes`` (what an 
 modes), ``confirmations`` (``Listing``, ``list_keys``: what a dialog listed, acted on exactly as listed),
 ``rows`` (locking, insert-if-absent on the natural keys, chunked deletes, rows before their worker-side
 objects), ``tasks`` and ``assets`` (the writes of each store), ``confirmed`` (the pages' confirmed actions on
-many task keys: preview, then apply) and ``restore`` (events and exports back).
+many task keys: preview, then apply). Putting keys back from an export or an event is
+``statestore_admin.exports.restore``.
 
 Airflow's rules (docs/airflow.md): ``expires_at`` is computed by the writer at write time; writing a
 value needs its task instance to exist (Airflow's API answers 404 otherwise, through every face here);
@@ -22,11 +23,11 @@ a lock, a key that does not exist yet included (``rows.locked_or_created``): par
 each record the value they replaced.
 """
 
-from ..selectors import TaskAddress
-from ..values import Expiry
-from .assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
-from .confirmations import LISTED_MAX, Listing, list_keys
-from .confirmed import (
+from statestore_admin.core.values import Expiry
+from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.services.assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
+from statestore_admin.state.services.confirmations import LISTED_MAX, Listing, list_keys
+from statestore_admin.state.services.confirmed import (
     AssetPreview,
     Preview,
     apply_asset_keys,
@@ -36,10 +37,9 @@ from .confirmed import (
     preview_task_keys,
     task_selection,
 )
-from .outcomes import CREATE, UPDATE, UPSERT, Outcome
-from .restore import KEEP, OVERWRITE, RestoreOutcome, RestorePreview, preview_document, restore_document, restore_event
-from .rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
-from .tasks import (
+from statestore_admin.state.services.outcomes import CREATE, UPDATE, UPSERT, Outcome
+from statestore_admin.state.services.rows import API_WRITER, API_WRITER_FIELDS, NATURAL_KEYS
+from statestore_admin.state.services.tasks import (
     RunMatch,
     TaskKeyRef,
     TaskSelection,
@@ -56,10 +56,8 @@ __all__ = [
     "API_WRITER",
     "API_WRITER_FIELDS",
     "CREATE",
-    "KEEP",
     "LISTED_MAX",
     "NATURAL_KEYS",
-    "OVERWRITE",
     "UPDATE",
     "UPSERT",
     "Expiry",
@@ -70,9 +68,6 @@ __all__ = [
     "apply_asset_keys",
     "nothing_to",
     "preview_asset_keys",
-    "RestoreOutcome",
-    "RestorePreview",
-    "preview_document",
     "TaskKeyRef",
     "TaskAddress",
     "RunMatch",
@@ -87,8 +82,6 @@ __all__ = [
     "list_keys",
     "patch_task_key",
     "preview_task_keys",
-    "restore_document",
-    "restore_event",
     "set_asset_key",
     "set_task_expiry",
     "set_task_keys_expiry",

@@ -8,16 +8,17 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import Asset, AssetStateStore
-
-from .. import audit, permissions, selectors
-from ..actors import Actor
-from ..errors import Conflict, Invalid, NotFound
-from ..scopes import scope_of
-from ..values import clean_key, encode_value, same_value
-from .confirmations import Listing, listed_chunks, outcome_of
-from .outcomes import CREATE, UPDATE, UPSERT, Action, Outcome
-from .rows import (
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
+from statestore_admin.core.values import clean_key, encode_value, same_value
+from statestore_admin.state import selectors
+from statestore_admin.state.services.confirmations import Listing, listed_chunks, outcome_of
+from statestore_admin.state.services.outcomes import CREATE, UPDATE, UPSERT, Action, Outcome
+from statestore_admin.state.services.rows import (
     API_WRITER_FIELDS,
     check_unchanged,
     delete_objects_of,

@@ -16,11 +16,12 @@ from django.core import signing
 from django.db.models import QuerySet
 
 from statestore_admin.airflow.models import TaskStateStore
-
-from .. import audit, objects, selectors
-from ..errors import Invalid
-from .outcomes import KEPT_NAMED, Outcome
-from .rows import locked_chunks
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Invalid
+from statestore_admin.objects import store as objects
+from statestore_admin.state import selectors
+from statestore_admin.state.services.outcomes import KEPT_NAMED, Outcome
+from statestore_admin.state.services.rows import locked_chunks
 
 LISTED_MAX = 10_000  # keys one confirmation can list (its token carries 12 bytes per key)
 _HASH_BYTES = 6  # of a key's identity, and of its version

@@ -12,19 +12,19 @@ from uuid import UUID
 
 from django.core.exceptions import NON_FIELD_ERRORS
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import Asset, DagRun
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-
-from .. import permissions, selectors
-from ..actors import Actor
-from ..errors import Invalid, NotFound
-from ..scopes import Scope, scope_of
-from ..selectors import TaskAddress
-from ..values import Expiry
-from .assets import asset_selection, clear_asset, delete_asset_keys
-from .confirmations import Listing, list_keys
-from .outcomes import Outcome
-from .tasks import (
+from statestore_admin.core.errors import Invalid, NotFound
+from statestore_admin.core.values import Expiry
+from statestore_admin.state import selectors
+from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.services.assets import asset_selection, clear_asset, delete_asset_keys
+from statestore_admin.state.services.confirmations import Listing, list_keys
+from statestore_admin.state.services.outcomes import Outcome
+from statestore_admin.state.services.tasks import (
     RunMatch,
     TaskSelection,
     clear_task_instance,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import formatting, objects
-from ..models import AuditEvent
+from statestore_admin.core import formatting
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent
 
 Action = AuditEvent.Action
 CREATE, UPSERT, UPDATE = "create", "upsert", "update"  # write modes: new key only, either, existing only

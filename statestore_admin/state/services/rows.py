@@ -13,15 +13,16 @@ from types import SimpleNamespace
 from django.db import IntegrityError, connections
 from django.db.models import QuerySet
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore, column_of, select_list, stored_fields
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
-
-from .. import audit, objects, permissions
-from ..actors import Actor
-from ..errors import Conflict, Forbidden, Invalid, NotFound
-from ..models import AuditEvent, AuditKey
-from ..pagination import keyset_chunks
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.pagination import keyset_chunks
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import AuditEvent, AuditKey
 
 API_WRITER = "api"
 # What Airflow's API records as the writer of an asset key: kind "api", no task.

@@ -11,19 +11,20 @@ from django.db import connections
 from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
+from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
-
-from .. import audit, permissions, selectors
-from ..actors import Actor
-from ..errors import Conflict, Invalid, NotFound
-from ..scopes import Scope, scope_of
-from ..selectors import TaskAddress
-from ..values import Expiry, clean_key, encode_value, same_value
-from .confirmations import Listing, listed_chunks, outcome_of
-from .outcomes import CREATE, UPSERT, Action, Outcome
-from .rows import (
+from statestore_admin.audit import events as audit
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
+from statestore_admin.core.values import Expiry, clean_key, encode_value, same_value
+from statestore_admin.state import selectors
+from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.services.confirmations import Listing, listed_chunks, outcome_of
+from statestore_admin.state.services.outcomes import CREATE, UPSERT, Action, Outcome
+from statestore_admin.state.services.rows import (
     check_unchanged,
     delete_objects_of,
     deleted_chunks,

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from statestore_admin.state import scopes
-from statestore_admin.state.errors import NotFound
+from statestore_admin.access import scopes
+from statestore_admin.core.errors import NotFound
 
 
 def add_holder_arguments(parser) -> None:

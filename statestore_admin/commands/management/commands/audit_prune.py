@@ -9,8 +9,8 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from statestore_admin.state import retention
-from statestore_admin.state.errors import Invalid
+from statestore_admin.audit import retention
+from statestore_admin.core.errors import Invalid
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
 OPTIONS = {"older_than": "--older-than", "batch_size": "--batch-size"}

@@ -3,8 +3,8 @@ from urllib.parse import urlencode, urljoin, urlsplit
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from statestore_admin.state import break_glass
-from statestore_admin.state.errors import Invalid
+from statestore_admin.core.errors import Invalid
+from statestore_admin.identity import break_glass
 
 MAX_MINUTES = 24 * 60
 

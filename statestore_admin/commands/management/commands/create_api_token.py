@@ -4,7 +4,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from statestore_admin.state import usernames
+from statestore_admin.identity import usernames
 from statestore_admin.tokens.models import ApiToken, max_age
 
 DURATION = re.compile(r"^\s*(\d+)\s*([dh])\s*$")

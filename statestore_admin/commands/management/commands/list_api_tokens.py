@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from statestore_admin.state import usernames
+from statestore_admin.identity import usernames
 from statestore_admin.tokens.models import ApiToken
 
 

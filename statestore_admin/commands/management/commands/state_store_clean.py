@@ -25,15 +25,17 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from statestore_admin import gc
+from statestore_admin.access.actors import GC, Actor
+from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.commands.gc_text import dry_run_lines
 from statestore_admin.commands.stats_text import snapshot_line
-from statestore_admin.state import formatting, gc, objects
-from statestore_admin.state.actors import GC, Actor
-from statestore_admin.state.errors import Invalid
-from statestore_admin.state.models import GcRun
-from statestore_admin.state.scopes import EVERYTHING
+from statestore_admin.core import formatting
+from statestore_admin.core.errors import Invalid
+from statestore_admin.objects import store as objects
+from statestore_admin.records.models import GcRun
 
 EXIT_ERROR, EXIT_USAGE, EXIT_LOCKED, EXIT_OBJECTS_FAILED = 1, 2, 3, 4
 DESTS = {"cutoff": "before", "dag_ids": "dag_id"}  # domain field -> option, where the names differ

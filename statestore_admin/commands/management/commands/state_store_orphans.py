@@ -1,7 +1,7 @@
 """`manage.py state_store_orphans`: worker-side objects no row references, and rows whose object is missing.
 
 Lists the objects under ``[common.io] state_store_objectstorage_path`` and the rows holding references
-(``state.orphans``): orphans (count, bytes, a sample), dangling references, references outside the base
+(``objects.orphans``): orphans (count, bytes, a sample), dangling references, references outside the base
 path and orphan risks. ``--delete`` deletes the orphans last modified more than ``--older-than`` days ago
 (default 1: a worker writes its object before its row, so a younger one may be a write in flight), each
 checked again right before its delete, in one audited run (audit action ``orphans``).
@@ -17,9 +17,10 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.commands.orphans_text import report_lines
-from statestore_admin.state import objects, orphans
-from statestore_admin.state.actors import Actor
+from statestore_admin.objects import orphans
+from statestore_admin.objects import store as objects
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 

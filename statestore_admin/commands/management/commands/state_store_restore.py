@@ -15,9 +15,10 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from statestore_admin.state import exports, services
-from statestore_admin.state.actors import Actor
-from statestore_admin.state.errors import Conflict, Invalid, NotFound
+from statestore_admin.access.actors import Actor
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
+from statestore_admin.exports import documents as exports
+from statestore_admin.exports import restore as restores
 
 EXIT_CONFLICT, EXIT_USAGE = 1, 2  # 1 is also a database error
 
@@ -47,11 +48,11 @@ class Command(BaseCommand):
         try:
             if options["event"] is None:
                 document = self.read(options["file"])
-                outcome = services.restore_document(
+                outcome = restores.restore_document(
                     actor=Actor.command(), document=document, overwrite=options["overwrite"]
                 )
             else:
-                outcome = services.restore_event(
+                outcome = restores.restore_event(
                     actor=Actor.command(), event_id=options["event"], overwrite=options["overwrite"]
                 )
         except NotFound as exc:
@@ -82,7 +83,7 @@ class Command(BaseCommand):
             message = " ".join(m for ms in exc.message_dict.values() for m in ms)
             raise CommandError(f"{path}: {message}", returncode=EXIT_USAGE) from exc
 
-    def report(self, outcome: services.RestoreOutcome):
+    def report(self, outcome: restores.RestoreOutcome):
         if self.as_json:
             self.stdout.write(json.dumps({"outcome": "restored", **outcome.as_dict()}))
             return

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from statestore_admin.commands.stats_text import snapshot_line
-from statestore_admin.state import stats
-from statestore_admin.state.errors import Invalid
+from statestore_admin.core.errors import Invalid
+from statestore_admin.stats import snapshots as stats
 
 EXIT_ERROR, EXIT_USAGE, EXIT_IN_PROGRESS = 1, 2, 3  # 3 as state_store_clean's EXIT_LOCKED
 

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from statestore_admin.access import scopes
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
 from statestore_admin.demo.accounts import (
@@ -17,8 +18,8 @@ from statestore_admin.demo.accounts import (
     mark,
 )
 from statestore_admin.demo.data import README_RUN_ID
-from statestore_admin.state import history, scopes
-from statestore_admin.state.roles import OPERATOR, VIEWER
+from statestore_admin.identity.roles import OPERATOR, VIEWER
+from statestore_admin.stats import history
 
 # Users to try the roles and a scope with (the same password): (name, role, team group or None)
 DEMO_ROLE_USERS = ((DEMO_VIEWER_USERNAME, VIEWER, None), (DEMO_OPERATOR_USERNAME, OPERATOR, DEMO_TEAM_GROUP))

@@ -1,0 +1,137 @@
+"""The GC page's policy: who may see it and run GC from it (``access``), its cutoff (now, an age or a
+date), the recorded runs (``history``) and whether GC keeps up (``health``). A run from the page is bounded
+so that it ends within one request (``PAGE_MAX_*``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from statestore_admin.access import permissions
+from statestore_admin.access.scopes import Scope, require_store_wide, sees_store_wide
+from statestore_admin.core.errors import Forbidden, Invalid
+from statestore_admin.core.pagination import Page, paginate
+from statestore_admin.gc.plan import GcPlan, parse_cutoff
+from statestore_admin.gc.preview import DryRunSummary, dry_run
+from statestore_admin.gc.result import SUCCESSFUL
+from statestore_admin.records.models import GcRun
+
+# Running GC from the page needs this permission (the Admin role has it) and delete on task state. GC spans
+# every DAG, so the page, like the API's dry run, is for users with view on task state and no scope.
+RUN_PERMISSION = "state.add_gcrun"
+# A run from the page must end within one request: at most this many rows a batch, batches and seconds.
+PAGE_MAX_BATCH_SIZE = 10_000
+PAGE_MAX_BATCHES = 1_000
+PAGE_MAX_SECONDS = 20
+HISTORY_PAGE_SIZE = 25
+CUTOFF_KINDS = {"now": "now", "age": "an age", "date": "a date"}
+AGE_UNITS = {"hours": timedelta(hours=1), "days": timedelta(days=1)}
+
+
+@dataclass(frozen=True)
+class GcAccess:
+    """What ``user`` may do on the GC page: see it (the preview, the history, the recipes), run GC now."""
+
+    view: bool
+    run: bool
+
+
+def access(user) -> GcAccess:
+    if not sees_store_wide(user):
+        return GcAccess(False, False)
+    run = permissions.can(user, permissions.TASK, "delete") and user.has_perm(RUN_PERMISSION)
+    return GcAccess(True, run)
+
+
+def require_view(user) -> None:
+    require_store_wide(user, "Garbage collection")
+
+
+def require_run(user) -> None:
+    require_view(user)
+    if not access(user).run:
+        raise Forbidden("Running garbage collection needs delete on task state and “Can add GC run” (the Admin role).")
+
+
+def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: str | None, now: datetime) -> datetime:
+    """The GC page's cutoff: ``now`` (every key past its own expiry), an ``age`` (keys that expired more than
+    ``age`` hours or days ago) or a ``date`` (``parse_cutoff``'s rules: ISO 8601 with a time zone, not in the
+    future). A field of another kind filled in is refused, not ignored: counting for a cutoff other than the
+    one typed would answer another question. ``Invalid`` on field cutoff, age or before."""
+    kind = kind or "now"
+    if kind not in CUTOFF_KINDS:
+        raise Invalid({"cutoff": f"Unknown cutoff {kind!r}: choose now, an age or a date."})
+    others = (("age", age, "an age"), ("date", before, "a date"))
+    typed = [label for name, text, label in others if name != kind and text]
+    if typed:
+        raise Invalid(
+            {
+                "cutoff": f"The cutoff chosen is {CUTOFF_KINDS[kind]} but {' and '.join(typed)} is filled in: "
+                "choose the option you typed into, or clear the other field."
+            }
+        )
+    if kind == "now":
+        return now
+    if kind == "date":
+        if not before:
+            raise Invalid({"before": "Pick a date and time, or choose another cutoff."})
+        return parse_cutoff(before, now)
+    try:
+        amount = float(age or "")
+    except ValueError:
+        amount = None
+    if amount is None or not math.isfinite(amount) or amount <= 0:
+        raise Invalid({"age": "The age must be a number above 0."})
+    if unit not in AGE_UNITS:
+        raise Invalid({"age": "The age is in hours or days."})
+    try:
+        return now - AGE_UNITS[unit] * amount
+    except OverflowError:
+        raise Invalid({"age": "This age reaches before the year 1."}) from None
+
+
+def history(cursor: str | None, *, scope: Scope, size: int = HISTORY_PAGE_SIZE) -> Page:
+    """The recorded runs, newest first, a page after ``cursor``. Unscoped users only (GC spans every DAG)."""
+    scope.require_unrestricted("Garbage collection")
+    return paginate(GcRun.objects.all(), ["-started_at", "-id"], cursor, size)
+
+
+@dataclass(frozen=True)
+class GcHealth:
+    """Is GC keeping up? ``stale``: no successful run, or the last one finished more than
+    ``GC_STALE_AFTER_HOURS`` ago; ``backlog_large``: at least ``GC_BACKLOG_WARN_ROWS`` rows have expired (the
+    dry run's figure, estimated past its exact cap). Neither applies with a backend GC does not clean."""
+
+    last_success: GcRun | None
+    since_seconds: float | None
+    stale_after_hours: float
+    backlog: DryRunSummary
+    backlog_warn_rows: int
+
+    @property
+    def backlog_rows_at_least(self) -> int:
+        """The expired rows now: exact, the planner's estimate, or past the cap with no estimate the cap + 1."""
+        if self.backlog.rows is not None:
+            return self.backlog.rows
+        return (self.backlog.rows_more_than or 0) + 1
+
+    @property
+    def stale(self) -> bool:
+        if not self.backlog.backend.is_metastore:
+            return False
+        return self.since_seconds is None or self.since_seconds > self.stale_after_hours * 3600
+
+    @property
+    def backlog_large(self) -> bool:
+        return self.backlog.backend.is_metastore and self.backlog_rows_at_least >= self.backlog_warn_rows
+
+
+def health(now: datetime, *, scope: Scope, backlog: DryRunSummary | None = None) -> GcHealth:
+    """``backlog``: a dry run at ``now`` over every DAG, when the caller has one already."""
+    backlog = backlog or dry_run(GcPlan(cutoff=now), scope=scope)
+    last = GcRun.objects.filter(outcome__in=SUCCESSFUL).order_by("-started_at", "-id").first()
+    since = max((now - (last.finished_at or last.started_at)).total_seconds(), 0.0) if last else None
+    return GcHealth(last, since, settings.GC_STALE_AFTER_HOURS, backlog, settings.GC_BACKLOG_WARN_ROWS)

@@ -1,0 +1,421 @@
+"""The dashboard's own records (default database): GC runs and the audit trail."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from statestore_admin.core.patterns import validate_pattern
+
+
+class GcRun(models.Model):
+    """One real (not dry) run of ``state_store_clean``, written at its start and updated at its end."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running", "running"
+        COMPLETED = "completed", "completed"
+        PARTIAL = "partial", "stopped at its batch or time limit"
+        INTERRUPTED = "interrupted", "interrupted"
+        FAILED = "failed", "failed"
+        SKIPPED = "skipped", "skipped (not the metastore backend)"
+        LOCKED = "locked", "another run was in progress"
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True)
+    cutoff = models.DateTimeField()
+    dag_ids = models.JSONField(default=list, blank=True)
+    batch_size = models.PositiveIntegerField()
+    rows_deleted = models.PositiveBigIntegerField(default=0)
+    batches = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
+    message = models.TextField(blank=True)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    # Who ran it (``Actor.name``): the OS user@host of the command, or the dashboard user; and through which
+    # face (``Actor.via``: gc for the command, ui for the GC page). Empty for runs recorded before.
+    actor = models.CharField(max_length=255, blank=True)
+    via = models.CharField(max_length=8, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["-started_at"], name="gcrun_started_idx")]
+        verbose_name, verbose_name_plural = "GC run", "GC runs"  # Django admin's names
+
+    def __str__(self) -> str:
+        return f"GC {self.started_at:%Y-%m-%d %H:%M:%S} {self.outcome}: {self.rows_deleted} rows"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        return (self.finished_at - self.started_at).total_seconds() if self.finished_at else None
+
+
+class AuditEvent(models.Model):
+    """One change to the state store, by whom and through which face; its keys are ``AuditKey`` rows.
+
+    Written *pending* before the change reaches Airflow's database and confirmed (*done*) after Airflow's
+    transaction committed, so that no change exists without its event. A pending event older than
+    ``PENDING_GRACE`` means the process stopped between the two steps: its outcome is unknown.
+    """
+
+    PENDING_GRACE = timedelta(minutes=1)
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "in progress"
+        DONE = "done", "done"
+        FAILED = "failed", "failed (nothing changed)"
+
+    class Action(models.TextChoices):
+        ADD = "add", "add key"
+        SET = "set", "set value"
+        PATCH = "patch", "edit value"
+        EXPIRY = "expiry", "set expiry"
+        EXPIRE = "expire", "expire"
+        DELETE = "delete", "delete"
+        CLEAR = "clear", "clear"
+        RESTORE = "restore", "restore"
+        GC = "gc", "garbage collection"
+        ORPHANS = "orphans", "delete orphans"
+
+    class Via(models.TextChoices):
+        UI = "ui", "dashboard"
+        API = "api", "API"
+        ADMIN = "admin", "Django admin"
+        COMMAND = "command", "command"
+        GC = "gc", "GC"
+
+    at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True)
+    # Who
+    actor = models.CharField(max_length=255, help_text="User name, or OS user@host for commands.")
+    user = models.ForeignKey(  # not indexed: the trail is searched by actor name, users are rarely deleted
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    token_id = models.BigIntegerField(null=True, blank=True)
+    token_name = models.CharField(max_length=100, blank=True)
+    signed_in = models.CharField(
+        max_length=200, blank=True, help_text="How the user's session signed in: password, single sign-on (provider), …"
+    )
+    os_user = models.CharField(max_length=150, blank=True)
+    host = models.CharField(max_length=255, blank=True, help_text="Client address, or the command's host.")
+    via = models.CharField(max_length=8, choices=Via.choices)
+    # What
+    action = models.CharField(max_length=8, choices=Action.choices)
+    store = models.CharField(max_length=8, blank=True, help_text="task or asset; empty for GC.")
+    dag_id = models.CharField(max_length=250, null=True, blank=True)
+    run_id = models.CharField(max_length=250, null=True, blank=True)
+    task_id = models.CharField(max_length=250, null=True, blank=True)
+    map_index = models.IntegerField(null=True, blank=True)
+    # Airflow 3.4's dynamic region of the task instance acted on; NULL outside any region (every event
+    # recorded on 3.3, where there are none). ``map_index`` is then the index inside that region.
+    region_id = models.UUIDField(null=True, blank=True)
+    asset_id = models.IntegerField(null=True, blank=True)
+    asset_name = models.CharField(max_length=1500, blank=True)
+    asset_uri = models.CharField(max_length=1500, blank=True)
+    key_count = models.PositiveIntegerField(default=0)
+    details = models.JSONField(default=dict, blank=True)
+    restored_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="restorations"
+    )
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["at"], name="audit_at_idx"),
+            models.Index(fields=["actor", "id"], name="audit_actor_idx"),
+            models.Index(fields=["dag_id", "run_id", "task_id"], name="audit_scope_idx"),
+            models.Index(fields=["asset_id"], name="audit_asset_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.actor} {self.action} {self.key_count} key(s) via {self.via}"
+
+    @property
+    def visible_store(self) -> str:
+        """The store whose viewers may see this event (GC runs clean task state)."""
+        return self.store or "task"
+
+    @property
+    def viewed_with(self) -> tuple[str, ...]:
+        """The stores a user must view to see this event: an orphans run's objects are of both stores."""
+        return ("task", "asset") if self.action == self.Action.ORPHANS else (self.visible_store,)
+
+    @property
+    def restorable(self) -> bool:
+        """GC follows Airflow's rules, deleted orphans had no row, and a failed change changed nothing: none can
+        be restored."""
+        return self.action not in (self.Action.GC, self.Action.ORPHANS) and self.status != self.Status.FAILED
+
+    @property
+    def outcome(self) -> str:
+        """done, failed, pending, or unknown (pending for longer than the grace period)."""
+        if self.status == self.Status.PENDING and timezone.now() - self.at > self.PENDING_GRACE:
+            return "unknown"
+        return self.status
+
+
+class AuditKey(models.Model):
+    """One key of an event: its coordinates, and its value and expiry before and after (NULL value = no row).
+
+    A task key's coordinates are Airflow's natural key: (dag_id, run_id, task_id, region_id, map_index, key),
+    ``region_id`` NULL outside any region (always on 3.3; Airflow 3.4's migration keeps such rows at its
+    all-zero sentinel region, with ``map_index`` renamed ``region_index``, so the same key)."""
+
+    event = models.ForeignKey(AuditEvent, on_delete=models.CASCADE, related_name="keys")
+    dag_id = models.CharField(max_length=250, null=True)
+    run_id = models.CharField(max_length=250, null=True)
+    task_id = models.CharField(max_length=250, null=True)
+    map_index = models.IntegerField(null=True)
+    region_id = models.UUIDField(null=True)
+    asset_id = models.IntegerField(null=True)
+    key = models.CharField(max_length=512)
+    before_value = models.TextField(null=True)
+    before_expires_at = models.DateTimeField(null=True)
+    after_value = models.TextField(null=True)
+    after_expires_at = models.DateTimeField(null=True)
+    truncated = models.BooleanField(
+        default=False, help_text="A value was longer than max_value_storage_bytes and is kept truncated."
+    )
+    # The task key row's id when the change was made: a link to a key by its id outlives the row (a restore
+    # inserts a new row with a new id), through this to the natural key (``selectors.successor_task_key``).
+    row_id = models.BigIntegerField(null=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # A key's history by its natural key; region_id last, so that lookups without it use it too.
+            models.Index(
+                fields=["dag_id", "run_id", "task_id", "map_index", "key", "region_id"], name="auditkey_natural_idx"
+            ),
+            models.Index(fields=["asset_id", "key"], name="auditkey_asset_idx"),
+            models.Index(fields=["key"], name="auditkey_key_idx"),
+            models.Index(fields=["row_id"], name="auditkey_row_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} (event {self.event_id})"
+
+
+class AccessScope(models.Model):
+    """One grant to a group or a user (``access.scopes``): a glob pattern of DAG ids, or of asset names and URIs;
+    or every DAG and asset (``ALL``, pattern ``*``: unscoped, chosen by an administrator).
+
+    A user sees what the grants of their own and of their groups allow, and nothing without any grant (an account
+    that single sign-on manages: ``DEFAULT_SCOPE``).
+    """
+
+    class Kind(models.TextChoices):
+        DAG = "dag", "DAG ids"
+        ASSET = "asset", "asset names or URIs"
+        ALL = "all", "every DAG and asset (unscoped)"
+
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    pattern = models.CharField(
+        max_length=250,
+        help_text="A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*. "
+        "For every DAG and asset: *.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind", "pattern"]
+        verbose_name = "access scope"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(group__isnull=False, user__isnull=True)
+                | models.Q(group__isnull=True, user__isnull=False),
+                name="accessscope_one_holder",
+                violation_error_message="A scope belongs to either a group or a user.",
+            ),
+            models.UniqueConstraint(
+                fields=["group", "kind", "pattern"],
+                condition=models.Q(group__isnull=False),
+                name="accessscope_group_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "kind", "pattern"], condition=models.Q(user__isnull=False), name="accessscope_user_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.holder}: {self.get_kind_display()} {self.pattern}"
+
+    @property
+    def holder(self) -> str:
+        return f"group {self.group}" if self.group_id else f"user {self.user}"
+
+    def clean(self):
+        from django.core.exceptions import ValidationError
+
+        if self.kind == self.Kind.ALL and self.pattern != "*":
+            raise ValidationError({"pattern": "Every DAG and asset is granted with the pattern *."})
+        self._refuse_mixing_with_every_dag_and_asset()
+        try:
+            validate_pattern(self.pattern)
+        except ValidationError as exc:
+            raise ValidationError({"pattern": exc.messages}) from None
+
+    def _refuse_mixing_with_every_dag_and_asset(self):
+        """A holder's own grants are patterns or every DAG and asset, as ``scopes.grant`` keeps them: a pattern added
+        beside every DAG and asset would restrict nothing (the union is everything), which is not what its author
+        meant."""
+        from django.core.exceptions import ValidationError
+
+        if not (self.group_id or self.user_id):
+            return
+        others = AccessScope.objects.filter(group_id=self.group_id, user_id=self.user_id).exclude(pk=self.pk)
+        if self.kind == self.Kind.ALL and others.exclude(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder has patterns: delete them first to grant every DAG and asset instead."}
+            )
+        if self.kind != self.Kind.ALL and others.filter(kind=self.Kind.ALL).exists():
+            raise ValidationError(
+                {"kind": "This holder is granted every DAG and asset: delete that first to restrict it to patterns."}
+            )
+
+
+class ExternalIdentity(models.Model):
+    """A dashboard user as an identity provider or authenticating proxy knows them (``identity.sign_in``):
+    found again by (method, provider, subject) at every sign-in, with the groups it last sent."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    method = models.CharField(max_length=16)
+    provider = models.CharField(max_length=200, blank=True)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last sign-in.")
+    first_sign_in = models.DateTimeField(default=timezone.now)
+    last_sign_in = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "external identity"
+        verbose_name_plural = "external identities"
+        constraints = [
+            models.UniqueConstraint(fields=["method", "provider", "subject"], name="externalidentity_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} ({self.method} {self.provider})".replace(" )", ")")
+
+
+class BreakGlassLink(models.Model):
+    """A one-time sign-in link for a superuser, made by ``manage.py break_glass`` for when single sign-on is down
+    or local passwords are off. Only a hash of its random token is kept: the database never holds a usable link."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="break_glass_links")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+    expires = models.DateTimeField()
+    used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "break-glass link"
+
+    def __str__(self) -> str:
+        return f"break-glass link for {self.user} until {self.expires:%Y-%m-%d %H:%M}"
+
+
+class StatsSnapshot(models.Model):
+    """Exact figures of the state store at one time, taken by ``state_store_stats`` (and at the end of
+    ``state_store_clean``) in one bounded pass; pages show them with their age where exactness would cost a
+    scan. Per-DAG figures are ``StatsSnapshotDag`` rows; the rest are columns and small JSON lists here.
+
+    JSON shapes (lists, in order):
+    - ``expiry_histogram``: ``[{"day": "YYYY-MM-DD", "keys": n, "bytes": n}]``, the next 30 days (UTC), by
+      the day keys expire (what GC will delete then);
+    - ``size_histogram``: ``[{"store": "task"|"asset", "up_to": bytes or null (larger), "keys": n}]``;
+    - ``largest``: the 50 largest values, ``[{"store", "key", "size", "key_id", "dag_id", "run_id",
+      "task_id", "map_index", "asset_id", "asset_name", "asset_uri"}]`` (task fields None for asset keys and
+      the reverse);
+    - ``top_tasks``: ``[{"dag_id", "task_id", "keys", "bytes"}]``, the 50 first by keys and by bytes;
+    - ``top_assets``: ``[{"asset_id", "name", "uri", "keys", "bytes"}]``, the 50 first by keys and by bytes.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    taken_at = models.DateTimeField(default=timezone.now, help_text="When the pass started; figures are as of then.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    trigger = models.CharField(max_length=16, default="command", help_text="command, or gc (after state_store_clean)")
+    # Task state
+    task_keys = models.BigIntegerField(default=0)
+    task_bytes = models.BigIntegerField(default=0)
+    expired = models.BigIntegerField(default=0)
+    expiring = models.BigIntegerField(default=0, help_text="Expiring within 24 h of taken_at.")
+    never = models.BigIntegerField(default=0)
+    live = models.BigIntegerField(default=0, help_text="Not expired (expiring ones and never-expiring ones included).")
+    dags = models.IntegerField(default=0)
+    # Asset state
+    asset_keys = models.BigIntegerField(default=0)
+    asset_bytes = models.BigIntegerField(default=0)
+    assets = models.IntegerField(default=0, help_text="Assets that have state.")
+    # Distributions
+    expiry_histogram = models.JSONField(default=list, blank=True)
+    size_histogram = models.JSONField(default=list, blank=True)
+    largest = models.JSONField(default=list, blank=True)
+    top_tasks = models.JSONField(default=list, blank=True)
+    top_assets = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-taken_at"]
+        indexes = [models.Index(fields=["status", "-taken_at"], name="statssnap_status_taken_idx")]
+        verbose_name, verbose_name_plural = "statistics snapshot", "statistics snapshots"
+
+    def __str__(self) -> str:
+        return f"Snapshot {self.taken_at:%Y-%m-%d %H:%M:%S} {self.status}: {self.task_keys} task keys"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        return (self.finished_at - self.taken_at).total_seconds() if self.finished_at else None
+
+
+class StatsSnapshotDag(models.Model):
+    """One DAG's task state in a snapshot (every DAG with state has a row)."""
+
+    snapshot = models.ForeignKey(StatsSnapshot, on_delete=models.CASCADE, related_name="dag_rows")
+    dag_id = models.CharField(max_length=250)
+    keys = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+    expired = models.BigIntegerField(default=0)
+    expiring = models.BigIntegerField(default=0)
+    never = models.BigIntegerField(default=0)
+    runs = models.IntegerField(default=0, help_text="DAG runs with state.")
+    last_updated = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["dag_id"]
+        constraints = [models.UniqueConstraint(fields=["snapshot", "dag_id"], name="statssnapdag_uniq")]
+        indexes = [
+            models.Index(fields=["dag_id", "snapshot"], name="statssnapdag_dag_idx"),
+            models.Index(fields=["snapshot", "-keys"], name="statssnapdag_keys_idx"),
+            models.Index(fields=["snapshot", "-bytes"], name="statssnapdag_bytes_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dag_id}: {self.keys} keys (snapshot {self.snapshot_id})"
+
+
+class CacheEntry(models.Model):
+    """A row of Django's database cache (``statestore_admin/cache.py``), the cache every worker of every server
+    shares by default. Django reads and writes it with SQL of its own; the model exists so that ``migrate``
+    creates the table (the columns ``createcachetable`` would) and a test database's flush empties it."""
+
+    cache_key = models.CharField(max_length=255, primary_key=True)
+    value = models.TextField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "statestore_cache"
+        verbose_name, verbose_name_plural = "cache entry", "cache entries"
+        default_permissions = ()  # nobody is granted anything on the cache: no permissions to list in roles
