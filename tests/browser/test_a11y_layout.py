@@ -30,7 +30,7 @@ from statestore_admin.stats.snapshots import take_snapshot
 
 from ..conftest import BOTH_DATABASES
 from ..objects_helpers import file_storage, ref_value, write_object
-from .conftest import SCREENSHOTS, row_action, sign_in
+from .conftest import SCREENSHOTS, row_action, settled, sign_in
 from .test_overview_layout import BREAKS
 
 pytestmark = [
@@ -152,7 +152,7 @@ def new_page(browser, live_server, *, scheme="light", viewport=DESKTOP, timezone
 
 def visit(page, url):
     page.goto(url)
-    page.wait_for_load_state("networkidle")  # htmx-loaded parts (the largest values) are in
+    settled(page)  # htmx-loaded parts (the largest values) are in
 
 
 def serious(axe: Axe, page) -> list[str]:

@@ -12,7 +12,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.tokens.models import ApiToken
 
 from ..conftest import BOTH_DATABASES
-from .conftest import row_action
+from .conftest import row_action, settled
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -313,7 +313,7 @@ def test_aria_references_exist_on_every_page_and_in_every_dialog(signed_in, live
             continue
         seen.add(url)
         page.goto(live_server.url + url)
-        page.wait_for_load_state("networkidle")
+        settled(page)
         problems[url] = page.evaluate(DANGLING)
         for href in page.eval_on_selector_all("a[href^='/']:not([download])", "links => links.map(a => a.pathname)"):
             if not href.startswith(("/api/", "/admin/", "/static/")) and "/export" not in href:
