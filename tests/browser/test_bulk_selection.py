@@ -11,6 +11,7 @@ from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.records.models import AuditEvent
 
 from ..conftest import BOTH_DATABASES
+from .conftest import settled
 
 # A form shown again with its mistakes answers 422, which Chromium logs as a failed load: that one is expected.
 pytestmark = [
@@ -118,6 +119,7 @@ def test_a_past_time_in_the_bulk_expiry_is_refused_then_confirmed(signed_in, liv
     page.get_by_label("Select watermark").check()
     bar(page).get_by_role("button", name="Set expiry").click()
     dialog = page.locator("dialog#modal")
+    settled(page)  # the dialog's form is swapped in and set up: a click before that may hit the old copy
     dialog.get_by_label("At a date and time").check()
     dialog.get_by_label("Expires at").fill("2020-01-01T10:00")
     dialog.get_by_role("button", name="Set the expiry of 1 key").click()
