@@ -78,6 +78,27 @@ def make_task_key(
     )
 
 
+def make_task_keys(dag_run, count, key="k{i}", value="1", task_id="t", updated_at=None, expires_at=None):
+    """``count`` keys of one task instance of ``dag_run`` in one INSERT, for tests at scale. ``key`` is formatted
+    with the row's number ``i``; ``value`` is the stored JSON text; ``value`` and ``expires_at`` are fixed or a
+    function of ``i``. Every row has the same ``updated_at`` (now unless given)."""
+    updated_at = updated_at or timezone.now()
+    return TaskStateStore.objects.bulk_create(
+        TaskStateStore(
+            dag_run=dag_run,
+            dag_id=dag_run.dag_id,
+            run_id=dag_run.run_id,
+            task_id=task_id,
+            map_index=-1,
+            key=key.format(i=i),
+            value=value(i) if callable(value) else value,
+            updated_at=updated_at,
+            expires_at=expires_at(i) if callable(expires_at) else expires_at,
+        )
+        for i in range(count)
+    )
+
+
 def make_fork(region, resumes_from_index=0):
     """The execution that a clear put in place of ``region`` (Airflow 3.4: same slot, ``forked_from_region_id``)."""
     fork_id = uuid.uuid4()

@@ -16,6 +16,7 @@ from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.core import counting
 from statestore_admin.state import selectors
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_task_keys
 
 pytestmark = [pytest.mark.django_db(databases=BOTH_DATABASES), pytest.mark.usefixtures("postgres_only")]
 ROWS, EXPIRED_ROWS = 3000, 1512
@@ -30,19 +31,12 @@ def store(dag_run_factory, monkeypatch):
     monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 10)
     run = dag_run_factory(dag_id="etl_orders")
     now = timezone.now()
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id=run.dag_id,
-            run_id=run.run_id,
-            task_id="extract",
-            map_index=-1,
-            key=f"k{i}",
-            value="1",
-            updated_at=now,
-            expires_at=now - timedelta(hours=1) if i < EXPIRED_ROWS else now + timedelta(days=3),
-        )
-        for i in range(ROWS)
+    make_task_keys(
+        run,
+        ROWS,
+        task_id="extract",
+        updated_at=now,
+        expires_at=lambda i: now - timedelta(hours=1) if i < EXPIRED_ROWS else now + timedelta(days=3),
     )
     return now
 

@@ -25,6 +25,7 @@ from statestore_admin.state import selectors
 from statestore_admin.state.selectors import TaskAddress
 
 from ..conftest import BOTH_DATABASES
+from ..factories import make_task_keys
 
 
 # Values -----------------------------------------------------------------------------------------------
@@ -115,19 +116,7 @@ def many_keys(dag_run_factory, task_instance_factory):
     run = dag_run_factory(dag_id="p", run_id="r")
     task_instance_factory(run, task_id="t")
     now = timezone.now()
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id="p",
-            run_id="r",
-            task_id="t",
-            map_index=-1,
-            key=f"k{i:03}",
-            value=json.dumps(i),
-            updated_at=now,
-        )
-        for i in range(125)
-    )
+    make_task_keys(run, 125, key="k{i:03}", value=json.dumps, updated_at=now)
     return run
 
 

@@ -24,6 +24,7 @@ from statestore_admin.demo.data import load_scale_data
 from statestore_admin.exports import restore as restores
 from statestore_admin.records.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_task_keys
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
@@ -99,21 +100,13 @@ def test_batches_in_either_order_select_exactly(dag_run_factory, task_key_factor
     """Many pages, expired and live rows interleaved, a DAG filter: batches of at most N, exactly the rows."""
     now = timezone.now()
     for dag_id in ("a", "b"):
-        TaskStateStore.objects.bulk_create(
-            [
-                TaskStateStore(
-                    dag_run=(run := dag_run_factory(dag_id=dag_id)) if i == 0 else run,
-                    dag_id=dag_id,
-                    run_id=run.run_id,
-                    task_id="t",
-                    map_index=-1,
-                    key=f"k{i:04d}",
-                    value="x" * 200,
-                    updated_at=now,
-                    expires_at=None if i % 5 == 0 else now + timedelta(hours=1 if i % 3 else -1),
-                )
-                for i in range(600)
-            ]
+        make_task_keys(
+            dag_run_factory(dag_id=dag_id),
+            600,
+            key="k{i:04d}",
+            value="x" * 200,
+            updated_at=now,
+            expires_at=lambda i: None if i % 5 == 0 else now + timedelta(hours=1 if i % 3 else -1),
         )
     expired_a = TaskStateStore.objects.filter(dag_id="a", expires_at__lt=now).count()
     summary = clean_json(batch_size=37, dag_id=["a"])
@@ -132,13 +125,14 @@ def test_batch_order_follows_the_planners_estimate(dag_run_factory):
 
     def rows(expired: int):
         TaskStateStore.objects.all().delete()
-        TaskStateStore.objects.bulk_create(
-            TaskStateStore(
-                dag_run=run, dag_id=run.dag_id, run_id=run.run_id, task_id="t", map_index=-1, key=f"k{i:05d}",
-                value="v" * 100, updated_at=now, expires_at=now + timedelta(days=-1 if i < expired else 1),
-            )
-            for i in range(5_000)
-        )  # fmt: skip
+        make_task_keys(
+            run,
+            5_000,
+            key="k{i:05d}",
+            value="v" * 100,
+            updated_at=now,
+            expires_at=lambda i: now + timedelta(days=-1 if i < expired else 1),
+        )
         with connections["airflow"].cursor() as cursor:
             cursor.execute("ANALYZE task_state_store")
         return gc.sql._batch_order(connections["airflow"], gc.GcPlan(cutoff=timezone.now(), batch_size=100))

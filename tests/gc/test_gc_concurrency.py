@@ -22,6 +22,7 @@ from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
 from tests.airflow_schema import index_column, task_key_conflict
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_task_keys
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,21 +80,12 @@ def expired_and_live(dag_run_factory, task_key_factory):
     def make(expired, live=10):
         run = dag_run_factory(dag_id="busy")
         now = timezone.now()
-        TaskStateStore.objects.bulk_create(
-            [
-                TaskStateStore(
-                    dag_run=run,
-                    dag_id=run.dag_id,
-                    run_id=run.run_id,
-                    task_id="t",
-                    map_index=-1,
-                    key=f"k{i:05d}",
-                    value="1",
-                    updated_at=now,
-                    expires_at=now - timedelta(hours=1) if i < expired else now + timedelta(days=1),
-                )
-                for i in range(expired + live)
-            ]
+        make_task_keys(
+            run,
+            expired + live,
+            key="k{i:05d}",
+            updated_at=now,
+            expires_at=lambda i: now - timedelta(hours=1) if i < expired else now + timedelta(days=1),
         )
         return run
 

@@ -20,6 +20,7 @@ from statestore_admin.dashboard.checks import check_gc_page_settings
 from statestore_admin.identity import roles
 from statestore_admin.records.models import AuditEvent, GcRun
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.factories import make_task_keys
 from tests.objects_helpers import file_storage
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -153,20 +154,7 @@ def test_the_preview_past_the_exact_cap_says_more_than(client, viewer, dag_run_f
     settings.COUNT_BUDGET_SECONDS = 0
     run = dag_run_factory(dag_id="bulk")
     now = timezone.now()
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id="bulk",
-            run_id=run.run_id,
-            task_id="t",
-            map_index=-1,
-            key=f"k{i}",
-            value="1",
-            updated_at=now,
-            expires_at=now - timedelta(hours=1),
-        )
-        for i in range(gc.DRY_RUN_EXACT_CAP + 5)
-    )
+    make_task_keys(run, gc.DRY_RUN_EXACT_CAP + 5, updated_at=now, expires_at=now - timedelta(hours=1))
     client.force_login(viewer)
     page = client.get("/gc/").content.decode()
     assert "More than <strong>10,000</strong>" in page

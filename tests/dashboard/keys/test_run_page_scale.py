@@ -19,6 +19,7 @@ from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import selectors
 from statestore_admin.state.services import confirmations
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.factories import make_task_keys
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -107,19 +108,7 @@ def test_the_key_filter_is_a_prefix_in_any_case_kept_by_the_pager(client, operat
 
 
 def test_each_task_has_a_capped_count(client, operator, run):
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id=run.dag_id,
-            run_id=run.run_id,
-            task_id="big",
-            map_index=-1,
-            key=f"k{n}",
-            value="1",
-            updated_at=timezone.now(),
-        )
-        for n in range(selectors.TASK_COUNT_CAP + 1)
-    )
+    make_task_keys(run, selectors.TASK_COUNT_CAP + 1, task_id="big")
     client.force_login(operator)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     counts = dict(
