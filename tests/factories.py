@@ -246,6 +246,34 @@ def make_asset_key(asset, key="key", value="v", kind="api", **writer):
     )
 
 
+def make_deployment(
+    task_keys,
+    asset_keys=None,
+    expires_at=None,
+    dag_id="etl_orders",
+    run_id="manual__2026-11-29",
+    state="success",
+    task_id="train",
+):
+    """The data most page tests start from: a run of ``dag_id`` whose task ``task_id`` holds ``task_keys``
+    ({key: value}) expiring at ``expires_at`` (one time for all, or {key: time}, None: never), and the warehouse's
+    orders_raw asset holding ``asset_keys`` ({key: (value, writer kind)}); no asset without them.
+    Returns {"run", "asset", "keys"}: the task keys' rows by key."""
+    run = make_dag_run(dag_id=dag_id, run_id=run_id, state=state)
+    make_task_instance(run, task_id=task_id)
+    expiry = expires_at if isinstance(expires_at, dict) else dict.fromkeys(task_keys, expires_at)
+    rows = {
+        key: make_task_key(run, task_id=task_id, key=key, value=value, expires_at=expiry.get(key))
+        for key, value in task_keys.items()
+    }
+    asset = None
+    if asset_keys:
+        asset = make_asset(name="orders_raw", uri="s3://warehouse/orders")
+        for key, (value, kind) in asset_keys.items():
+            make_asset_key(asset, key=key, value=value, kind=kind)
+    return {"run": run, "asset": asset, "keys": rows}
+
+
 # Airflow 3.4's dynamic regions (helper "ui": make_region, make_region_instance, make_region_key,
 # make_loop_decision). Rows are shaped as Airflow writes them (airflow/models/dynamic_region.py): a region's
 # ``family_root_id`` is its own id, or its fork source's; its ``path`` is its parent's path, the parent's

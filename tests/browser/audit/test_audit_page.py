@@ -17,6 +17,7 @@ from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.records.models import AuditEvent
 from tests.browser.conftest import row_action
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -26,19 +27,17 @@ DOCS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="scheduled__2026-11-29T00:00:00+00:00", state="running")
-    task_instance_factory(run, task_id="submit")
+def deployment():
     expires = timezone.now() + timedelta(days=3)
-    task_key_factory(
-        run,
+    job = {"job": "spark-7", "cluster": "emr-prod", "attempt": 1, "submitted": "2026-11-29T00:04:11Z"}
+    made = make_deployment(
+        {"job_id": job, "offset": 1200},
+        expires_at={"job_id": expires},
+        run_id="scheduled__2026-11-29T00:00:00+00:00",
+        state="running",
         task_id="submit",
-        key="job_id",
-        value={"job": "spark-7", "cluster": "emr-prod", "attempt": 1, "submitted": "2026-11-29T00:04:11Z"},
-        expires_at=expires,
     )
-    task_key_factory(run, task_id="submit", key="offset", value=1200, expires_at=None)
-    return {"run": run, "expires": expires}
+    return {"run": made["run"], "expires": expires}
 
 
 def document(screenshot, name: str) -> None:

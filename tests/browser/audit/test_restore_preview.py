@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -21,12 +22,11 @@ pytestmark = [
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="manual__2026-11-29", state="success")
-    task_instance_factory(run, task_id="train")
-    task_key_factory(run, task_id="train", key="live", value=1, expires_at=timezone.now() + timedelta(days=1))
-    task_key_factory(run, task_id="train", key="stale", value=2, expires_at=timezone.now() - timedelta(hours=2))
-    return {"run": run}
+def deployment():
+    now = timezone.now()
+    return make_deployment(
+        {"live": 1, "stale": 2}, expires_at={"live": now + timedelta(days=1), "stale": now - timedelta(hours=2)}
+    )
 
 
 def test_restore_from_file_previews_then_restores(signed_in, live_server, deployment, tmp_path, console_errors):

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import TaskStateStore
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -28,13 +29,10 @@ LARGE = {
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="manual__2026-11-29", state="success")
-    task_instance_factory(run, task_id="train")
-    task_key_factory(run, task_id="train", key="small", value=SMALL)
-    task_key_factory(run, task_id="train", key="large", value=LARGE)
+def deployment():
+    made = make_deployment({"small": SMALL, "large": LARGE})
     assert 20_000 < len(json.dumps(LARGE)) < 30_000
-    return {"run": run}
+    return made
 
 
 def open_key(page, live_server, name):

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from tests.browser.conftest import SCREENSHOTS, row_action
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -21,15 +22,12 @@ pytestmark = [
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
+def deployment():
     later = timezone.now() + timedelta(days=30)
-    run = dag_run_factory(dag_id="etl_orders", run_id="manual__2026-11-29", state="success")
-    task_instance_factory(run, task_id="train")
-    for name in ("checkpoint", "job_id", "offset", "cursor"):
-        task_key_factory(run, task_id="train", key=name, value={"name": name}, expires_at=later)
-    asset = asset_factory(name="orders_raw", uri="s3://warehouse/orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-30", kind="watcher")
-    return {"run": run, "asset": asset}
+    names = ("checkpoint", "job_id", "offset", "cursor")
+    return make_deployment(
+        {name: {"name": name} for name in names}, {"watermark": ("2026-11-30", "watcher")}, expires_at=later
+    )
 
 
 def row_of(page, key: str):

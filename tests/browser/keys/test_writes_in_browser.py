@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from tests.browser.conftest import row_action
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_asset_key, make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -21,17 +22,19 @@ RLO = "\u202e"
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="manual__1")
-    task_instance_factory(run, task_id="submit")
-    task_key_factory(run, task_id="submit", key="greeting", value={"text": GRUSS}, expires_at=None)
-    task_key_factory(run, task_id="submit", key=f"report{RLO}fdp.exe", value=f"x{RLO}y", expires_at=None)
-    asset = asset_factory(name="orders_raw", uri="s3://warehouse/orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-30", kind="watcher")
-    asset_key_factory(asset, key="ahead", value=1, kind="task", dag_id="etl_orders", run_id="manual__1", task_id="t")
+def deployment():
+    made = make_deployment(
+        {"greeting": {"text": GRUSS}, f"report{RLO}fdp.exe": f"x{RLO}y"},
+        {"watermark": ("2026-11-30", "watcher")},
+        run_id="manual__1",
+        task_id="submit",
+    )
+    make_asset_key(
+        made["asset"], key="ahead", value=1, kind="task", dag_id="etl_orders", run_id="manual__1", task_id="t"
+    )
     # A writer whose clock runs two days ahead: its key must still be deletable.
     AssetStateStore.objects.filter(key="ahead").update(updated_at=timezone.now() + timedelta(days=2))
-    return {"run": run, "asset": asset}
+    return made
 
 
 def toast(page):

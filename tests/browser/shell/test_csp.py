@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import TaskStateStore
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -24,15 +25,16 @@ document.addEventListener("securitypolicyviolation", (e) => {
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="scheduled__2026-11-29T00:00:00+00:00", state="running")
-    task_instance_factory(run, task_id="submit")
-    key = task_key_factory(
-        run, task_id="submit", key="job_id", value={"job": "spark-7"}, expires_at=timezone.now() + timedelta(days=3)
+def deployment():
+    made = make_deployment(
+        {"job_id": {"job": "spark-7"}},
+        {"watermark": ("2026-11-30", "watcher")},
+        expires_at=timezone.now() + timedelta(days=3),
+        run_id="scheduled__2026-11-29T00:00:00+00:00",
+        state="running",
+        task_id="submit",
     )
-    asset = asset_factory(name="orders_raw", uri="s3://warehouse/orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-30", kind="watcher")
-    return {"run": run, "key": key, "asset": asset}
+    return {**made, "key": made["keys"]["job_id"]}
 
 
 @pytest.fixture

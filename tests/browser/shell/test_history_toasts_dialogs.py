@@ -12,6 +12,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.tokens.models import ApiToken
 from tests.browser.conftest import row_action, settled
 from tests.conftest import BOTH_DATABASES
+from tests.factories import make_deployment
 
 pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
@@ -21,16 +22,13 @@ LONG_KEY = "k" * 2000
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory, asset_factory, asset_key_factory):
+def deployment():
     now = timezone.now()
-    run = dag_run_factory(dag_id="etl_orders", run_id="manual__2026-11-29", state="success")
-    task_instance_factory(run, task_id="train")
-    task_key_factory(run, task_id="train", key="checkpoint", value={"epoch": 3}, expires_at=now + timedelta(days=30))
-    task_key_factory(run, task_id="train", key="job_id", value={"job": "spark-7"}, expires_at=now + timedelta(days=3))
-    asset = asset_factory(name="orders_raw", uri="s3://warehouse/orders")
-    asset_key_factory(asset, key="watermark", value="2026-11-30", kind="watcher")
-    asset_key_factory(asset, key="cursor", value={"id": 991}, kind="api")
-    return {"run": run, "asset": asset}
+    return make_deployment(
+        {"checkpoint": {"epoch": 3}, "job_id": {"job": "spark-7"}},
+        {"watermark": ("2026-11-30", "watcher"), "cursor": ({"id": 991}, "api")},
+        expires_at={"checkpoint": now + timedelta(days=30), "job_id": now + timedelta(days=3)},
+    )
 
 
 def last_toast(page):

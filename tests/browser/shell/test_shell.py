@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import sign_in
 from tests.conftest import ALL_PERMS, BOTH_DATABASES, VIEW_PERMS
+from tests.factories import make_deployment
 from tests.objects_helpers import file_storage
 
 pytestmark = [
@@ -18,11 +19,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def deployment(dag_run_factory, task_instance_factory, task_key_factory):
-    run = dag_run_factory(dag_id="etl_orders", run_id="scheduled__2026-11-29T00:00:00+00:00")
-    task_instance_factory(run, task_id="submit")
-    task_key_factory(run, task_id="submit", key="job_id", value="spark-7")
-    return run
+def deployment():
+    made = make_deployment({"job_id": "spark-7"}, run_id="scheduled__2026-11-29T00:00:00+00:00", task_id="submit")
+    return made["run"]
 
 
 def test_the_environment_is_on_every_page_and_in_the_title(page, live_server, settings, operator, deployment):
