@@ -2,7 +2,7 @@
 that answers what each test tells it (tests/sso/hostile_provider.py), over real HTTP; down and slow providers
 through tests/faults.py's TcpProxy. Each refusal is a page with a 4xx (503 for a provider that does not answer),
 a log line, and nobody signed in. The sign-in itself, with a real provider in a browser:
-tests/browser/test_oidc_sign_in.py."""
+tests/browser/shell/test_oidc_sign_in.py."""
 
 import base64
 import hashlib
