@@ -76,6 +76,9 @@ class AuditEvent(models.Model):
         RESTORE = "restore", "restore"
         GC = "gc", "garbage collection"
         ORPHANS = "orphans", "delete orphans"
+        PRUNE = "prune", "prune audit trail"
+        TOKEN = "token", "issue API token"
+        REVOKE = "revoke", "revoke API token"
 
     class Via(models.TextChoices):
         UI = "ui", "dashboard"
@@ -293,6 +296,9 @@ class ExternalIdentity(models.Model):
     groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last sign-in.")
     first_sign_in = models.DateTimeField(default=timezone.now)
     last_sign_in = models.DateTimeField(default=timezone.now)
+    # Who signed in is the row's user; the client address the last sign-in came from is kept here, not in the
+    # audit trail: a sign-in changes no state, and one event per sign-in would bury the changes.
+    last_sign_in_from = models.CharField(max_length=255, blank=True)
 
     class Meta:
         verbose_name = "external identity"
@@ -314,6 +320,9 @@ class BreakGlassLink(models.Model):
     created = models.DateTimeField(default=timezone.now)
     expires = models.DateTimeField()
     used = models.DateTimeField(null=True, blank=True)
+    # Who made the link (the OS user@host running ``manage.py break_glass``): the link is its own record
+    # (identity sits below the audit trail), also logged at WARNING.
+    issued_by = models.CharField(max_length=255, blank=True)
 
     class Meta:
         verbose_name = "break-glass link"
@@ -348,6 +357,9 @@ class StatsSnapshot(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
     trigger = models.CharField(max_length=16, default="command", help_text="command, or gc (after state_store_clean)")
+    # Who took it (a user's name, or OS user@host for commands): a snapshot changes no state, so it is its own
+    # record rather than an audit event.
+    actor = models.CharField(max_length=255, blank=True)
     # Task state
     task_keys = models.BigIntegerField(default=0)
     task_bytes = models.BigIntegerField(default=0)
