@@ -80,6 +80,10 @@ class AuditEvent(models.Model):
         TOKEN = "token", "issue API token"
         REVOKE = "revoke", "revoke API token"
 
+    # Events of no store that only those who view both stores see (audit.trail), and the actions with no keys
+    BOTH_STORES = (Action.ORPHANS, Action.PRUNE, Action.TOKEN, Action.REVOKE)
+    KEYLESS = (Action.GC, *BOTH_STORES)
+
     class Via(models.TextChoices):
         UI = "ui", "dashboard"
         API = "api", "API"
@@ -142,14 +146,15 @@ class AuditEvent(models.Model):
 
     @property
     def viewed_with(self) -> tuple[str, ...]:
-        """The stores a user must view to see this event: an orphans run's objects are of both stores."""
-        return ("task", "asset") if self.action == self.Action.ORPHANS else (self.visible_store,)
+        """The stores a user must view to see this event: an orphans run's objects are of both stores, and so
+        are the trail a prune deletes and the access an API token gives."""
+        return ("task", "asset") if self.action in self.BOTH_STORES else (self.visible_store,)
 
     @property
     def restorable(self) -> bool:
-        """GC follows Airflow's rules, deleted orphans had no row, and a failed change changed nothing: none can
-        be restored."""
-        return self.action not in (self.Action.GC, self.Action.ORPHANS) and self.status != self.Status.FAILED
+        """GC follows Airflow's rules, deleted orphans had no row, a pruned event, an issued or revoked token
+        are no keys, and a failed change changed nothing: none can be restored."""
+        return self.action not in self.KEYLESS and self.status != self.Status.FAILED
 
     @property
     def outcome(self) -> str:

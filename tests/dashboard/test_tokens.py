@@ -12,6 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from statestore_admin.access.actors import Actor
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import restore as restores
 from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken, digest
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
@@ -229,6 +231,29 @@ def test_the_admin_audits_who_revoked_a_token(client, operator, user_factory):
     assert (event.actor, event.via, event.details["owner"]) == ("root", "admin", "operator")
     client.post("/admin/tokens/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
     assert len(token_events(AuditEvent.Action.REVOKE)) == 1  # a revoked token is not revoked again
+
+
+def test_token_and_prune_events_are_for_viewers_of_both_stores_and_not_restorable(client, operator, user_factory):
+    call_command("create_api_token", operator.username, stdout=io.StringIO())
+    call_command("revoke_api_token", str(ApiToken.objects.get().pk), stdout=io.StringIO())
+    call_command("audit_prune", older_than=30, stdout=io.StringIO())
+    events = list(AuditEvent.objects.order_by("pk"))
+    assert [e.action for e in events] == ["token", "revoke", "prune"]
+    client.force_login(user_factory("task-only", perms=["task.view"]))
+    listed = client.get("/api/statestore/v1/audit-events").json()
+    assert listed["items"] == []
+    for event in events:
+        assert client.get(f"/audit/{event.pk}/").status_code == 403
+        assert not event.restorable
+        with pytest.raises(Invalid, match="not restored|not a key|stays revoked"):
+            restores.restore_event(actor=Actor.command(), event_id=event.pk)
+    client.force_login(operator)
+    assert [e["action"] for e in client.get("/api/statestore/v1/audit-events").json()["items"]] == [
+        "prune",
+        "revoke",
+        "token",
+    ]
+    assert "its details name the API token" in client.get(f"/audit/{events[0].pk}/").content.decode()
 
 
 # last_used_at ------------------------------------------------------------------------------------
