@@ -2,6 +2,8 @@
 
 from django.contrib import admin, messages
 
+from statestore_admin.access.actors import ADMIN, Actor
+from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken
 
 
@@ -31,6 +33,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
         tokens = list(queryset.active())
+        actor = Actor.from_request(request, via=ADMIN)
         for token in tokens:
-            token.revoke(f"revoked by {request.user.get_username()}")
+            services.revoke(token, f"revoked by {request.user.get_username()}", actor=actor)
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)

@@ -204,14 +204,15 @@ def gc_run(request):
         context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects(), "nothing": nothing}
         return dialog(request, "gc/_run_confirm.html", context)
     try:
-        result = gc.run_gc(plan, actor=Actor.from_request(request))
+        actor = Actor.from_request(request)
+        result = gc.run_gc(plan, actor=actor)
     except (gc.GcNotMigrated, gc.GcMisconfigured) as exc:
         messages.error(request, str(exc))
     except DatabaseError as exc:
         messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
     else:
         _report(request, result)
-        taken = gc.snapshot_after(result)  # the figures Insights and the overview show follow the run
+        taken = gc.snapshot_after(result, actor=actor)  # the figures Insights and the overview show follow the run
         if taken and taken.error:
             messages.warning(request, taken.describe())
     page = reverse("gc")

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from statestore_admin.access import permissions
+from statestore_admin.access.actors import Actor
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core import formatting, status
@@ -491,7 +492,7 @@ def take_snapshot(request):
     """ "Take a snapshot now" (the Admin role, no scope; CSRF as every form): the pass of ``state_store_stats``,
     then back to the page, which draws it."""
     try:
-        snapshot = history.take_snapshot_for(request.user)
+        snapshot = history.take_snapshot_for(actor=Actor.from_request(request))
     except Conflict as exc:
         messages.warning(request, str(exc))
     else:

@@ -92,6 +92,9 @@ def restore_event(
         reason = {
             Action.GC: "Garbage collection follows Airflow's rules and is not restorable.",
             Action.ORPHANS: "Deleted orphans were objects without rows: there is nothing to restore.",
+            Action.PRUNE: "Pruned audit events are not restored: the prune only records its counts.",
+            Action.TOKEN: "An issued API token is not a key: revoke it instead.",
+            Action.REVOKE: "A revoked API token stays revoked: create a new one instead.",
         }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
         raise Invalid({"event": reason})
     _require_few_enough(actor, event.key_count, "event", f"--event {event.pk}")

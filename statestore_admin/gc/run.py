@@ -248,15 +248,16 @@ class SnapshotAfter:
         }
 
 
-def snapshot_after(result: GcResult) -> SnapshotAfter | None:
-    """Record a statistics snapshot (trigger "gc") after a real run whose outcome is in ``SNAPSHOT_AFTER``,
-    whichever face ran it, so that the figures the pages show follow what GC deleted; None after any other
-    outcome. A snapshot that fails is recorded as failed and returned with its error, not raised; an
-    interruption (``KeyboardInterrupt``) is raised, for the face to end as it ends on a signal."""
+def snapshot_after(result: GcResult, *, actor: Actor) -> SnapshotAfter | None:
+    """Record a statistics snapshot (trigger "gc", taken by ``actor``, who ran GC) after a real run whose
+    outcome is in ``SNAPSHOT_AFTER``, whichever face ran it, so that the figures the pages show follow what GC
+    deleted; None after any other outcome. A snapshot that fails is recorded as failed and returned with its
+    error, not raised; an interruption (``KeyboardInterrupt``) is raised, for the face to end as it ends on a
+    signal."""
     if result.outcome not in SNAPSHOT_AFTER:
         return None
     try:
-        return SnapshotAfter(stats.take_snapshot(trigger="gc"))
+        return SnapshotAfter(stats.take_snapshot(actor=actor, trigger="gc"))
     except stats.SnapshotInProgress as exc:  # its figures follow this run's deletions as well, or nearly
         return SnapshotAfter(None, str(exc), skipped=True)
     except Exception as exc:

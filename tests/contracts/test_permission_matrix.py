@@ -358,7 +358,8 @@ def build_world(who: Principal) -> SimpleNamespace:
         host="matrix-host",
         pid=1,
     )
-    w.snapshot = stats.take_snapshot()  # figures of both DAGs and assets: the insights' lists are searched too
+    # figures of both DAGs and assets: the insights' lists are searched too
+    w.snapshot = stats.take_snapshot(actor=Actor.command())
     w.team = Group.objects.create(name="etl-team")
     scopes.grant(w.team, dags=["etl_*"], assets=["etl.*"])
     w.scope_row = AccessScope.objects.filter(group=w.team).first()

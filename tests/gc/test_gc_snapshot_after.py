@@ -5,6 +5,7 @@ import pytest
 from django.utils import timezone
 
 from statestore_admin import gc
+from statestore_admin.access.actors import Actor
 from statestore_admin.records.models import GcRun, StatsSnapshot
 
 from ..conftest import BOTH_DATABASES
@@ -18,7 +19,7 @@ def result(outcome: str) -> gc.GcResult:
 
 @pytest.mark.parametrize("outcome", GcRun.Outcome.values)
 def test_a_snapshot_follows_the_outcomes_that_did_their_work_only(outcome):
-    taken = gc.snapshot_after(result(outcome))
+    taken = gc.snapshot_after(result(outcome), actor=Actor.command(via="gc"))
     if outcome in gc.SNAPSHOT_AFTER:
         assert taken.snapshot == StatsSnapshot.objects.get() and taken.snapshot.trigger == "gc"
         assert taken.as_dict() == {

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from statestore_admin.access import scopes
 from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Forbidden
-from statestore_admin.objects import orphans
+from statestore_admin.objects import listing, orphans
 from statestore_admin.records.models import AuditEvent
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.objects_helpers import ENV_PATH, file_storage, object_exists, read_only, ref_value, set_option, write_object
@@ -252,11 +252,28 @@ def test_delete_removes_exactly_the_old_orphans_and_records_one_event(world, sto
     assert refs(again.orphans) == world.young
 
 
+def test_a_delete_records_who_asked_for_it(world, operator):
+    actor = Actor(via="api", user=operator, token_id=7, token_name="nightly", host="192.0.2.9")
+    report = orphans.report(older_than=timedelta(days=1), delete=True, actor=actor)
+    event = AuditEvent.objects.get(pk=report.deletion.event_id)
+    assert (event.actor, event.user, event.via, event.host) == ("operator", operator, "api", "192.0.2.9")
+    assert (event.token_id, event.token_name) == (7, "nightly")
+
+
+def test_the_commands_delete_records_the_os_user_and_host(world):
+    out, err, code = run_command("--delete", "--older-than", "1")
+    assert code == 0, err
+    event = AuditEvent.objects.get(action=AuditEvent.Action.ORPHANS)
+    command = Actor.command()
+    assert (event.actor, event.user, event.via) == (command.name, None, "command")
+    assert (event.os_user, event.host) == (command.os_user, command.host)
+
+
 def test_a_row_written_after_the_listing_keeps_its_object(world, store, task_key_factory):
     """The last check before a delete is fresh: a row written between the listing and the delete (here, after
     the candidates were listed) keeps its object, and so does an object written again meanwhile."""
     fs = store.filesystem()
-    listed = [o for o in orphans._walk(fs, store, orphans.OrphanReport(sample=0)) if o.ref in world.old]
+    listed = [o for o in listing.walk(fs, store, orphans.OrphanReport(sample=0)) if o.ref in world.old]
     late = store.task_ref(DAG, RUN, TASK, 0, "gone/ü")
     task_key_factory(world.run, task_id=TASK, key="gone/ü", map_index=0, value=ref_value(late))
     stray = store.base + "/stray/file.txt"  # outside the layout: found by its stored text

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import EVERYTHING, Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.core.errors import Invalid
@@ -68,7 +69,7 @@ def dataset(dag_run_factory, task_key_factory, asset_factory, asset_key_factory)
 
 
 def test_exact_figures(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     snapshot.refresh_from_db()
     assert (snapshot.status, snapshot.trigger, snapshot.error) == (DONE, "command", "")
     assert snapshot.taken_at <= snapshot.finished_at
@@ -78,7 +79,7 @@ def test_exact_figures(dataset):
 
 
 def test_per_dag_rows(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     rows = {
         r.dag_id: (r.keys, r.bytes, r.expired, r.expiring, r.never, r.runs)
         for r in StatsSnapshotDag.objects.filter(snapshot=snapshot)
@@ -106,12 +107,12 @@ def test_expiry_split_is_as_of_taken_at(dataset):
         updated_at=now,
         expires_at=now + timedelta(hours=24, minutes=5),
     )  # just past the 24 h window: live, not expiring
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     assert (snapshot.expired, snapshot.expiring, snapshot.never, snapshot.live) == (2, 0, 2, 8)
 
 
 def test_expiry_histogram_days(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     days = snapshot.expiry_histogram
     first = snapshot.taken_at.astimezone(UTC).date()
     assert days[0]["day"] == first.isoformat()
@@ -127,7 +128,7 @@ def test_expiry_histogram_days(dataset):
 
 
 def test_size_histogram(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     by_store = {}
     for row in snapshot.size_histogram:
         by_store.setdefault(row["store"], []).append((row["up_to"], row["keys"]))
@@ -137,7 +138,7 @@ def test_size_histogram(dataset):
 
 
 def test_largest_values_with_their_scope(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     largest = snapshot.largest
     assert [(r["store"], r["size"]) for r in largest] == [
         ("task", 70002),
@@ -180,14 +181,14 @@ def test_largest_values_with_few_candidate_groups_and_ties(dataset, monkeypatch,
         task_key_factory(run, task_id=f"tie{n}", key="k", value="z" * 20000)
     monkeypatch.setattr(stats, "TOP", 3)
     monkeypatch.setattr(stats, "RESCAN_MAX_KEYS", rescan_max)
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     sizes = [r["size"] for r in snapshot.largest]
     assert sizes == [size for size, _ in _brute_force_largest(3)] == [70002, 20002, 20002]
     assert len(snapshot.top_tasks) <= 6 and len(snapshot.largest) == 3
 
 
 def test_top_tasks_and_assets(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     assert snapshot.top_tasks == [
         {"dag_id": "alpha", "task_id": "extract", "keys": 4, "bytes": 12 + 102 + 302 + 5002},
         {"dag_id": "beta", "task_id": "t1", "keys": 2, "bytes": 90004},
@@ -203,13 +204,13 @@ def test_top_tasks_and_assets(dataset):
 
 def test_top_lists_hold_the_first_by_keys_and_the_first_by_bytes(dataset, monkeypatch):
     monkeypatch.setattr(stats, "TOP", 1)
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     assert [(t["dag_id"], t["task_id"]) for t in snapshot.top_tasks] == [("alpha", "extract"), ("beta", "t1")]
     assert [a["name"] for a in snapshot.top_assets] == ["one"]
 
 
 def test_empty_store():
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     assert (snapshot.status, snapshot.task_keys, snapshot.asset_keys, snapshot.dags, snapshot.largest) == (
         DONE, 0, 0, 0, [],
     )  # fmt: skip
@@ -219,7 +220,7 @@ def test_empty_store():
 
 
 def test_scoped_totals(dataset):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     alpha = stats.scoped_totals(snapshot, Scope(dags=("alp*",), assets=()))
     assert (alpha.keys, alpha.bytes, alpha.expired, alpha.expiring, alpha.never, alpha.live) == (
         7, 7440, 1, 1, 1, 6,
@@ -234,7 +235,7 @@ def test_failure_leaves_a_failed_snapshot_without_dag_rows(dataset, monkeypatch)
     """A real database error half-way (a table that does not exist), after the per-DAG rows were written."""
     monkeypatch.setattr(AssetStateStore._meta, "db_table", "no_such_table")
     with pytest.raises(Exception, match="no_such_table"):
-        stats.take_snapshot()
+        stats.take_snapshot(actor=Actor.command())
     snapshot = StatsSnapshot.objects.get()
     assert snapshot.status == FAILED and "no_such_table" in snapshot.error and snapshot.finished_at
     assert not StatsSnapshotDag.objects.exists()
@@ -247,23 +248,23 @@ def test_interruption_leaves_a_failed_snapshot(dataset, monkeypatch):
 
     monkeypatch.setattr(stats, "_expiry_histogram", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        stats.take_snapshot()
+        stats.take_snapshot(actor=Actor.command())
     assert StatsSnapshot.objects.get().status == FAILED and StatsSnapshot.objects.get().error == "Interrupted."
 
 
 def test_an_abandoned_running_snapshot_is_marked_failed():
     stale = StatsSnapshot.objects.create(taken_at=timezone.now() - timedelta(days=2))
     fresh = StatsSnapshot.objects.create(taken_at=timezone.now() - timedelta(minutes=5))
-    stats.take_snapshot()
+    stats.take_snapshot(actor=Actor.command())
     stale.refresh_from_db()
     fresh.refresh_from_db()
     assert (stale.status, fresh.status) == (FAILED, RUNNING) and "Abandoned" in stale.error
 
 
 def test_latest_snapshot_and_series(dataset):
-    first = stats.take_snapshot()
+    first = stats.take_snapshot(actor=Actor.command())
     TaskStateStore.objects.filter(pk=dataset["keys"]["x"].pk).delete()
-    second = stats.take_snapshot()
+    second = stats.take_snapshot(actor=Actor.command())
     StatsSnapshot.objects.create(taken_at=timezone.now(), status=FAILED)
     StatsSnapshot.objects.create(taken_at=timezone.now())  # running
     assert stats.latest_snapshot() == second
@@ -334,6 +335,18 @@ def test_command_usage_and_failure(dataset, monkeypatch):
     assert excinfo.value.returncode == 1 and StatsSnapshot.objects.get().status == FAILED
 
 
+def test_a_snapshot_records_who_took_it(dataset, user_factory):
+    command = Actor.command()
+    run("state_store_stats")
+    run("state_store_clean")
+    assert list(StatsSnapshot.objects.order_by("pk").values_list("trigger", "actor")) == [
+        ("command", command.name),
+        ("gc", command.name),
+    ]
+    snapshot = stats.take_snapshot(actor=Actor(via="api", user=user_factory("ops")), trigger="page")
+    assert StatsSnapshot.objects.get(pk=snapshot.pk).actor == "ops"
+
+
 def test_state_store_clean_takes_a_snapshot(dataset):
     out, err = run("state_store_clean")
     snapshot = StatsSnapshot.objects.get()
@@ -379,7 +392,7 @@ def test_no_snapshot_after_a_locked_run(dataset, monkeypatch, postgres_only):
 
 
 def test_admin_lists_snapshots_read_only(dataset, client, user_factory):
-    snapshot = stats.take_snapshot()
+    snapshot = stats.take_snapshot(actor=Actor.command())
     root = user_factory("root", is_staff=True, is_superuser=True)
     client.force_login(root)
     listing = client.get("/admin/state/statssnapshot/")

@@ -9,6 +9,7 @@ import sys
 import psycopg
 import pytest
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.records.models import StatsSnapshot
 from statestore_admin.stats import snapshots as stats
 from tests.conftest import BOTH_DATABASES
@@ -36,7 +37,7 @@ def test_a_second_snapshot_while_one_is_taken_says_so_and_records_nothing():
         other.execute("SELECT pg_advisory_lock(%s)", [stats.SNAPSHOT_LOCK_KEY])
         second = state_store_stats()
         with pytest.raises(stats.SnapshotInProgress, match="Another statistics snapshot is being taken"):
-            stats.take_snapshot(trigger="page")
+            stats.take_snapshot(trigger="page", actor=Actor.command())
     assert second.returncode == 3, second.stderr
     assert "Another statistics snapshot is being taken (database session pid" in second.stderr
     assert not StatsSnapshot.objects.exists()

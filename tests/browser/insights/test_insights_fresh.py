@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import roles
 from statestore_admin.records.models import StatsSnapshot
 from statestore_admin.stats import history
@@ -85,7 +86,7 @@ def test_the_first_snapshot_from_the_page_then_a_readable_history(
 
     # The demo's history: two weeks of daily snapshots before the real one.
     StatsSnapshot.objects.all().delete()
-    history.seed_history(days=14)
+    history.seed_history(days=14, actor=Actor.command())
     page.goto(f"{live_server.url}/insights/")
     labels = axis_labels(page, "task-keys")
     assert len(labels) == 5 and len(set(labels)) == 5, labels  # dates, each its own

@@ -76,7 +76,7 @@ def deployment(
     asset_key_factory(asset, key=LONG_KEY, value={"id": 991}, kind="api")
     key = run.state_keys.get(key="attempt")
     services.expire_task_keys(actor=Actor(via="ui", user=operator), selection=services.TaskSelection(ids=(key.pk,)))
-    take_snapshot()
+    take_snapshot(actor=Actor.command())
     return {"run": run, "asset": asset, "key": key, "offloaded": offloaded, "event": AuditEvent.objects.latest("id")}
 
 

@@ -53,7 +53,7 @@ def deployment(dag_run_factory, task_key_factory, tmp_path, monkeypatch):
             run, task_id="extract", key=f"cursor_{i}", value="x" * 2000 * i, expires_at=now - timedelta(hours=1)
         )
     run_gc(GcPlan(cutoff=now - timedelta(days=1)), actor=Actor.command())
-    take_snapshot()
+    take_snapshot(actor=Actor.command())
 
 
 def test_no_table_leaves_its_column_and_values_wrap_at_dots_and_slashes(signed_in, live_server, deployment, screenshot):

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Conflict
 from statestore_admin.dashboard.insights_views import _axis, compact, size, time_labels
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
@@ -44,6 +45,7 @@ def test_an_admin_takes_a_snapshot_from_the_page_and_the_charts_follow(client, a
     assert response.status_code == 302 and response["Location"] == "/insights/"
     snapshot = StatsSnapshot.objects.get()
     assert (snapshot.trigger, snapshot.status, snapshot.task_keys, snapshot.expired) == ("page", "done", 4, 2)
+    assert snapshot.actor == "insights-admin"  # who took it
     page = client.get("/insights/").content.decode()
     assert 'data-testid="insights-empty"' not in page and f"Statistics snapshot #{snapshot.pk} taken in" in page
 
@@ -67,18 +69,19 @@ def test_taking_a_snapshot_needs_the_permission_no_scope_post_and_csrf(client, v
 def test_a_second_snapshot_is_refused_while_one_is_being_taken(admin, store):
     StatsSnapshot.objects.create(status=StatsSnapshot.Status.RUNNING)
     with pytest.raises(Conflict):
-        history.take_snapshot_for(admin)
+        history.take_snapshot_for(actor=Actor(via="ui", user=admin))
     assert StatsSnapshot.objects.filter(status="done").count() == 0
 
 
 def test_the_demo_history_is_days_of_done_snapshots_once(store):
-    assert history.seed_history(days=5) == 6
+    assert history.seed_history(days=5, actor=Actor.command()) == 6
     done = list(StatsSnapshot.objects.filter(status="done").order_by("taken_at"))
     assert len(done) == 6 and {s.trigger for s in done} == {"demo"}
+    assert {s.actor for s in done} == {Actor.command().name}  # demo_setup's: who seeded them
     assert done[-1].task_keys == 4 and done[0].task_keys < done[-1].task_keys
     assert len({s.taken_at.date() for s in done}) == 6
     assert StatsSnapshotDag.objects.filter(snapshot=done[0]).count() == 2
-    assert history.seed_history(days=5) == 0  # a demo with history keeps it
+    assert history.seed_history(days=5, actor=Actor.command()) == 0  # a demo with history keeps it
     assert StatsSnapshot.objects.count() == 6
 
 

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.template import Context, Template, TemplateSyntaxError
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.dashboard.templatetags.display import num, size
 from statestore_admin.stats.snapshots import take_snapshot
 from tests.conftest import BOTH_DATABASES
@@ -101,7 +102,7 @@ class TestPages:
         assert "JST" not in html
 
     def test_insights_labels_are_in_the_users_zone(self, client, operator, world):
-        snapshot = take_snapshot()
+        snapshot = take_snapshot(actor=Actor.command())
         client.force_login(operator)
         client.cookies["tz"] = "Asia/Tokyo"
         html = client.get("/insights/").content.decode()

@@ -11,6 +11,10 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.core.errors import Invalid
+from statestore_admin.exports import restore as restores
+from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken, digest
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 
@@ -184,6 +188,72 @@ def test_revoke_asks_for_confirmation_first(client, operator, user_factory):
     record.refresh_from_db()
     assert record.revoked_reason == "revoked by operator"
     assert with_token(token).get(STATS).status_code == 401
+
+
+# Who issued and revoked ---------------------------------------------------------------------------
+def token_events(action):
+    return list(AuditEvent.objects.filter(action=action).order_by("pk"))
+
+
+def test_the_page_audits_who_issued_and_revoked_a_token(client, operator):
+    client.force_login(operator)
+    client.post("/account/tokens/", {"name": "laptop", "expires_in_days": "30"})
+    record = ApiToken.objects.get()
+    client.post("/account/tokens/", {"revoke": record.pk})
+    (issued,) = token_events(AuditEvent.Action.TOKEN)
+    (revoked,) = token_events(AuditEvent.Action.REVOKE)
+    for event in (issued, revoked):
+        assert (event.actor, event.user, event.via, event.status) == ("operator", operator, "ui", "done")
+        assert event.details["token_id"] == record.pk and event.details["owner"] == "operator"
+        assert event.details["prefix"] == record.prefix and event.details["name"] == "laptop"
+    assert issued.details["read_only"] is False
+    assert revoked.details["reason"] == "revoked by operator"
+
+
+def test_the_commands_audit_who_issued_and_revoked_a_token(operator):
+    call_command("create_api_token", operator.username, "--name", "ci", stdout=io.StringIO())
+    record = ApiToken.objects.get()
+    call_command("revoke_api_token", str(record.pk), stdout=io.StringIO())
+    command = Actor.command()
+    for event in (*token_events(AuditEvent.Action.TOKEN), *token_events(AuditEvent.Action.REVOKE)):
+        assert (event.actor, event.user, event.via) == (command.name, None, "command")
+        assert (event.os_user, event.host, event.details["token_id"]) == (command.os_user, command.host, record.pk)
+    assert len(token_events(AuditEvent.Action.TOKEN)) == len(token_events(AuditEvent.Action.REVOKE)) == 1
+    record.refresh_from_db()
+    assert record.revoked_reason == f"revoked by {command.name} (revoke_api_token)"
+
+
+def test_the_admin_audits_who_revoked_a_token(client, operator, user_factory):
+    record, _ = ApiToken.issue(operator, "laptop")
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    client.post("/admin/tokens/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
+    (event,) = token_events(AuditEvent.Action.REVOKE)
+    assert (event.actor, event.via, event.details["owner"]) == ("root", "admin", "operator")
+    client.post("/admin/tokens/apitoken/", {"action": "revoke", "_selected_action": [record.pk]})
+    assert len(token_events(AuditEvent.Action.REVOKE)) == 1  # a revoked token is not revoked again
+
+
+def test_token_and_prune_events_are_for_viewers_of_both_stores_and_not_restorable(client, operator, user_factory):
+    call_command("create_api_token", operator.username, stdout=io.StringIO())
+    call_command("revoke_api_token", str(ApiToken.objects.get().pk), stdout=io.StringIO())
+    call_command("audit_prune", older_than=30, stdout=io.StringIO())
+    events = list(AuditEvent.objects.order_by("pk"))
+    assert [e.action for e in events] == ["token", "revoke", "prune"]
+    client.force_login(user_factory("task-only", perms=["task.view"]))
+    listed = client.get("/api/statestore/v1/audit-events").json()
+    assert listed["items"] == []
+    for event in events:
+        assert client.get(f"/audit/{event.pk}/").status_code == 403
+        assert not event.restorable
+        with pytest.raises(Invalid, match="not restored|not a key|stays revoked"):
+            restores.restore_event(actor=Actor.command(), event_id=event.pk)
+    client.force_login(operator)
+    assert [e["action"] for e in client.get("/api/statestore/v1/audit-events").json()["items"]] == [
+        "prune",
+        "revoke",
+        "token",
+    ]
+    assert "its details name the API token" in client.get(f"/audit/{events[0].pk}/").content.decode()
 
 
 # last_used_at ------------------------------------------------------------------------------------

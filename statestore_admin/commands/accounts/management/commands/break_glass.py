@@ -3,6 +3,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Invalid
 from statestore_admin.identity import break_glass
 
@@ -44,7 +45,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user {username!r}. Give an existing superuser, or --create to make one.")
         try:
-            token = break_glass.issue(user, minutes)
+            token = break_glass.issue(user, minutes, actor=Actor.command())
         except ValueError as exc:
             raise CommandError(f"{exc} Break-glass links are for those only.") from None
         page = urljoin(url if url.endswith("/") else url + "/", reverse("break-glass").lstrip("/"))

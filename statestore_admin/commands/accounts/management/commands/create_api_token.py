@@ -4,8 +4,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import usernames
-from statestore_admin.tokens.models import ApiToken, max_age
+from statestore_admin.tokens import services
+from statestore_admin.tokens.models import max_age
 
 DURATION = re.compile(r"^\s*(\d+)\s*([dh])\s*$")
 
@@ -48,5 +50,5 @@ class Command(BaseCommand):
             raise CommandError(f"No user {username!r}.")
         if not user.is_active:
             raise CommandError(f"User {username!r} is inactive.")
-        _, token = ApiToken.issue(user, name, expires_in=lifetime, read_only=read_only)
+        _, token = services.issue(user, name, expires_in=lifetime, read_only=read_only, actor=Actor.command())
         self.stdout.write(token)

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from statestore_admin.access import scopes
-from statestore_admin.commands.management.commands._scope_args import add_holder_arguments, describe, holder_of
+from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, describe, holder_of
 
 
 class Command(BaseCommand):

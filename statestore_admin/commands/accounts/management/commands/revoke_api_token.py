@@ -1,9 +1,8 @@
-import getpass
-import socket
-
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken
 
 
@@ -23,5 +22,6 @@ class Command(BaseCommand):
             raise CommandError(f"No active token {token!r}.")
         if len(tokens) > 1:
             raise CommandError(f"{token!r} names {len(tokens)} tokens; use the id.")
-        tokens[0].revoke(f"revoked by {getpass.getuser()}@{socket.gethostname()} (revoke_api_token)")
+        actor = Actor.command()
+        services.revoke(tokens[0], f"revoked by {actor.name} (revoke_api_token)", actor=actor)
         self.stdout.write(f"Revoked token {tokens[0].pk} ({tokens[0].prefix}…) of {tokens[0].user}.")
