@@ -26,11 +26,10 @@ from __future__ import annotations
 
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.permissions import ASSET, STORES, TASK
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.core.errors import Forbidden
 
-__all__ = ["ASSET", "STORES", "TASK"]  # the store names, for callers that ask the policy only
+TASK, ASSET, STORES = permissions.TASK, permissions.ASSET, permissions.STORES  # for callers that ask only this
 
 # Every one of these Django permissions on the store (view, add, change, delete).
 STORE_ACTIONS: dict[str, tuple[str, ...]] = {

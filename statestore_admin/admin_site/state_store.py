@@ -132,8 +132,8 @@ FORM_FIELDS = {"value": "new_value", "expiry": "expiry", "expires_at": "expires_
 class TaskKeyForm(forms.ModelForm):
     """Edits a key's value and expiry. ``clean`` only validates, as the services would (the JSON, the expiry, and
     the policy of each change asked); ``TaskStateStoreAdmin.save_model`` writes, through the services, what the
-    form changed: ``value`` (None: unchanged), ``expiry`` (None: unchanged), ``seen`` (the version the form was
-    opened on). What the services refuse then (a write since, a key gone) is shown by this form again
+    form changed: ``value`` if ``changes_value``, ``expiry`` unless None, each on ``seen`` (the version the form
+    was opened on). What the services refuse then (a write since, a key gone) is shown by this form again
     (``REFUSED``); ``done`` lists what changed. ``request`` and ``may_edit`` are set by the admin."""
 
     request = None
@@ -338,8 +338,9 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return _may(request, "view")
 
     def has_change_permission(self, request, obj=None):
-        """The change form: its value needs ``edit``, its expiry ``expire`` (``get_fieldsets``)."""
-        return _may(request, "expire") or _may(request, "edit")
+        """The change form, for its expiry (``expire``); its value only for those who may ``edit`` it
+        (``get_fieldsets``, and ``TaskKeyForm.clean`` refuses a value sent by anyone else)."""
+        return _may(request, "expire")
 
     def has_add_permission(self, request):
         return False  # keys are written by tasks, or added in the dashboard on a task instance's page
