@@ -2,6 +2,7 @@
 
 from django.contrib import admin, messages
 
+from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
 from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken
@@ -27,8 +28,17 @@ class ApiTokenAdmin(admin.ModelAdmin):
     exclude = ("digest",)
     actions = ["revoke"]
 
+    def has_view_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "view")
+
     def has_add_permission(self, request):
-        return False
+        return policies.may_administer_tokens(request.user, "add")
+
+    def has_change_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "change")
+
+    def has_delete_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "delete")
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset):

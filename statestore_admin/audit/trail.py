@@ -17,7 +17,7 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -109,8 +109,7 @@ def viewable_audit_event(event_id: int, *, user) -> AuditEvent:
     """The event as the Audit page and the API show it: in ``user``'s access scope (else ``NotFound``) and of
     stores they may view (else ``Forbidden``, naming the store)."""
     event = get_audit_event(event_id, scope=scope_of(user))
-    for store in event.viewed_with:
-        permissions.require(user, store, "view")
+    policies.require_view_event(user, event)
     return event
 
 

@@ -24,12 +24,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core import formatting
-from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.core.values import decode_json_text, pretty, stored_surrogate
 from statestore_admin.dashboard import params as params_
 from statestore_admin.dashboard.forms import (
@@ -163,7 +163,7 @@ def _edit_value(request, template: str, fetch, save, fallback: str, store: str):
         "conflict": conflict,
         "surrogate": stored_surrogate(key.value),
         "reference": reference,
-        "may_delete_object": permissions.can(request.user, store, "delete"),
+        "may_delete_object": policies.allows(request.user, store, "delete_object"),
         "delete_object": request.POST.get("delete_object") == "1",
     }
     return _dialog(request, template, context, status=status)
@@ -188,20 +188,10 @@ def _gone(request):
     return response
 
 
-def _require_view_to_edit(user, store: str) -> None:
-    """The value editors show and replace a value: ``change`` is not enough without ``view``."""
-    permissions.require(user, store, "change")
-    if not permissions.can(user, store, "view"):
-        raise Forbidden(
-            f"Editing a value needs the permission to view {store} state as well as to change it: "
-            f"ask an administrator for “Can view {store} state store”."
-        )
-
-
 # Task keys ----------------------------------------------------------------------------------------
 @require_http_methods(["GET", "POST"])
 def task_key_edit(request, key_id):
-    _require_view_to_edit(request.user, permissions.TASK)
+    policies.require(request.user, permissions.TASK, "edit")
 
     def fetch():
         return selectors.get_task_key(key_id, scope=scope_of(request.user))
@@ -221,7 +211,7 @@ def task_key_edit(request, key_id):
 
 @require_http_methods(["GET", "POST"])
 def task_key_expiry(request, key_id):
-    permissions.require(request.user, permissions.TASK, "change")
+    policies.require(request.user, permissions.TASK, "expire")
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     form = ExpiryForm(request.POST or None, initial={"seen_updated_at": key.updated_at})
     form.show_expiry(key.expires_at)
@@ -241,7 +231,7 @@ def task_key_expiry(request, key_id):
 
 @require_http_methods(["GET", "POST"])
 def task_key_add(request, run_pk, task_id):
-    permissions.require(request.user, permissions.TASK, "add")
+    policies.require(request.user, permissions.TASK, "add")
     try:  # Airflow 3.4: the key goes to this region's task instance (the form's address keeps it)
         region_id = params_.region_id(request.GET) or SENTINEL_REGION_ID
     except Invalid as exc:
@@ -394,7 +384,7 @@ def _task_keys_confirm(
         "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
         "object_storage": _object_storage(refs),
-        "show_values": permissions.can(request.user, permissions.TASK, "view"),
+        "show_values": policies.allows(request.user, permissions.TASK, "view"),
         "match": preview.selection.run_match if preview else None,
         "form": form,
         "now": timezone.now(),
@@ -405,7 +395,7 @@ def _task_keys_confirm(
 # Asset keys ---------------------------------------------------------------------------------------
 @require_http_methods(["GET", "POST"])
 def asset_key_edit(request, asset_id):
-    _require_view_to_edit(request.user, permissions.ASSET)
+    policies.require(request.user, permissions.ASSET, "edit")
     name = request.GET.get("key", request.POST.get("key", ""))
 
     def fetch():
@@ -428,7 +418,7 @@ def asset_key_edit(request, asset_id):
 
 @require_http_methods(["GET", "POST"])
 def asset_key_add(request, asset_id):
-    permissions.require(request.user, permissions.ASSET, "add")
+    policies.require(request.user, permissions.ASSET, "add")
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     form = AddAssetKeyForm(request.POST or None)
 
@@ -477,6 +467,6 @@ def asset_keys_delete(request, asset_id):
         "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
         "object_storage": _object_storage(refs),
-        "show_values": permissions.can(request.user, permissions.ASSET, "view"),
+        "show_values": policies.allows(request.user, permissions.ASSET, "view"),
     }
     return _dialog(request, "actions/_asset_confirm.html", context, status=422 if errors else 200)

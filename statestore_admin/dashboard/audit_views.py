@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import worker_ref_of
@@ -56,14 +56,6 @@ FILTER_LABELS = {
 }
 TIME_FILTERS = ("since", "until")
 RESOLUTION = re.compile(r"resolutions\[(.+)\]")
-
-
-# Who may see and restore what ---------------------------------------------------------------------
-def _require_any_view(user) -> list[str]:
-    stores = permissions.viewable_stores(user)
-    if not stores:
-        raise Forbidden("You do not have permission to view task or asset state.")
-    return stores
 
 
 # Diffs --------------------------------------------------------------------------------------------
@@ -183,7 +175,7 @@ def _name_keys(events: list[AuditEvent]) -> None:
 
 def audit_list(request):
     """The audit trail, newest first, of the stores the user may view; filters and cursor in the URL."""
-    stores = _require_any_view(request.user)
+    stores = policies.require_any_view(request.user)
     errors: dict[str, list[str]] = {}
     try:
         query = selectors.AuditQuery.from_params(wall_times_as_instants(request.GET, TIME_FILTERS))
@@ -204,7 +196,7 @@ def audit_list(request):
         "errors": [(FILTER_LABELS.get(name, name), message) for name, ms in errors.items() for message in ms],
         "filtered": bool(errors) or query.active,
         "outcomes": OUTCOMES,
-        "can_upload": any(permissions.can_restore(request.user, store) for store in permissions.STORES),
+        "can_upload": bool(policies.restorable_stores(request.user)),
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "now": timezone.now(),
         "zone": active_zone_name(),
@@ -240,7 +232,7 @@ def audit_event(request, event_id):
         "details": json.dumps(event.details, indent=2, ensure_ascii=False, sort_keys=True) if event.details else "",
         "run": run,
         "asset": asset,
-        "can_restore": event.restorable and permissions.can_restore(request.user, store),
+        "can_restore": event.restorable and policies.allows(request.user, store, "restore"),
         "now": timezone.now(),
     }
     return render_page(request, "audit/event.html", context, "audit/_event_panel.html")
@@ -342,8 +334,7 @@ def audit_restore(request, event_id):
     """GET: the confirmation; POST: ``restores.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
     event = selectors.viewable_audit_event(event_id, user=request.user)
-    for action in permissions.RESTORE_ACTIONS:
-        permissions.require(request.user, event.visible_store, action)
+    policies.require(request.user, event.visible_store, "restore")
     errors = []
     if request.method == "POST":
         chosen = _resolutions(request.POST)
@@ -378,7 +369,7 @@ def audit_restore_file(request):
     """Restore the keys of an export file in two steps: the upload shows what the restore would do
     (``restores.preview_document``), and the restore (``restores.restore_document``) happens only when the
     same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
-    if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
+    if not policies.restorable_stores(request.user):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Forbidden, Invalid
 from statestore_admin.dashboard import params
@@ -65,7 +65,7 @@ def asset_keys_list_export(request, asset_id):
 
 def search_export(request):
     """Every match of a search (the Search page's parameters), of the stores the user may view."""
-    stores = permissions.viewable_stores(request.user)
+    stores = policies.viewable_stores(request.user)
     if not stores:
         raise Forbidden("You do not have permission to view task or asset state.")
     try:
@@ -85,7 +85,7 @@ def search_export(request):
 
 def audit_export(request):
     """The audit trail with the Audit page's filters, of the stores the user may view."""
-    stores = permissions.viewable_stores(request.user)
+    stores = policies.viewable_stores(request.user)
     if not stores:
         raise Forbidden("You do not have permission to view task or asset state.")
     try:

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid
 from statestore_admin.dashboard import params as query_params
@@ -37,7 +37,7 @@ def search(request):
     )
     task_page = asset_page = None
     deadline = searching.search_deadline()  # one time budget for both stores
-    if searched and store in ("all", permissions.TASK) and permissions.can(request.user, permissions.TASK, "view"):
+    if searched and store in ("all", permissions.TASK) and policies.allows(request.user, permissions.TASK, "view"):
         task_page = searching.search_task_keys(
             query,
             now,
@@ -47,7 +47,7 @@ def search(request):
             before=params.get("task_before"),
             count=True,
         )
-    if searched and store in ("all", permissions.ASSET) and permissions.can(request.user, permissions.ASSET, "view"):
+    if searched and store in ("all", permissions.ASSET) and policies.allows(request.user, permissions.ASSET, "view"):
         asset_page = searching.search_asset_keys(
             query,
             params.get("asset_cursor"),

@@ -22,8 +22,8 @@ from functools import cache
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.audit import events as audit
@@ -169,7 +169,7 @@ def run_gc(
     completed, partial, skipped, locked, interrupted or failed (database errors are re-raised after
     the record and the event are updated).
     """
-    scope_of(actor).require_unrestricted("Garbage collection")
+    policies.require_run_gc(actor)  # a command acting as the system may; a user needs the GC policy
     store = object_storage(config) if plan.with_objects else None  # GcMisconfigured: nothing recorded or deleted
     _quick_exit()
     interrupter = interrupter or Interrupter()

@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.scopes import require_store_wide, sees_store_wide
+from statestore_admin.access.policies import require_store_wide, sees_store_wide
 from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID

@@ -13,28 +13,21 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.scopes import sees_store_wide
 from statestore_admin.core.errors import Conflict, Forbidden
 from statestore_admin.records.models import StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import snapshots as stats
 
-# Taking a snapshot needs this permission (the Admin role has it) and store-wide view of task state: the
-# pass reads every DAG.
-SNAPSHOT_PERMISSION = "state.add_statssnapshot"
 DEMO_TRIGGER = "demo"
 DEMO_DAYS = 14
 DAG_FIGURES = ("keys", "bytes", "expired", "expiring", "never")
 
 
-def may_take_snapshot(user) -> bool:
-    return sees_store_wide(user) and user.has_perm(SNAPSHOT_PERMISSION)
-
-
 def take_snapshot_for(*, actor: Actor) -> StatsSnapshot:
     """A snapshot now, taken by ``actor``'s user (trigger "page"). ``Forbidden`` without the permission;
     ``Conflict`` while another snapshot is being taken (two passes at once would only double the load)."""
-    if not may_take_snapshot(actor.user):
+    if not policies.may_take_snapshot(actor.user):
         raise Forbidden("Taking a statistics snapshot needs “Can add stats snapshot” (the Admin role) and no scope.")
     since = timezone.now() - stats.ABANDONED_AFTER
     if StatsSnapshot.objects.filter(status=StatsSnapshot.Status.RUNNING, taken_at__gte=since).exists():
