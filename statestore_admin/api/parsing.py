@@ -243,47 +243,25 @@ def object_fields(data, allowed: set[str], required: set[str]) -> dict:
 
 
 def parse_expires_at(data: dict) -> Expiry:
-    """``"default"``, null (never) or a timezone-aware datetime; errors as pydantic reports the union."""
+    """``"default"``, null (never) or a timezone-aware datetime; errors as pydantic reports the union (each
+    member's error: the datetime's, then the literal's)."""
     raw = data.get("expires_at", DEFAULT)
     if raw == DEFAULT:
         return Expiry(DEFAULT)
     if raw is None:
         return Expiry(NEVER)
-    if isinstance(raw, str):
-        try:
-            return Expiry(AT, parse_datetime_aware(raw))
-        except Exception:
-            naive = _naive(raw)
-            problem = (
-                error("timezone_aware", ["body", "expires_at", "datetime"], "Input should have timezone info", raw)
-                if naive
-                else error(
-                    "datetime_from_date_parsing",
-                    ["body", "expires_at", "datetime"],
-                    "Input should be a valid datetime or date",
-                    raw,
-                )
-            )
-            raise RequestInvalid(
-                problem,
-                error(
-                    "literal_error",
-                    ["body", "expires_at", "literal['default']"],
-                    "Input should be 'default'",
-                    raw,
-                    ctx={"expected": "'default'"},
-                ),
-            ) from None
-    raise RequestInvalid(
-        error("datetime_type", ["body", "expires_at", "datetime"], "Input should be a valid datetime", raw),
-        error(
-            "literal_error",
-            ["body", "expires_at", "literal['default']"],
-            "Input should be 'default'",
-            raw,
-            ctx={"expected": "'default'"},
-        ),
-    )
+    datetime_at, literal_at = ["body", "expires_at", "datetime"], ["body", "expires_at", "literal['default']"]
+    not_default = error("literal_error", literal_at, "Input should be 'default'", raw, ctx={"expected": "'default'"})
+    if not isinstance(raw, str):
+        raise RequestInvalid(error("datetime_type", datetime_at, "Input should be a valid datetime", raw), not_default)
+    try:
+        return Expiry(AT, parse_datetime_aware(raw))
+    except Exception:
+        if _naive(raw):
+            problem = error("timezone_aware", datetime_at, "Input should have timezone info", raw)
+        else:
+            problem = error("datetime_from_date_parsing", datetime_at, "Input should be a valid datetime or date", raw)
+        raise RequestInvalid(problem, not_default) from None
 
 
 def _naive(text: str) -> bool:

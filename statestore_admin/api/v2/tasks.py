@@ -62,11 +62,17 @@ class TaskStateStoreCollection(TaskView):
 
 
 class TaskStateStoreItem(TaskView):
-    def body_of(self, scope: TaskAddress, body) -> dict:
-        """The write's body. On Airflow 3.4 a missing task instance is answered before a malformed body
-        (its check is a dependency, the body the route's own parameter): one more query, on refusals only."""
+    def write(self, request, dag_id, dag_run_id, task_id, allowed: set[str]) -> tuple[TaskAddress, dict]:
+        """A write's address and body (``value`` and at most the ``allowed`` fields). On Airflow 3.4 a missing
+        task instance is answered before a malformed body (its check is a dependency, the body the route's
+        own parameter): one more query, on refusals only."""
+
+        def body():
+            return body_fields(request, allowed, {"value"})
+
+        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
         try:
-            return body()
+            return scope, body()
         except RequestInvalid:
             if selectors.addresses_regions():
                 selectors.require_task_instance(scope)
@@ -95,11 +101,7 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def put(self, request, dag_id, dag_run_id, task_id, key):
-        def body():
-            return body_fields(request, {"value", "expires_at"}, {"value"})
-
-        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
-        data = self.body_of(scope, body)
+        scope, data = self.write(request, dag_id, dag_run_id, task_id, {"value", "expires_at"})
         services.set_task_key(
             actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
@@ -113,11 +115,7 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
-        def body():
-            return body_fields(request, {"value"}, {"value"})
-
-        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
-        data = self.body_of(scope, body)
+        scope, data = self.write(request, dag_id, dag_run_id, task_id, {"value"})
         services.patch_task_key(
             actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
         )
