@@ -248,7 +248,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # One name for a choice set several fields share (how each statistics figure was obtained).
-    "ENUM_NAME_OVERRIDES": {"FigureHowEnum": "statestore_admin.api.shapes.HOW"},
+    "ENUM_NAME_OVERRIDES": {"FigureHowEnum": "statestore_admin.api.serializers.stats.HOW"},
     "APPEND_COMPONENTS": {"securitySchemes": {"Bearer": {"type": "http", "scheme": "bearer"}}},
     "SECURITY": [{"Bearer": []}],
 }

@@ -7,8 +7,7 @@ client sees what Airflow would say. Nothing here decides what is valid.
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -22,39 +21,6 @@ AIRFLOW_VALUE_ERRORS = {
     "too_large": "value exceeds max_value_storage_bytes ({limit}); raise [state_store] max_value_storage_bytes "
     "or set it to 0 to disable the limit",
 }
-
-
-VALIDATION_ITEM = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string"},
-        "loc": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
-        "msg": {"type": "string"},
-        "input": {},
-        "ctx": {"type": "object", "additionalProperties": {}},
-    },
-    "required": ["type", "loc", "msg"],
-}
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": VALIDATION_ITEM}]})
-class DetailField(serializers.JSONField):
-    """A reason phrase, or FastAPI's list of validation errors (422)."""
-
-
-@extend_schema_serializer(component_name="HTTPExceptionResponse")
-class ErrorBody(serializers.Serializer):
-    """Every error our API answers (400, 401, 403, 404, 405, 422, 429, 503): ``{"detail": ...}``."""
-
-    detail = DetailField()
-
-
-@extend_schema_serializer(component_name="RestoreConflictResponse")
-class ConflictBody(serializers.Serializer):
-    """A restore's 409: keys written again since the event, or created by another writer meanwhile."""
-
-    detail = serializers.CharField()
-    conflicts = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
 
 
 class RequestInvalid(Exception):

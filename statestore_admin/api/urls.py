@@ -2,7 +2,9 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from statestore_admin.api import airflow_v2, audit, gc, insights, orphans, ours, schema, search  # noqa: F401  (schema: the Bearer scheme)
+from statestore_admin.api import schema  # noqa: F401  (the Bearer scheme)
+from statestore_admin.api.ours import audit, gc, insights, orphans, search, stats
+from statestore_admin.api.v2 import assets, tasks
 
 
 class KeyConverter:
@@ -39,13 +41,13 @@ def api(view_class):
 
 
 urlpatterns = [
-    path(TASK, api(airflow_v2.TaskStateStoreCollection), name="task-state-store"),
-    path(f"{TASK}/<key:key>", api(airflow_v2.TaskStateStoreItem), name="task-state-store-key"),
-    path(ASSET, api(airflow_v2.AssetStateStoreCollection), name="asset-state-store"),
-    path(f"{ASSET}/<key:key>", api(airflow_v2.AssetStateStoreItem), name="asset-state-store-key"),
+    path(TASK, api(tasks.TaskStateStoreCollection), name="task-state-store"),
+    path(f"{TASK}/<key:key>", api(tasks.TaskStateStoreItem), name="task-state-store-key"),
+    path(ASSET, api(assets.AssetStateStoreCollection), name="asset-state-store"),
+    path(f"{ASSET}/<key:key>", api(assets.AssetStateStoreItem), name="asset-state-store-key"),
     path("api/statestore/v1/search/task-keys", api(search.SearchTaskKeys), name="api-search-task-keys"),
     path("api/statestore/v1/search/asset-keys", api(search.SearchAssetKeys), name="api-search-asset-keys"),
-    path("api/statestore/v1/stats", api(ours.Stats), name="api-stats"),
+    path("api/statestore/v1/stats", api(stats.Stats), name="api-stats"),
     path("api/statestore/v1/gc/dry-run", api(gc.GcDryRun), name="api-gc-dry-run"),
     path("api/statestore/v1/orphans", api(orphans.Orphans), name="api-orphans"),
     path("api/statestore/v1/insights/series", api(insights.InsightsSeries), name="api-insights-series"),

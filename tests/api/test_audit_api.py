@@ -230,7 +230,7 @@ def test_many_keys_are_capped_in_the_list_and_paged_in_the_detail(api, scene, ta
     assert detail["keys"][:100] == listed["keys"]
     rest = api.get(f"{EVENTS}/{listed['id']}", {"keys_cursor": listed["keys_next_cursor"]}).json()
     assert rest["keys"] == detail["keys"][100:]
-    monkeypatch.setattr("statestore_admin.api.audit.DETAIL_KEYS", 120)
+    monkeypatch.setattr("statestore_admin.api.ours.audit.DETAIL_KEYS", 120)
     first = api.get(f"{EVENTS}/{listed['id']}").json()
     assert len(first["keys"]) == 120 and first["keys_truncated"] is True
     second = api.get(f"{EVENTS}/{listed['id']}", {"keys_cursor": first["keys_next_cursor"]}).json()

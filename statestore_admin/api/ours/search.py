@@ -6,10 +6,10 @@ from rest_framework.response import Response
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
-from statestore_admin.api.airflow_v2 import MAX_INT, asset_entry, integer, iso, query_int
-from statestore_admin.api.ours import READ_ERRORS, OwnView, query_errors
-from statestore_admin.api.shapes import AssetKeySearchPage, TaskKeySearchPage
-from statestore_admin.core.errors import Invalid
+from statestore_admin.api.base import OwnView, integer
+from statestore_admin.api.parsing import MAX_INT, parsed_query, query_int
+from statestore_admin.api.serializers.errors import READ_ERRORS
+from statestore_admin.api.serializers.search import AssetKeySearchPage, TaskKeySearchPage
 from statestore_admin.state import search as searching
 
 SEARCH_PARAMS = [
@@ -35,20 +35,13 @@ SEARCH_PARAMS = [
 
 
 def search_query(request) -> searching.SearchQuery:
-    try:
-        return searching.SearchQuery.from_params(request.query_params)
-    except Invalid as exc:
-        raise query_errors(exc, request.query_params) from None
+    return parsed_query(request.query_params, searching.SearchQuery.from_params)
 
 
-def search_body(page: searching.SearchPage, items: list) -> dict:
-    return {
-        "items": items,
-        "next_cursor": page.next_cursor,
-        "prev_cursor": page.prev_cursor,
-        "cut_short": page.cut_short,
-        "scanned_to": page.scanned_to,
-    }
+def page_args(request) -> dict:
+    """The page a search answers: after ``cursor``, or before ``before``; ``limit`` items at most."""
+    params = request.query_params
+    return {"cursor": params.get("cursor"), "before": params.get("before"), "size": query_int(request, "limit", 50, 1)}
 
 
 class SearchTaskKeys(OwnView):
@@ -83,30 +76,9 @@ class SearchTaskKeys(OwnView):
         continues the search (every match is found once). With a `dag_id` the search is an index range, without a
         budget."""
         page = searching.search_task_keys(
-            search_query(request),
-            timezone.now(),
-            request.query_params.get("cursor"),
-            query_int(request, "limit", 50, 1),
-            scope=scope_of(request.user),
-            before=request.query_params.get("before"),
+            search_query(request), timezone.now(), scope=scope_of(request.user), **page_args(request)
         )
-        items = [
-            {
-                "id": k.id,
-                "dag_id": k.dag_id,
-                "run_id": k.run_id,
-                "task_id": k.task_id,
-                "map_index": k.map_index,
-                "key": k.key,
-                "preview": k.preview,
-                "size": k.size,
-                "is_ref": k.is_ref,
-                "updated_at": iso(k.updated_at),
-                "expires_at": iso(k.expires_at),
-            }
-            for k in page.items
-        ]
-        return Response(search_body(page, items))
+        return Response(TaskKeySearchPage(page).data)
 
 
 class SearchAssetKeys(OwnView):
@@ -126,25 +98,5 @@ class SearchAssetKeys(OwnView):
         after `SEARCH_TIME_BUDGET_SECONDS` (2 s by default): `cut_short` is then true, `items` are the matches
         found so far, `scanned_to` is the last asset id searched, and `next_cursor` (or, for a page read with
         `before`, `prev_cursor`) continues the search."""
-        page = searching.search_asset_keys(
-            search_query(request),
-            request.query_params.get("cursor"),
-            query_int(request, "limit", 50, 1),
-            scope=scope_of(request.user),
-            before=request.query_params.get("before"),
-        )
-        items = [
-            {
-                "asset_id": k.asset_id,
-                "asset_name": k.asset.name,
-                "asset_uri": k.asset.uri,
-                "key": k.key,
-                "preview": k.preview,
-                "size": k.size,
-                "is_ref": k.is_ref,
-                "updated_at": iso(k.updated_at),
-                "last_updated_by": asset_entry(k)["last_updated_by"],
-            }
-            for k in page.items
-        ]
-        return Response(search_body(page, items))
+        page = searching.search_asset_keys(search_query(request), scope=scope_of(request.user), **page_args(request))
+        return Response(AssetKeySearchPage(page).data)

@@ -2,14 +2,14 @@
 object is missing; the same report as ``state_store_orphans --json`` and the Orphans page."""
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 
 from statestore_admin.access.actors import API, Actor
-from statestore_admin.api import shapes
-from statestore_admin.api.airflow_v2 import ERRORS, MAX_INT, integer, query_int
-from statestore_admin.api.errors import ErrorBody
-from statestore_admin.api.ours import OwnView
+from statestore_admin.api.base import OwnView, integer
+from statestore_admin.api.parsing import MAX_INT, query_int
+from statestore_admin.api.permissions import ViewsOrphans
+from statestore_admin.api.serializers import orphans as shapes
+from statestore_admin.api.serializers.errors import READ_ERRORS
 from statestore_admin.objects import orphans
 
 DESCRIPTION = """What `state_store_orphans --json` prints: the objects under `[common.io]
@@ -28,11 +28,6 @@ storage. Our extension, not Airflow's. Open to users who may view both stores an
 names keys of every DAG and asset); deleting orphans is the command's alone."""
 
 
-class ViewsOrphans(drf_permissions.BasePermission):
-    def has_permission(self, request, view):
-        return orphans.access(request.user).view
-
-
 class Orphans(OwnView):
     permission_classes = [ViewsOrphans]
 
@@ -40,7 +35,7 @@ class Orphans(OwnView):
         operation_id="orphans_report",
         tags=["statestore-admin"],
         description=DESCRIPTION,
-        responses={200: shapes.OrphansReport, **{code: ERRORS[code] for code in (401, 403, 422)}, 429: ErrorBody},
+        responses={200: shapes.OrphansReport, **READ_ERRORS},
         parameters=[
             OpenApiParameter(
                 "sample",
@@ -52,4 +47,9 @@ class Orphans(OwnView):
     def get(self, request):
         """The orphans report: objects no row references, dangling references, orphan risks."""
         sample = min(query_int(request, "sample", orphans.DEFAULT_SAMPLE, 0), orphans.SAMPLE_MAX)
-        return Response(orphans.report(sample=sample, actor=Actor.from_request(request, via=API)).as_dict())
+        # The report's dict is the one ``state_store_orphans --json`` prints and the Orphans page reads.
+        return Response(
+            shapes.OrphansReport(
+                orphans.report(sample=sample, actor=Actor.from_request(request, via=API)).as_dict()
+            ).data
+        )

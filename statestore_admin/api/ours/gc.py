@@ -6,10 +6,10 @@ from rest_framework.response import Response
 
 from statestore_admin import gc
 from statestore_admin.access.scopes import scope_of
-from statestore_admin.api import shapes
-from statestore_admin.api.airflow_v2 import MAX_INT, integer, query_int
-from statestore_admin.api.ours import READ_ERRORS, OwnView, query_errors
-from statestore_admin.core.errors import Invalid
+from statestore_admin.api.base import OwnView, integer
+from statestore_admin.api.parsing import MAX_INT, parsed_query, query_int
+from statestore_admin.api.serializers import gc as shapes
+from statestore_admin.api.serializers.errors import READ_ERRORS
 
 
 class GcDryRun(OwnView):
@@ -43,12 +43,12 @@ class GcDryRun(OwnView):
         rows) are always exact. With a backend other than the metastore's (`backend_is_metastore` false)
         nothing would be deleted and nothing is counted.
         """
-        params = request.query_params
-        try:
-            plan = gc.GcPlan(
-                cutoff=gc.parse_cutoff(params.get("before"), timezone.now()), dag_ids=tuple(params.getlist("dag_id"))
-            )
-        except Invalid as exc:
-            raise query_errors(exc, params, {"dag_ids": "dag_id", "cutoff": "before"}) from None
-        summary = gc.dry_run(plan, top=min(query_int(request, "top", 10, 1), 100), scope=scope_of(request.user))
-        return Response(summary.as_dict())
+
+        def plan(params) -> gc.GcPlan:
+            cutoff = gc.parse_cutoff(params.get("before"), timezone.now())
+            return gc.GcPlan(cutoff=cutoff, dag_ids=tuple(params.getlist("dag_id")))
+
+        chosen = parsed_query(request.query_params, plan, {"dag_ids": "dag_id", "cutoff": "before"})
+        summary = gc.dry_run(chosen, top=min(query_int(request, "top", 10, 1), 100), scope=scope_of(request.user))
+        # The summary's dict is the one ``state_store_clean --dry-run --json`` prints.
+        return Response(shapes.GcDryRun(summary.as_dict()).data)
