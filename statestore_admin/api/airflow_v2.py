@@ -707,7 +707,7 @@ class TaskStateStoreCollection(TaskView):
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
         scope, all_map_indices = self.clear_scope(request, dag_id, dag_run_id, task_id)
-        outcome = services.clear_task_instance(actor=actor(request), scope=scope, all_map_indices=all_map_indices)
+        outcome = services.clear_task_instance(actor=actor(request), address=scope, all_map_indices=all_map_indices)
         return no_content(outcome)
 
 
@@ -750,7 +750,7 @@ class TaskStateStoreItem(TaskView):
         scope = self.scope(request, dag_id, dag_run_id, task_id, body)
         data = self.body_of(scope, body)
         services.set_task_key(
-            actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
+            actor=actor(request), address=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
         return no_content()
 
@@ -768,7 +768,7 @@ class TaskStateStoreItem(TaskView):
         scope = self.scope(request, dag_id, dag_run_id, task_id, body)
         data = self.body_of(scope, body)
         services.patch_task_key(
-            actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
+            actor=actor(request), ref=services.TaskKeyRef(address=scope, key=key), value=data["value"]
         )
         return HttpResponse(b"null", content_type="application/json")  # Airflow answers 200 with a JSON null
 
@@ -780,7 +780,7 @@ class TaskStateStoreItem(TaskView):
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
         scope = self.scope(request, dag_id, dag_run_id, task_id)
-        selection = services.TaskSelection(scope=scope, keys=(key,))  # needs the task instance, as in Airflow
+        selection = services.TaskSelection(address=scope, keys=(key,))  # needs the task instance, as in Airflow
         return no_content(services.delete_task_keys(actor=actor(request), selection=selection))
 
 

@@ -260,7 +260,7 @@ def task_key_add(request, run_pk, task_id):
         try:
             row = services.set_task_key(
                 actor=Actor.from_request(request),
-                scope=scope,
+                address=scope,
                 key=form.cleaned_data["key"],
                 value=decode_json_text(form.cleaned_data["value"]),
                 expiry=form.chosen_expiry(),

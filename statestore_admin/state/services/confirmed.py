@@ -20,7 +20,7 @@ from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.core.values import Expiry
 from statestore_admin.state import selectors
-from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.assets import asset_selection, clear_asset, delete_asset_keys
 from statestore_admin.state.services.confirmations import Listing, list_keys
 from statestore_admin.state.services.outcomes import Outcome
@@ -162,9 +162,9 @@ def apply_task_keys(
     except Invalid as exc:
         raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
     try:
-        if action == "delete" and selection.scope is not None:
+        if action == "delete" and selection.address is not None:
             return clear_task_instance(
-                actor=actor, scope=selection.scope, all_map_indices=selection.all_map_indices, listed=listed
+                actor=actor, address=selection.address, all_map_indices=selection.all_map_indices, listed=listed
             )
         if action == "expiry":
             return set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
