@@ -18,6 +18,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.core import counting
 from statestore_admin.records.models import AccessScope, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.state import selectors
+from statestore_admin.stats import figures as stats_figures
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -59,7 +60,7 @@ def large(monkeypatch):
     autovacuum would run), SQLite with counts stopped at the cap."""
     monkeypatch.setattr(counting, "ESTIMATE_ABOVE", 2)
     monkeypatch.setattr(counting, "COUNT_CAP", 1)
-    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 1)
+    monkeypatch.setattr(stats_figures, "COUNT_CAP", 1)
 
     def analyze():
         if postgres():
@@ -159,7 +160,7 @@ def test_small_tables_show_the_snapshot_beside_the_live_figures(client, operator
 # Large tables ----------------------------------------------------------------------------------------------
 def test_large_tables_are_estimated_and_flagged(client, operator, world, large, monkeypatch):
     monkeypatch.setattr(counting, "COUNT_CAP", 0)
-    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 0)  # no capped count to make an estimate exact
+    monkeypatch.setattr(stats_figures, "COUNT_CAP", 0)  # no capped count to make an estimate exact
     large()
     client.force_login(operator)
     body = client.get(STATS).json()
@@ -324,7 +325,7 @@ def test_queries_on_large_tables_do_not_grow_with_rows(
 ):
     """With a snapshot, the same number of queries with 3 and with 60 of everything."""
     monkeypatch.setattr(counting, "COUNT_CAP", 0)
-    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
+    monkeypatch.setattr(stats_figures, "COUNT_CAP", 0)  # PostgreSQL: the estimate alone, never a capped count too
     who = user_factory(user, perms=ALL_PERMS, unscoped=user != "scoped")
     if user == "scoped":
         AccessScope.objects.create(user=who, kind="dag", pattern="etl_*")
