@@ -353,7 +353,7 @@ def task_keys_expiry(request):
                 expiry=form.chosen_expiry(),
                 **_task_target(request.POST),
             )
-            if not outcome.changed and not outcome.kept and not outcome.gone:
+            if outcome.empty:
                 raise services.nothing_to("change")
             when = expiry_text(form.chosen_expiry().resolve(timezone.now()), timezone.now())
             message = outcome.describe("Set the expiry of").removesuffix(".") + f": each {when}."
@@ -370,7 +370,7 @@ def _task_keys_apply(request, actor: Actor, action: str):
     outcome = services.apply_task_keys(
         actor=actor, action=action, token=request.POST.get("listed", ""), **_task_target(request.POST)
     )
-    if not outcome.changed and not outcome.kept and not outcome.gone:
+    if outcome.empty:
         raise services.nothing_to(action)
     message = outcome.describe(TASK_ACTIONS[action][1])
     return _done(request, message, reverse("home"), _level(outcome), undo=outcome.event)

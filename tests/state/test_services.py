@@ -401,7 +401,7 @@ def test_a_restore_whose_key_was_created_after_it_looked_is_a_conflict_naming_th
         current = '{"id": 7}'
     before = state()
     with pytest.raises(Conflict) as raised, transaction.atomic(using=airflow_alias()):
-        services.restore._apply(target, None)
+        restores._apply(target, None)
     assert state() == before
     [conflict] = raised.value.details
     assert conflict["key"] == target.key and json.loads(conflict["current"]["value"]) == json.loads(current)
