@@ -117,7 +117,7 @@ class TaskSelection:
         if self.address is not None:
             require_task_instance(self.address, any_map_index=self.all_map_indices)
 
-    def audit_scope(self) -> dict:
+    def event_location(self) -> dict:
         if self.run_match is not None:
             match = self.run_match
             where = {"dag_id": match.dag_id, "run_id": match.run_id}
@@ -175,7 +175,7 @@ def set_task_key(
     action = Action.ADD if mode == CREATE else Action.SET
     new = TaskStateStore(dag_run=run, **address.fields(), key=key, value=text, updated_at=now, expires_at=expires_at)
     may_add = may(actor, permissions.TASK, "add")
-    with audit.change(actor, action, permissions.TASK, scope=address.event_location()) as recorder:
+    with audit.change(actor, action, permissions.TASK, location=address.event_location()) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, _run_gone(address))
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
@@ -262,7 +262,7 @@ def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
     permissions.require(actor, permissions.TASK, "change")
     rows, others = selection.queryset(scope_of(actor)), []
     now = timezone.now()
-    with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRE, permissions.TASK, location=selection.event_location()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             recorder.record(
@@ -281,7 +281,7 @@ def set_task_keys_expiry(
     permissions.require(actor, permissions.TASK, "change")
     rows, others = selection.queryset(scope_of(actor)), []
     expires_at = expiry.resolve(timezone.now())
-    with audit.change(actor, Action.EXPIRY, permissions.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRY, permissions.TASK, location=selection.event_location()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             limit = recorder.limit
@@ -317,7 +317,9 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     holds_refs = False
-    with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
+    with audit.change(
+        actor, action, permissions.TASK, location=selection.event_location(), details=details
+    ) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
             deleted = deleted_chunks(TaskStateStore, rows, ("id",), few)
