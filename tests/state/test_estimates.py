@@ -14,7 +14,7 @@ from statestore_admin import gc
 from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.core import counting
-from statestore_admin.state import selectors
+from statestore_admin.stats import figures
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = [pytest.mark.django_db(databases=BOTH_DATABASES), pytest.mark.usefixtures("postgres_only")]
@@ -26,7 +26,7 @@ def store(dag_run_factory, monkeypatch):
     """3,000 task keys, 1,512 of them expired, in a table the state tables count as large."""
     monkeypatch.setattr(counting, "ESTIMATE_ABOVE", 100)
     monkeypatch.setattr(counting, "COUNT_CAP", 10)
-    monkeypatch.setattr(selectors.figures, "COUNT_CAP", 10)
+    monkeypatch.setattr(figures, "COUNT_CAP", 10)
     monkeypatch.setattr(gc.preview, "DRY_RUN_EXACT_CAP", 10)
     run = dag_run_factory(dag_id="etl_orders")
     now = timezone.now()
