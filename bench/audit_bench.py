@@ -97,9 +97,10 @@ TaskStateStore.objects.filter(task_id="bench_task").delete()
 TaskStateStore.objects.bulk_create(
     (TaskStateStore(dag_run=run, dag_id="bench_dag", run_id="bench_run", task_id="bench_task", map_index=-1,
                     key=f"k{i:06}", value=value, updated_at=now) for i in range(n)), batch_size=2000)
+bench_address = TaskAddress("bench_dag", "bench_run", "bench_task")
 tracemalloc.start()
 start = time.perf_counter()
-outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskAddress("bench_dag", "bench_run", "bench_task"))
+outcome = services.clear_task_instance(actor=Actor.command(), address=bench_address)
 elapsed = time.perf_counter() - start
 peak = tracemalloc.get_traced_memory()[1]
 assert outcome.changed == n == outcome.event.keys.count(), (outcome.changed, n)

@@ -40,7 +40,7 @@ from statestore_admin.core import formatting
 from statestore_admin.records.models import AuditEvent, AuditKey
 
 CHUNK = 200  # rows read, recorded and changed at a time
-SCOPE_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "region_id", "asset_id")
+LOCATION_FIELDS = ("dag_id", "run_id", "task_id", "map_index", "region_id", "asset_id")
 KeyState = tuple[str, datetime | None]  # (value text, expires_at) of a row that exists
 
 
@@ -148,8 +148,8 @@ def key_change(
 
 
 def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
-    """The change of a task key ``row`` (a TaskStateStore, or anything with its scope fields; one without
-    ``region_id`` is outside any region)."""
+    """The change of a task key ``row`` (a TaskStateStore, or anything with its address fields: a restore's
+    target; one without ``region_id`` is outside any region)."""
     return key_change(
         key=row.key,
         before=before,
@@ -176,14 +176,14 @@ class Recorder:
         actor: Actor,
         action: str,
         store: str,
-        scope: dict | None = None,
+        location: dict | None = None,
         details: dict | None = None,
         restored_from: AuditEvent | None = None,
     ):
         self.actor, self.action, self.store = actor, action, store
-        self.scope = dict(scope or {})
-        if "region_id" in self.scope:  # a task address's event_location(): Airflow's value
-            self.scope["region_id"] = recorded_region(self.scope["region_id"])
+        self.location = dict(location or {})
+        if "region_id" in self.location:  # a task address's event_location(): Airflow's value
+            self.location["region_id"] = recorded_region(self.location["region_id"])
         self.details = dict(details or {})
         self.restored_from = restored_from
         self.event: AuditEvent | None = None
@@ -197,15 +197,15 @@ class Recorder:
         before the caller changes them in Airflow's database."""
         if not keys:
             return
-        self._refine_scope(keys)
+        self._refine_location(keys)
         if self.event is None and connections[self._alias].vendor == "postgresql":
-            self.event = _insert_event_with_keys(self._alias, {**self._event_fields(), **self._scope()}, keys)
+            self.event = _insert_event_with_keys(self._alias, {**self._event_fields(), **self._location()}, keys)
             self.count += len(keys)
             _pause_if_asked("after_pending")
             return
         with transaction.atomic(using=self._alias):
             if self.event is None:
-                self.event = AuditEvent.objects.create(**self._event_fields(), **self._scope(), key_count=len(keys))
+                self.event = AuditEvent.objects.create(**self._event_fields(), **self._location(), key_count=len(keys))
             else:  # a pending event says how many keys it holds so far
                 AuditEvent.objects.filter(pk=self.event.pk).update(key_count=F("key_count") + len(keys))
             for key in keys:
@@ -214,11 +214,11 @@ class Recorder:
         self.count += len(keys)
         _pause_if_asked("after_pending")
 
-    def _refine_scope(self, keys: list[AuditKey]) -> None:
-        """The fields every key shares (a DAG, a run, a task instance, an asset) become the event's scope.
+    def _refine_location(self, keys: list[AuditKey]) -> None:
+        """The fields every key shares (a DAG, a run, a task instance, an asset) become the event's location.
         A task instance is its region and its index together: keys of several regions share no index."""
         for key in keys:
-            values = {name: getattr(key, name) for name in SCOPE_FIELDS}
+            values = {name: getattr(key, name) for name in LOCATION_FIELDS}
             if self._common is None:
                 self._common = values
             else:
@@ -226,12 +226,12 @@ class Recorder:
                     self._common["map_index"] = None
                 self._common = {n: v if values[n] == v else None for n, v in self._common.items()}
 
-    def _scope(self) -> dict:
-        scope = {name: value for name, value in (self._common or {}).items()}
-        scope.update({name: value for name, value in self.scope.items() if value is not None})
-        if scope.get("dag_id") is None:  # a run or task without its DAG is no scope
-            scope.update(run_id=None, task_id=None, map_index=None, region_id=None)
-        return scope
+    def _location(self) -> dict:
+        location = {name: value for name, value in (self._common or {}).items()}
+        location.update({name: value for name, value in self.location.items() if value is not None})
+        if location.get("dag_id") is None:  # a run or task without its DAG is no location
+            location.update(run_id=None, task_id=None, map_index=None, region_id=None)
+        return location
 
     def _event_fields(self) -> dict:
         actor = self.actor
@@ -254,20 +254,20 @@ class Recorder:
         """One row in Airflow's ``log`` table, inside Airflow's transaction (so only if the change commits)."""
         if not settings.AUDIT_TO_AIRFLOW_LOG or self.event is None:
             return
-        scope = self._scope()
+        location = self._location()
         summary = {"audit_event_id": self.event.pk, "via": self.actor.via, "store": self.store, "keys": self.count}
-        if scope.get("asset_id") is not None:
-            summary["asset_id"] = scope["asset_id"]
-        if scope.get("region_id") is not None:  # Airflow's log has a map_index column, no region
-            summary["region_id"] = str(scope["region_id"])
-        if self.scope.get("asset_name"):
-            summary["asset_name"] = self.scope["asset_name"]
+        if location.get("asset_id") is not None:
+            summary["asset_id"] = location["asset_id"]
+        if location.get("region_id") is not None:  # Airflow's log has a map_index column, no region
+            summary["region_id"] = str(location["region_id"])
+        if self.location.get("asset_name"):
+            summary["asset_name"] = self.location["asset_name"]
         Log.objects.create(
             dttm=timezone.now(),
-            dag_id=scope.get("dag_id"),
-            run_id=scope.get("run_id"),
-            task_id=scope.get("task_id"),
-            map_index=scope.get("map_index"),
+            dag_id=location.get("dag_id"),
+            run_id=location.get("run_id"),
+            task_id=location.get("task_id"),
+            map_index=location.get("map_index"),
             event=f"statestore.{self.action}"[:60],
             owner=self.actor.name[:500],
             owner_display_name=self.actor.name[:500],
@@ -287,7 +287,7 @@ class Recorder:
             fields["error"] = f"{type(error).__name__}: {error}"[:2000]
         if self.count != self.event.key_count:
             fields["key_count"] = self.count
-        fields.update({name: value for name, value in self._scope().items() if getattr(self.event, name) != value})
+        fields.update({name: value for name, value in self._location().items() if getattr(self.event, name) != value})
         _update_event(self._alias, self.event.pk, fields)
         for name, value in fields.items():
             setattr(self.event, name, value)
@@ -356,13 +356,13 @@ def change(
     actor: Actor,
     action: str,
     store: str,
-    scope: dict | None = None,
+    location: dict | None = None,
     details: dict | None = None,
     restored_from: AuditEvent | None = None,
 ) -> Iterator[Recorder]:
     """Airflow's transaction for one audited change. The body locks and reads rows, calls
     ``recorder.record(...)`` with their changes, then changes them; see the module docstring for the order."""
-    recorder = Recorder(actor, action, store, scope, details, restored_from)
+    recorder = Recorder(actor, action, store, location, details, restored_from)
     try:
         with transaction.atomic(using=airflow_alias()):
             yield recorder

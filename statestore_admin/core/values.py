@@ -62,11 +62,6 @@ def surrogate_name(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
-def has_lone_surrogate(text: str) -> bool:
-    """Whether ``text`` (a key, or a stored value once ``\\u`` escapes are read) holds a lone surrogate."""
-    return _SURROGATE.search(text) is not None
-
-
 def _member(path: str, name: str) -> str:
     return f"{path}.{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"{path}[{json.dumps(name)}]"
 

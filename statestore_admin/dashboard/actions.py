@@ -250,7 +250,7 @@ def task_key_add(request, run_pk, task_id):
         try:
             row = services.set_task_key(
                 actor=Actor.from_request(request),
-                scope=scope,
+                address=scope,
                 key=form.cleaned_data["key"],
                 value=decode_json_text(form.cleaned_data["value"]),
                 expiry=form.chosen_expiry(),
@@ -343,7 +343,7 @@ def task_keys_expiry(request):
                 expiry=form.chosen_expiry(),
                 **_task_target(request.POST),
             )
-            if not outcome.changed and not outcome.kept and not outcome.gone:
+            if outcome.empty:
                 raise services.nothing_to("change")
             when = expiry_text(form.chosen_expiry().resolve(timezone.now()), timezone.now())
             message = outcome.describe("Set the expiry of").removesuffix(".") + f": each {when}."
@@ -360,7 +360,7 @@ def _task_keys_apply(request, actor: Actor, action: str):
     outcome = services.apply_task_keys(
         actor=actor, action=action, token=request.POST.get("listed", ""), **_task_target(request.POST)
     )
-    if not outcome.changed and not outcome.kept and not outcome.gone:
+    if outcome.empty:
         raise services.nothing_to(action)
     message = outcome.describe(TASK_ACTIONS[action][1])
     return _done(request, message, reverse("home"), _level(outcome), undo=outcome.event)

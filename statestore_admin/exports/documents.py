@@ -133,16 +133,11 @@ def event_entry(event: AuditEvent) -> dict:
     return audit.event_entry(event)
 
 
+# Where a key is, or what an event changed: a task instance, or an asset.
+_WHERE_COLUMNS = ("dag_id", "run_id", "task_id", "map_index", "region_id", "asset_id", "asset_name", "asset_uri")
 KEY_COLUMNS = (
     "store",
-    "dag_id",
-    "run_id",
-    "task_id",
-    "map_index",
-    "region_id",
-    "asset_id",
-    "asset_name",
-    "asset_uri",
+    *_WHERE_COLUMNS,
     "key",
     "value",
     "expires_at",
@@ -157,14 +152,7 @@ EVENT_COLUMNS = (  # an event's entry but its details (free-form JSON)
     "via",
     "action",
     "store",
-    "dag_id",
-    "run_id",
-    "task_id",
-    "map_index",
-    "region_id",
-    "asset_id",
-    "asset_name",
-    "asset_uri",
+    *_WHERE_COLUMNS,
     "key_count",
     "restored_from",
     "token_name",

@@ -32,6 +32,7 @@ from statestore_admin.exports.documents import Target, parse_document
 from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import selectors
+from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.outcomes import Action
 from statestore_admin.state.services.rows import API_WRITER_FIELDS, insert_if_absent, state_of
 
@@ -409,17 +410,7 @@ def _locate_assets(targets: list[Target], assets: set[int]) -> list[tuple[object
 
 def _restore_change(target: Target, current, limit):
     if target.store == permissions.TASK:
-        return audit.key_change(
-            key=target.key,
-            before=current,
-            after=target.state,
-            dag_id=target.dag_id,
-            run_id=target.run_id,
-            task_id=target.task_id,
-            map_index=target.map_index,
-            region_id=target.region_id,
-            limit=limit,
-        )
+        return audit.task_change(target, before=current, after=target.state, limit=limit)
     return audit.asset_change(target.asset_id, target.key, before=current, after=target.state, limit=limit)
 
 
@@ -433,11 +424,7 @@ def _apply(target: Target, row) -> None:
                 target,
                 TaskStateStore(
                     dag_run_id=target.run_pk,
-                    dag_id=target.dag_id,
-                    run_id=target.run_id,
-                    task_id=target.task_id,
-                    map_index=target.map_index,
-                    region_id=target.region_id,
+                    **TaskAddress.of(target).fields(),
                     key=target.key,
                     value=target.state[0],
                     updated_at=now,

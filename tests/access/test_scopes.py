@@ -576,14 +576,14 @@ def world(dag_run_factory, task_instance_factory, task_key_factory, asset_factor
     system = Actor.command()
     services.set_task_key(
         actor=system,
-        scope=TaskAddress("etl_a", RUN_ID, "t"),
+        address=TaskAddress("etl_a", RUN_ID, "t"),
         key="k_etl_audited",
         value="etl-audited",
         expiry=Expiry(NEVER),
     )
     services.set_task_key(
         actor=system,
-        scope=TaskAddress("ml_x", RUN_ID, "t"),
+        address=TaskAddress("ml_x", RUN_ID, "t"),
         key="k_ml_audited",
         value="ML-SECRET-A",
         expiry=Expiry(NEVER),

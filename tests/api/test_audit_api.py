@@ -145,7 +145,7 @@ def mixed(api, scene, dag_run_factory, task_instance_factory, task_key_factory, 
     services.expire_task_keys(actor=Actor(via="ui", user=alice), selection=services.TaskSelection(ids=(row.pk,)))
     put(api, f"/api/v2/assets/{scene['asset'].pk}/state-store/watermark", {"value": 2})
     services.delete_task_keys(
-        actor=Actor.command(), selection=services.TaskSelection(scope=TaskAddress("etl", RUN_ID, "t"), keys=("b",))
+        actor=Actor.command(), selection=services.TaskSelection(address=TaskAddress("etl", RUN_ID, "t"), keys=("b",))
     )
     return list(AuditEvent.objects.order_by("id"))
 
@@ -462,13 +462,13 @@ def test_listing_runs_the_same_queries_for_3_or_30_events(api, operator, dag_run
     run = dag_run_factory(dag_id="many", run_id="r")
     task_instance_factory(run, task_id="t")
     actor = Actor(via="ui", user=operator)
-    scope = TaskAddress("many", "r", "t")
+    address = TaskAddress("many", "r", "t")
     api.get(EVENTS)  # the token's last_used_at is written on the first use of the minute
 
     def queries_for(events: int) -> int:
         for i in range(events - AuditEvent.objects.count()):
             key = f"k{events}-{i}"
-            services.set_task_key(actor=actor, scope=scope, key=key, value=i, expiry=services.Expiry("never"))
+            services.set_task_key(actor=actor, address=address, key=key, value=i, expiry=services.Expiry("never"))
         with CaptureQueriesContext(connections["default"]) as captured:
             assert len(api.get(EVENTS, {"limit": 50}).json()["items"]) == events
         return len(captured)

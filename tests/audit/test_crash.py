@@ -32,7 +32,7 @@ pytestmark = [
 CLEAR = (
     "from statestore_admin.state import services; from statestore_admin.access.actors import Actor; "
     "from statestore_admin.state.selectors import TaskAddress; "
-    "services.clear_task_instance(actor=Actor.command(), scope=TaskAddress('etl', 'r1', 't'))"
+    "services.clear_task_instance(actor=Actor.command(), address=TaskAddress('etl', 'r1', 't'))"
 )
 
 

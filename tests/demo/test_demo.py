@@ -9,7 +9,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskInstance, TaskStateStore
-from statestore_admin.demo.data import LONG_KEY, SCALE_DAG
+from statestore_admin.demo.data import LONG_KEY
+from statestore_admin.demo.scale import SCALE_DAG
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -126,7 +127,7 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
 
     from statestore_admin.airflow.models import DynamicRegion
     from statestore_admin.airflow.versions import schema_of
-    from statestore_admin.demo.data import LOOP_NODE, MAPPED_TASK, REGION_DAG
+    from statestore_admin.demo.regions import LOOP_NODE, MAPPED_TASK, REGION_DAG
     from statestore_admin.state import selectors
 
     load()

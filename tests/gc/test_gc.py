@@ -20,7 +20,7 @@ from statestore_admin.airflow.versions import schema_of
 from statestore_admin.commands import gc_text
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
-from statestore_admin.demo.data import load_scale_data
+from statestore_admin.demo.scale import load_scale_data
 from statestore_admin.exports import restore as restores
 from statestore_admin.records.models import AuditEvent, AuditKey, GcRun, StatsSnapshot, StatsSnapshotDag
 from tests.conftest import BOTH_DATABASES

@@ -216,7 +216,7 @@ def test_every_face_deletes_the_rows_and_then_their_objects(web, world, face):
 
 def test_clear_all_map_indices_through_the_service_reports_every_object(world, ui):
     outcome = services.clear_task_instance(
-        actor=ui, scope=services.TaskAddress("etl", "r 1", "mapped", -1), all_map_indices=True
+        actor=ui, address=services.TaskAddress("etl", "r 1", "mapped", -1), all_map_indices=True
     )
     assert (outcome.changed, outcome.objects.deleted, outcome.objects.failed_count) == (3, 3, 0)
     assert outcome.event.details["all_map_indices"] is True
@@ -444,7 +444,7 @@ def test_rows_are_deleted_and_committed_before_their_objects(
     refs = [write_object(observed, observed.task_ref("etl", "r", "t", -1, k), k) for k in ("a", "b")]
     for key, ref in zip(("a", "b"), refs, strict=True):
         task_key_factory(run, task_id="t", key=key, value=ref_value(ref))
-    outcome = services.clear_task_instance(actor=ui, scope=services.TaskAddress("etl", "r", "t", -1))
+    outcome = services.clear_task_instance(actor=ui, address=services.TaskAddress("etl", "r", "t", -1))
     assert outcome.objects.deleted == 2
     assert sorted(s["path"] for s in ObservedFileSystem.seen) == [observed.path(r) for r in refs]
     for seen in ObservedFileSystem.seen:

@@ -41,7 +41,7 @@ def test_undoing_a_delete_restores_the_reference_and_reports_its_missing_object(
     task_key_factory(run, key="small", task_id="t", value={REF_KEY: '{"a": 1}'})  # inline: no object
     actor = Actor.command()
 
-    outcome = services.clear_task_instance(actor=actor, scope=TaskAddress("etl", "r 1", "t"))
+    outcome = services.clear_task_instance(actor=actor, address=TaskAddress("etl", "r 1", "t"))
     assert outcome.changed == 2 and outcome.objects.deleted == 1 and outcome.objects.failed_count == 0
     assert not fsspec.filesystem("file").exists(ref)
 
@@ -63,7 +63,7 @@ def test_undoing_a_delete_whose_object_exists_again_reports_nothing(
     task_key_factory(run, key="k", task_id="t", value={REF_KEY: ref})
     actor = Actor.command()
     outcome = services.delete_task_keys(
-        actor=actor, selection=services.TaskSelection(scope=TaskAddress("etl", "r2", "t"), keys=("k",))
+        actor=actor, selection=services.TaskSelection(address=TaskAddress("etl", "r2", "t"), keys=("k",))
     )
     assert outcome.objects.deleted == 1
     write_object(ref, [1, 2])  # written again by a worker in the meantime
@@ -84,7 +84,7 @@ def test_the_event_page_names_objects_that_could_not_be_deleted(
     outside = "s3://other-bucket/<b>x</b>"
     task_key_factory(run, key="a", task_id="t", value={REF_KEY: inside})
     task_key_factory(run, key="b", task_id="t", value={REF_KEY: outside})
-    outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskAddress("etl", "r3", "t"))
+    outcome = services.clear_task_instance(actor=Actor.command(), address=TaskAddress("etl", "r3", "t"))
     assert (outcome.changed, outcome.objects.deleted, outcome.objects.failed_count) == (2, 1, 1)
     assert outcome.event.details["objects"]["failures"][0]["ref"] == outside
     assert "1 worker-side object could not be deleted and is now orphaned" in outcome.describe("Deleted")
@@ -118,7 +118,7 @@ def test_a_clear_of_more_rows_than_a_chunk_deletes_every_object(
         TaskStateStore.objects.filter(dag_run=run, key=f"k{n}").update(value=text)
     task_key_factory(run, key="inline", task_id="t", value={REF_KEY: "[1, 2]"})
 
-    outcome = services.clear_task_instance(actor=Actor.command(), scope=TaskAddress("etl", "big", "t"))
+    outcome = services.clear_task_instance(actor=Actor.command(), address=TaskAddress("etl", "big", "t"))
     assert outcome.changed == audit.CHUNK + 8
     assert (outcome.objects.deleted, outcome.objects.missing, outcome.objects.failed_count) == (len(refs), 0, 0)
     fs = object_storage.filesystem()

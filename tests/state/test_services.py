@@ -73,7 +73,7 @@ def keys_of(event):
 # One event per change, with exact before/after --------------------------------------------------------
 def test_set_overwrites_and_records_before_and_after(run, ui):
     before = TaskStateStore.objects.get(key="job")
-    services.set_task_key(actor=ui, scope=T, key="job", value={"id": 2}, expiry=Expiry(NEVER))
+    services.set_task_key(actor=ui, address=T, key="job", value={"id": 2}, expiry=Expiry(NEVER))
     event = only_event()
     assert (event.action, event.via, event.actor, event.status, event.key_count) == ("set", "ui", "operator", "done", 1)
     assert (event.dag_id, event.run_id, event.task_id, event.map_index) == ("etl", "r1", "t", -1)
@@ -83,13 +83,13 @@ def test_set_overwrites_and_records_before_and_after(run, ui):
 
 
 def test_add_records_no_before_and_refuses_an_existing_key(run, ui):
-    services.set_task_key(actor=ui, scope=T, key="new", value=[1], expiry=Expiry(DEFAULT), mode=services.CREATE)
+    services.set_task_key(actor=ui, address=T, key="new", value=[1], expiry=Expiry(DEFAULT), mode=services.CREATE)
     key = keys_of(only_event())["new"]
     assert key.before_value is None and key.after_value == "[1]"
     # The default expiry is now + default_retention_days (30).
     assert abs(key.after_expires_at - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
     with pytest.raises(Conflict, match="already exists"):
-        services.set_task_key(actor=ui, scope=T, key="new", value=[2], expiry=Expiry(DEFAULT), mode=services.CREATE)
+        services.set_task_key(actor=ui, address=T, key="new", value=[2], expiry=Expiry(DEFAULT), mode=services.CREATE)
     assert AuditEvent.objects.count() == 1
 
 
@@ -97,7 +97,7 @@ def test_patch_keeps_expiry_and_skips_a_no_op(run, ui):
     job = TaskStateStore.objects.get(key="job")
     services.patch_task_key(actor=ui, ref=services.TaskKeyRef(id=job.pk), value={"id": 1})  # unchanged
     assert AuditEvent.objects.count() == 0 and TaskStateStore.objects.get(pk=job.pk).updated_at == job.updated_at
-    services.patch_task_key(actor=ui, ref=services.TaskKeyRef(scope=T, key="job"), value={"id": 5})
+    services.patch_task_key(actor=ui, ref=services.TaskKeyRef(address=T, key="job"), value={"id": 5})
     key = keys_of(only_event())["job"]
     assert (key.before_value, key.after_value) == ('{"id": 1}', '{"id": 5}')
     assert key.before_expires_at == key.after_expires_at == LATER
@@ -108,7 +108,7 @@ def test_patch_needs_the_task_instance_by_id_and_by_scope_alike(run, ui, task_ke
     orphan = task_key_factory(run, task_id="gone", key="k", value=1)
     for ref in (
         services.TaskKeyRef(id=orphan.pk),
-        services.TaskKeyRef(scope=TaskAddress("etl", "r1", "gone"), key="k"),
+        services.TaskKeyRef(address=TaskAddress("etl", "r1", "gone"), key="k"),
     ):
         with pytest.raises(NotFound, match="Task instance not found"):
             services.patch_task_key(actor=ui, ref=ref, value=2)
@@ -120,7 +120,7 @@ def test_expiry_expire_delete_and_clear_each_record_one_event(run, ui):
     services.set_task_expiry(actor=ui, ref=services.TaskKeyRef(id=job.pk), expiry=Expiry(AT, LATER + timedelta(days=1)))
     outcome = services.expire_task_keys(actor=ui, selection=services.TaskSelection(ids=(job.pk,)))
     assert outcome.changed == 1 and outcome.event.action == "expire"
-    outcome = services.clear_task_instance(actor=ui, scope=TaskAddress("etl", "r1", "mapped"), all_map_indices=True)
+    outcome = services.clear_task_instance(actor=ui, address=TaskAddress("etl", "r1", "mapped"), all_map_indices=True)
     assert outcome.changed == 2 and outcome.event.details == {"all_map_indices": True}
     assert (outcome.event.task_id, outcome.event.map_index) == ("mapped", None)
     outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(ids=(job.pk,)))
@@ -134,7 +134,7 @@ def test_expiry_expire_delete_and_clear_each_record_one_event(run, ui):
 
 
 def test_nothing_changed_means_no_event(run, ui):
-    services.delete_task_keys(actor=ui, selection=services.TaskSelection(scope=T, keys=("absent",)))
+    services.delete_task_keys(actor=ui, selection=services.TaskSelection(address=T, keys=("absent",)))
     assert AuditEvent.objects.count() == 0
 
 
@@ -159,20 +159,20 @@ def test_bad_input_and_missing_permissions_change_nothing_and_record_nothing(run
     viewer = Actor(via="ui", user=user_factory("v", perms=["task.view", "asset.view"]))
     before = state()
     attempts = [
-        (Invalid, lambda: services.set_task_key(actor=ui, scope=T, key="k" * 513, value=1, expiry=Expiry(DEFAULT))),
-        (Invalid, lambda: services.set_task_key(actor=ui, scope=T, key="k", value=None, expiry=Expiry(DEFAULT))),
+        (Invalid, lambda: services.set_task_key(actor=ui, address=T, key="k" * 513, value=1, expiry=Expiry(DEFAULT))),
+        (Invalid, lambda: services.set_task_key(actor=ui, address=T, key="k", value=None, expiry=Expiry(DEFAULT))),
         (
             Invalid,
-            lambda: services.set_task_key(actor=ui, scope=T, key="k", value=float("nan"), expiry=Expiry(DEFAULT)),
+            lambda: services.set_task_key(actor=ui, address=T, key="k", value=float("nan"), expiry=Expiry(DEFAULT)),
         ),
         (
             NotFound,
             lambda: services.set_task_key(
-                actor=ui, scope=TaskAddress("etl", "nope", "t"), key="k", value=1, expiry=Expiry(DEFAULT)
+                actor=ui, address=TaskAddress("etl", "nope", "t"), key="k", value=1, expiry=Expiry(DEFAULT)
             ),
         ),
         (NotFound, lambda: services.clear_asset(actor=ui, asset_id=999999)),
-        (Forbidden, lambda: services.delete_task_keys(actor=viewer, selection=services.TaskSelection(scope=T))),
+        (Forbidden, lambda: services.delete_task_keys(actor=viewer, selection=services.TaskSelection(address=T))),
         (Forbidden, lambda: services.clear_asset(actor=viewer, asset_id=asset.pk)),
         (Forbidden, lambda: services.set_asset_key(actor=viewer, asset_id=asset.pk, key="x", value=1)),
     ]
@@ -203,9 +203,9 @@ def test_pending_event_older_than_a_minute_is_outcome_unknown(run, ui):
 
 def test_values_over_the_limit_are_kept_truncated_and_not_restorable(run, ui, monkeypatch):
     monkeypatch.setenv("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "0")
-    services.set_task_key(actor=ui, scope=T, key="big", value="x" * 5000, expiry=Expiry(NEVER))
+    services.set_task_key(actor=ui, address=T, key="big", value="x" * 5000, expiry=Expiry(NEVER))
     monkeypatch.setenv("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "1000")
-    outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(scope=T, keys=("big",)))
+    outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(address=T, keys=("big",)))
     key = keys_of(outcome.event)["big"]
     assert key.truncated and len(key.before_value.encode()) == 1000
     with pytest.raises(Invalid, match="truncated"):
@@ -213,7 +213,7 @@ def test_values_over_the_limit_are_kept_truncated_and_not_restorable(run, ui, mo
 
 
 def test_commands_act_as_the_os_user(run, system):
-    outcome = services.clear_task_instance(actor=system, scope=T)
+    outcome = services.clear_task_instance(actor=system, address=T)
     event = outcome.event
     assert event.via == "command" and event.user is None and event.os_user and event.host
     assert event.actor == f"{event.os_user}@{event.host}"
@@ -221,21 +221,21 @@ def test_commands_act_as_the_os_user(run, system):
 
 # Undo ------------------------------------------------------------------------------------------------
 UNDOABLE = {
-    "set": lambda a, run: services.set_task_key(actor=a, scope=T, key="job", value=9, expiry=Expiry(NEVER)),
+    "set": lambda a, run: services.set_task_key(actor=a, address=T, key="job", value=9, expiry=Expiry(NEVER)),
     "add": lambda a, run: services.set_task_key(
-        actor=a, scope=T, key="added", value=1, expiry=Expiry(DEFAULT), mode=services.CREATE
+        actor=a, address=T, key="added", value=1, expiry=Expiry(DEFAULT), mode=services.CREATE
     ),
-    "patch": lambda a, run: services.patch_task_key(actor=a, ref=services.TaskKeyRef(scope=T, key="job"), value=3),
+    "patch": lambda a, run: services.patch_task_key(actor=a, ref=services.TaskKeyRef(address=T, key="job"), value=3),
     "expiry": lambda a, run: services.set_task_expiry(
-        actor=a, ref=services.TaskKeyRef(scope=T, key="never"), expiry=Expiry(AT, LATER)
+        actor=a, ref=services.TaskKeyRef(address=T, key="never"), expiry=Expiry(AT, LATER)
     ),
-    "expire": lambda a, run: services.expire_task_keys(actor=a, selection=services.TaskSelection(scope=T)),
+    "expire": lambda a, run: services.expire_task_keys(actor=a, selection=services.TaskSelection(address=T)),
     "delete": lambda a, run: services.delete_task_keys(
-        actor=a, selection=services.TaskSelection(scope=T, keys=("job",))
+        actor=a, selection=services.TaskSelection(address=T, keys=("job",))
     ),
-    "clear": lambda a, run: services.clear_task_instance(actor=a, scope=T),
+    "clear": lambda a, run: services.clear_task_instance(actor=a, address=T),
     "clear all map indexes": lambda a, run: services.clear_task_instance(
-        actor=a, scope=TaskAddress("etl", "r1", "mapped"), all_map_indices=True
+        actor=a, address=TaskAddress("etl", "r1", "mapped"), all_map_indices=True
     ),
     "asset set": lambda a, run: services.set_asset_key(actor=a, asset_id=run.asset.pk, key="watermark", value="x"),
     "asset add": lambda a, run: services.set_asset_key(actor=a, asset_id=run.asset.pk, key="n", value=1, mode="create"),
@@ -262,15 +262,15 @@ def test_every_undoable_change_restores_exactly_what_it_changed(run, asset, ui, 
 
 
 def test_restoring_twice_changes_nothing_the_second_time(run, ui):
-    outcome = services.clear_task_instance(actor=ui, scope=T)
+    outcome = services.clear_task_instance(actor=ui, address=T)
     restores.restore_event(actor=ui, event_id=outcome.event.pk)
     again = restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert again.restored == 0 and again.unchanged == 2 and AuditEvent.objects.count() == 2
 
 
 def test_a_key_written_again_is_a_conflict_resolved_per_key(run, ui):
-    outcome = services.clear_task_instance(actor=ui, scope=T)
-    services.set_task_key(actor=ui, scope=T, key="job", value="rewritten", expiry=Expiry(NEVER))
+    outcome = services.clear_task_instance(actor=ui, address=T)
+    services.set_task_key(actor=ui, address=T, key="job", value="rewritten", expiry=Expiry(NEVER))
     with pytest.raises(Conflict) as conflict:
         restores.restore_event(actor=ui, event_id=outcome.event.pk)
     assert [(c["key"], c["current"]["value"], c["restore"]["value"]) for c in conflict.value.details] == [
@@ -287,7 +287,7 @@ def test_a_key_written_again_is_a_conflict_resolved_per_key(run, ui):
 
 
 def test_restore_reports_keys_whose_run_or_asset_is_gone(run, asset, ui):
-    task_event = services.clear_task_instance(actor=ui, scope=T).event
+    task_event = services.clear_task_instance(actor=ui, address=T).event
     asset_event = services.clear_asset(actor=ui, asset_id=asset.pk).event
     run.delete()
     asset.delete()
@@ -307,7 +307,7 @@ def test_gc_and_failed_events_are_not_restorable(ui):
 
 
 def test_restore_needs_write_permissions(run, ui, user_factory):
-    event = services.clear_task_instance(actor=ui, scope=T).event
+    event = services.clear_task_instance(actor=ui, address=T).event
     changer = Actor(via="ui", user=user_factory("c", perms=["task.view", "task.change"]))
     with pytest.raises(Forbidden):
         restores.restore_event(actor=changer, event_id=event.pk)
@@ -319,7 +319,7 @@ def test_a_large_clear_is_recorded_in_chunks_with_every_key(dag_run_factory, tas
     task_instance_factory(run, task_id="t")
     now = timezone.now()
     make_task_keys(run, audit.CHUNK * 3 + 7, key="k{i:05}", value=json.dumps, updated_at=now)
-    outcome = services.clear_task_instance(actor=ui, scope=TaskAddress("big", "r", "t"))
+    outcome = services.clear_task_instance(actor=ui, address=TaskAddress("big", "r", "t"))
     assert outcome.changed == audit.CHUNK * 3 + 7 == outcome.event.key_count
     assert AuditKey.objects.filter(event=outcome.event).count() == outcome.changed
     assert not TaskStateStore.objects.filter(dag_id="big").exists()
@@ -352,7 +352,7 @@ def test_an_upload_with_a_conflict_in_one_store_restores_nothing_in_either(run, 
 def test_worker_side_references_are_audited_and_restored_as_references(run, ui, task_key_factory):
     ref = {"__airflow_state_ref__": "s3://bucket/state/etl/r1/t/-1/blob"}
     task_key_factory(run, task_id="t", key="blob", value=ref)
-    outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(scope=T, keys=("blob",)))
+    outcome = services.delete_task_keys(actor=ui, selection=services.TaskSelection(address=T, keys=("blob",)))
     key = keys_of(outcome.event)["blob"]
     assert json.loads(key.before_value) == ref and key.after_value is None
     restores.restore_event(actor=ui, event_id=outcome.event.pk)
@@ -361,13 +361,13 @@ def test_worker_side_references_are_audited_and_restored_as_references(run, ui, 
 
 def test_add_permission_alone_adds_new_keys_and_overwrites_none(run, asset, user_factory):
     adder = Actor(via="ui", user=user_factory("adder", perms=["task.view", "task.add", "asset.view", "asset.add"]))
-    services.set_task_key(actor=adder, scope=T, key="new", value=1, expiry=Expiry(DEFAULT))
+    services.set_task_key(actor=adder, address=T, key="new", value=1, expiry=Expiry(DEFAULT))
     services.set_asset_key(actor=adder, asset_id=asset.pk, key="new", value=2)
     assert TaskStateStore.objects.get(key="new").value == "1"
     assert AssetStateStore.objects.get(key="new").value == "2"
     before = state()
     with pytest.raises(Forbidden):
-        services.set_task_key(actor=adder, scope=T, key="job", value=3, expiry=Expiry(DEFAULT))
+        services.set_task_key(actor=adder, address=T, key="job", value=3, expiry=Expiry(DEFAULT))
     with pytest.raises(Forbidden):
         services.set_asset_key(actor=adder, asset_id=asset.pk, key="cursor", value=4)
     assert state() == before

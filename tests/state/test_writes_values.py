@@ -97,7 +97,7 @@ def test_an_unchanged_value_is_not_written_by_any_write(run, ui, asset_factory, 
     row = services.patch_task_key(actor=ui, ref=services.TaskKeyRef(id=job.pk), value={"id": 1})
     assert row.written is False
     again = services.set_task_key(
-        actor=ui, scope=TaskAddress("etl", "r1", "t"), key="job", value={"id": 1}, expiry=Expiry(NEVER)
+        actor=ui, address=TaskAddress("etl", "r1", "t"), key="job", value={"id": 1}, expiry=Expiry(NEVER)
     )
     assert again.written is False  # the same value and the same expiry (none)
     assert TaskStateStore.objects.get(pk=job.pk).updated_at == job.updated_at
@@ -169,11 +169,11 @@ def test_task_clears_and_expiry_keep_what_the_listing_does_not_hold(run, ui, tas
     for map_index in (0, 1):
         task_instance_factory(run, task_id="m", map_index=map_index)
         task_key_factory(run, task_id="m", map_index=map_index, key="k", value=map_index)
-    scope = TaskAddress("etl", "r1", "m", -1)
-    listed = services.list_keys(services.TaskSelection.of_instance(scope, True).queryset(EVERYTHING))
+    address = TaskAddress("etl", "r1", "m", -1)
+    listed = services.list_keys(services.TaskSelection.of_instance(address, True).queryset(EVERYTHING))
     task_key_factory(run, task_id="m", map_index=1, key="old-clock", updated_at=timezone.now() - timedelta(days=1))
     TaskStateStore.objects.filter(task_id="m", map_index=0).update(value="5")  # same time, another value
-    outcome = services.clear_task_instance(actor=ui, scope=scope, all_map_indices=True, listed=listed)
+    outcome = services.clear_task_instance(actor=ui, address=address, all_map_indices=True, listed=listed)
     assert (outcome.changed, outcome.added, outcome.rewritten) == (1, 1, 1)
     assert set(TaskStateStore.objects.filter(task_id="m").values_list("key", "value")) == {
         ("old-clock", '"v"'),

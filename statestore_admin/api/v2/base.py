@@ -61,7 +61,7 @@ class TaskView(AirflowView):
         super().initial(request, *args, **kwargs)
         scope_of(request.user).require_dag(self.kwargs["dag_id"])
 
-    def scope(self, request, dag_id, dag_run_id, task_id, *after) -> TaskAddress:
+    def address(self, request, dag_id, dag_run_id, task_id, *after) -> TaskAddress:
         """The address the query names: on Airflow 3.3 ``map_index``; on 3.4 ``map_index``, ``region_id``
         and ``region_index`` as Airflow 3.4 resolves them (``selectors.resolve_address``), before any other
         parameter or the body. When they do not parse, the 422 lists their errors and then those of the
@@ -82,11 +82,11 @@ class TaskView(AirflowView):
             dag_id, dag_run_id, task_id, map_index=map_index, region_id=region_id, region_index=region_index
         )
 
-    def clear_scope(self, request, dag_id, dag_run_id, task_id) -> tuple[TaskAddress, bool]:
+    def clear_address(self, request, dag_id, dag_run_id, task_id) -> tuple[TaskAddress, bool]:
         """A clear's address and whether it takes every index of the address's region: on 3.4,
         ``all_map_indices`` clears one task's expansion (``selectors.clears_expansion``)."""
         if not selectors.addresses_regions():
-            return self.scope(request, dag_id, dag_run_id, task_id), query_bool(request, "all_map_indices")
+            return self.address(request, dag_id, dag_run_id, task_id), query_bool(request, "all_map_indices")
         try:
             map_index, region_id, region_index, all_map_indices = all_parsed(
                 lambda: query_int(request, "map_index", -1, -1),

@@ -32,9 +32,9 @@ class TaskStateStoreCollection(TaskView):
         def offset():
             return page_offset(request)
 
-        scope = self.scope(request, dag_id, dag_run_id, task_id, limit, offset)
+        address = self.address(request, dag_id, dag_run_id, task_id, limit, offset)
         limit, offset = limit(), offset()
-        rows, total = selectors.task_keys_page(scope, offset, limit, scope=scope_of(request.user))
+        rows, total = selectors.task_keys_page(address, offset, limit, scope=scope_of(request.user))
         return Response(
             shapes.TaskStateStoreCollectionResponse({"task_state_store": rows, "total_entries": total}).data
         )
@@ -56,8 +56,8 @@ class TaskStateStoreCollection(TaskView):
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
-        scope, all_map_indices = self.clear_scope(request, dag_id, dag_run_id, task_id)
-        outcome = services.clear_task_instance(actor=actor(request), scope=scope, all_map_indices=all_map_indices)
+        address, all_map_indices = self.clear_address(request, dag_id, dag_run_id, task_id)
+        outcome = services.clear_task_instance(actor=actor(request), address=address, all_map_indices=all_map_indices)
         return no_content(outcome)
 
 
@@ -70,12 +70,12 @@ class TaskStateStoreItem(TaskView):
         def body():
             return body_fields(request, allowed, {"value"})
 
-        scope = self.scope(request, dag_id, dag_run_id, task_id, body)
+        address = self.address(request, dag_id, dag_run_id, task_id, body)
         try:
-            return scope, body()
+            return address, body()
         except RequestInvalid:
             if selectors.addresses_regions():
-                selectors.require_task_instance(scope)
+                selectors.require_task_instance(address)
             raise
 
     @extend_schema(
@@ -85,9 +85,9 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def get(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
+        address = self.address(request, dag_id, dag_run_id, task_id)
         resolve = query_bool(request, "resolve")
-        row = selectors.task_key_in(scope, key, scope=scope_of(request.user))
+        row = selectors.task_key_in(address, key, scope=scope_of(request.user))
         if not resolve:
             return Response(shapes.TaskStateStoreResponse(row).data)
         resolution = shapes.Resolution(row, objects.resolve_task_row(row))
@@ -101,9 +101,9 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def put(self, request, dag_id, dag_run_id, task_id, key):
-        scope, data = self.write(request, dag_id, dag_run_id, task_id, {"value", "expires_at"})
+        address, data = self.write(request, dag_id, dag_run_id, task_id, {"value", "expires_at"})
         services.set_task_key(
-            actor=actor(request), scope=scope, key=key, value=data["value"], expiry=parse_expires_at(data)
+            actor=actor(request), address=address, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
         return no_content()
 
@@ -115,9 +115,9 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
-        scope, data = self.write(request, dag_id, dag_run_id, task_id, {"value"})
+        address, data = self.write(request, dag_id, dag_run_id, task_id, {"value"})
         services.patch_task_key(
-            actor=actor(request), ref=services.TaskKeyRef(scope=scope, key=key), value=data["value"]
+            actor=actor(request), ref=services.TaskKeyRef(address=address, key=key), value=data["value"]
         )
         return HttpResponse(b"null", content_type="application/json")  # Airflow answers 200 with a JSON null
 
@@ -128,6 +128,6 @@ class TaskStateStoreItem(TaskView):
         tags=["Task State Store"],
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
-        scope = self.scope(request, dag_id, dag_run_id, task_id)
-        selection = services.TaskSelection(scope=scope, keys=(key,))  # needs the task instance, as in Airflow
+        address = self.address(request, dag_id, dag_run_id, task_id)
+        selection = services.TaskSelection(address=address, keys=(key,))  # needs the task instance, as in Airflow
         return no_content(services.delete_task_keys(actor=actor(request), selection=selection))

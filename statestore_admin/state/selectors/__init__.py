@@ -5,10 +5,10 @@ the number of rows, and none counts a whole state table (``counting`` caps or es
 By concern: ``scoped`` (what an access scope reaches), ``index_scan`` (the distinct DAGs by a loose index
 scan), ``figures`` (the overview's store-wide figures, snapshots and largest values), ``backends`` (Airflow's
 backend settings read for people), ``dags`` (the DAG list and a DAG's runs), ``tasks`` (a run's and a task
-instance's keys), ``asset_keys`` (assets and their keys), ``airflow_api`` (the ``/api/v2`` offset reads) and
-``audit_trail``; ``key_story`` (a key across the runs of its DAG) and ``run_compare`` (two runs key by key).
-The names below are what the faces use; the key-status rule (``status``) and the figures
-(``counting``) are re-exported for them.
+instance's keys), ``state.addresses`` (one task instance's address and its reads), ``asset_keys`` (assets and
+their keys), ``airflow_api`` (the ``/api/v2`` offset reads) and ``audit_trail``; ``key_story`` (a key across
+the runs of its DAG) and ``run_compare`` (two runs key by key). The names below are what the faces use; the
+key-status rule (``status``) and the figures (``counting``) are re-exported for them.
 """
 
 from statestore_admin.access.reach import (
@@ -46,6 +46,13 @@ from statestore_admin.objects.backends import (
     BackendMode,
     backend_modes,
     inspect_backend_class,
+)
+from statestore_admin.state.addresses import (
+    TaskAddress,
+    address_keys,
+    require_task_instance,
+    task_instances,
+    task_map_indexes,
 )
 from statestore_admin.state.selectors.airflow_api import (
     asset_key_in,
@@ -110,10 +117,8 @@ from statestore_admin.state.selectors.tasks import (
     SORTS,
     TASK_COUNT_CAP,
     RunTasks,
-    TaskAddress,
     TaskGroup,
     TaskView,
-    address_keys,
     auto_refreshes,
     coordinate_keys,
     get_task_key,
@@ -121,12 +126,9 @@ from statestore_admin.state.selectors.tasks import (
     instance_state,
     key_sort,
     map_indexes_with_state,
-    require_task_instance,
     run_state,
     run_tasks,
     shown_keys,
-    task_instances,
-    task_map_indexes,
     task_view,
 )
 from statestore_admin.stats.figures import (

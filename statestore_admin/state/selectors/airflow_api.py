@@ -7,7 +7,7 @@ from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.core.errors import NotFound
-from statestore_admin.state.selectors.tasks import TaskAddress, address_keys
+from statestore_admin.state.addresses import TaskAddress, address_keys
 
 
 def task_keys_page(address: TaskAddress, offset: int, limit: int, *, scope: Scope):

@@ -22,7 +22,7 @@ from statestore_admin.airflow.models import DynamicRegion, TaskInstance
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 from statestore_admin.core.errors import Ambiguous, NotFound, Unaddressable
-from statestore_admin.state.selectors.tasks import TaskAddress
+from statestore_admin.state.addresses import TaskAddress
 
 SELECT_REGION = "Select a region and index for this task instance"
 NOT_AT_COORDINATES = "Task instance not found for selected coordinates"

@@ -12,6 +12,7 @@ from django.db.models import (
     Max,
     OuterRef,
     Q,
+    QuerySet,
 )
 
 from statestore_admin.access.reach import all_dag_ids_with_state, scoped_dag_ids
@@ -134,17 +135,9 @@ def dags_with_state(
     dag_ids = dag_ids[:size]
     page = Page([], encode_cursor([dag_ids[-1]]) if more else None, cursor)
     if row_count(TaskStateStore).how == EXACT:
-        stats = {
-            row["dag_id"]: row
-            for row in TaskStateStore.objects.filter(dag_id__in=dag_ids)
-            .values("dag_id")
-            .annotate(
-                keys=Count("id"),
-                runs=Count("dag_run", distinct=True),
-                expired=Count("id", filter=status_filter(EXPIRED, now)),
-                last_updated=Max("updated_at"),
-            )
-        }
+        stats = _key_stats(
+            TaskStateStore.objects.filter(dag_id__in=dag_ids), "dag_id", now, runs=Count("dag_run", distinct=True)
+        )
         page.items = [
             DagSummary(d, stats[d]["keys"], stats[d]["runs"], stats[d]["expired"], stats[d]["last_updated"])
             for d in dag_ids
@@ -165,23 +158,26 @@ def dags_with_state(
     return DagList(page, "snapshot", snapshot.taken_at)
 
 
+def _key_stats(rows: QuerySet, by: str, now: datetime, **more) -> dict:
+    """The keys of ``rows`` by ``by`` (a DAG, a run): how many, how many expired, when last updated, and the
+    ``more`` counts, in one query."""
+    counted = rows.values(by).annotate(
+        keys=Count("id"),
+        **more,
+        expired=Count("id", filter=status_filter(EXPIRED, now)),
+        last_updated=Max("updated_at"),
+    )
+    return {row[by]: row for row in counted}
+
+
 def runs_with_state(dag_id: str, now: datetime, cursor: str | None = None, size: int = 50, *, scope: Scope) -> Page:
     """The DAG's runs that have task state, newest first, with their key counts: two queries. A DAG out
     of ``scope`` is Forbidden, whether it exists or not."""
     scope.require_dag(dag_id)
     runs = DagRun.objects.filter(dag_id=dag_id).filter(Exists(TaskStateStore.objects.filter(dag_run=OuterRef("pk"))))
     page = paginate(runs, ["-id"], cursor, size)
-    stats = {
-        row["dag_run"]: row
-        for row in TaskStateStore.objects.filter(dag_run__in=[r.id for r in page.items])
-        .values("dag_run")
-        .annotate(
-            keys=Count("id"),
-            tasks=Count("task_id", distinct=True),
-            expired=Count("id", filter=status_filter(EXPIRED, now)),
-            last_updated=Max("updated_at"),
-        )
-    }
+    rows = TaskStateStore.objects.filter(dag_run__in=[r.id for r in page.items])
+    stats = _key_stats(rows, "dag_run", now, tasks=Count("task_id", distinct=True))
     for run in page.items:
         row = stats.get(run.id, {})
         run.keys, run.tasks = row.get("keys", 0), row.get("tasks", 0)

@@ -1,7 +1,7 @@
-"""A run's and a task instance's keys: the task address (``TaskAddress``), the run page (a table a task, its
-tasks' capped counts), the task page, their sort orders and key filter, live refresh and one key. On Airflow 3.4
-each row carries its coordinate (task, region, index) with its path from ``regions.run_regions``, so the keys of
-one iteration or map position are never shown as another's."""
+"""A run's and a task instance's keys: the run page (a table a task, its tasks' capped counts), the task page,
+their sort orders and key filter, live refresh and one key. On Airflow 3.4 each row carries its coordinate
+(task, region, index) with its path from ``regions.run_regions``, so the keys of one iteration or map position
+are never shown as another's."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce, Length
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
-from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core.counting import CAPPED, Figure, capped_count
 from statestore_admin.core.errors import NotFound
 from statestore_admin.core.pagination import Page, decode_cursor_for, paginate
@@ -256,98 +256,6 @@ AUTO_REFRESH_SECONDS = 10
 def auto_refreshes(run: DagRun) -> bool:
     """Whether the pages of ``run`` poll for new state: while it is queued or running, not once finished."""
     return run.state in LIVE_RUN_STATES
-
-
-@dataclass(frozen=True)
-class TaskAddress:
-    """A task instance's full coordinates: its task in a run, its region (Airflow 3.4's ``region_id``; the
-    all-zero sentinel outside any region, and always on 3.3) and its index in that region (``map_index``:
-    3.3's map index, 3.4's ``region_index``). Keys of one address never appear under another."""
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int = -1
-    region_id: UUID = SENTINEL_REGION_ID
-
-    @classmethod
-    def of(cls, row) -> TaskAddress:
-        return cls(row.dag_id, row.run_id, row.task_id, row.map_index, row.region_id)
-
-    @property
-    def in_region(self) -> bool:
-        return self.region_id != SENTINEL_REGION_ID
-
-    def event_location(self) -> dict:
-        location = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
-        if self.in_region:
-            location["region_id"] = self.region_id
-        return location
-
-
-def address_keys(scope: TaskAddress) -> QuerySet:
-    return TaskStateStore.objects.filter(
-        dag_id=scope.dag_id,
-        run_id=scope.run_id,
-        task_id=scope.task_id,
-        region_id=scope.region_id,
-        map_index=scope.map_index,
-    )
-
-
-def task_instances(scope: TaskAddress, any_map_index: bool = False) -> QuerySet:
-    """The current task instance of ``scope`` (or every map index of its task in its region); an execution
-    that a clear replaced (3.4 keeps it, outside the working set) is not one."""
-    instances = TaskInstance.objects.filter(
-        dag_id=scope.dag_id, run_id=scope.run_id, task_id=scope.task_id, region_id=scope.region_id, working_set=True
-    )
-    return instances if any_map_index else instances.filter(map_index=scope.map_index)
-
-
-def task_map_indexes(scope: TaskAddress) -> list[int]:
-    """The map indexes of the task instances of ``scope``'s task in its run, in order: ``[-1]`` for a task
-    that is not mapped (or not expanded yet), ``[]`` for a task without a task instance."""
-    return list(task_instances(scope, any_map_index=True).order_by("map_index").values_list("map_index", flat=True))
-
-
-_RUN_AND_INSTANCE = (
-    "SELECT r.id, EXISTS (SELECT 1 FROM task_instance t WHERE t.dag_id = r.dag_id AND t.run_id = r.run_id "
-    "AND t.task_id = %s{region}{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
-)
-
-
-def require_task_instance(scope: TaskAddress, any_map_index: bool = False) -> DagRun:
-    """The DAG run of an existing task instance; NotFound in Airflow's words otherwise. One plain query: every
-    write through the API starts with it."""
-    found = None
-    if -1 <= scope.map_index < 2**31:  # beyond an integer column, no such task instance
-        connection = connections[airflow_alias()]
-        schema = schema_of(connection)
-        region, region_params = "", []
-        if schema.regions:
-            region = " AND t.region_id = %s AND t.working_set IS TRUE"
-            region_params = [TaskInstance._meta.get_field("region_id").get_db_prep_value(scope.region_id, connection)]
-        elif scope.in_region:  # 3.3 has no regions: nothing sits in one
-            raise NotFound(f"Task instance not found: {schema.name} has no region {scope.region_id}")
-        map_index = "" if any_map_index else f" AND t.{schema.index_column} = %s"
-        sql = _RUN_AND_INSTANCE.format(region=region, map_index=map_index)
-        params = [
-            scope.task_id,
-            *region_params,
-            *([] if any_map_index else [scope.map_index]),
-            scope.dag_id,
-            scope.run_id,
-        ]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            found = cursor.fetchone()
-    if found is None or not found[1]:
-        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={scope.map_index}"
-        raise NotFound(
-            f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
-            f"task_id={scope.task_id!r}, {addressed_by}"
-        )
-    return DagRun(id=found[0], dag_id=scope.dag_id, run_id=scope.run_id)
 
 
 def instance_keys(run: DagRun, task_id: str, map_index: int | None) -> QuerySet:

@@ -24,7 +24,7 @@ each record the value they replaced.
 """
 
 from statestore_admin.core.values import Expiry
-from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.assets import asset_selection, clear_asset, delete_asset_keys, set_asset_key
 from statestore_admin.state.services.confirmations import LISTED_MAX, Listing, list_keys
 from statestore_admin.state.services.confirmed import (

@@ -31,7 +31,7 @@ from statestore_admin.state.services.rows import (
 )
 
 
-def _asset_scope(asset: Asset) -> dict:
+def _asset_location(asset: Asset) -> dict:
     return {"asset_id": asset.pk, "asset_name": asset.name, "asset_uri": asset.uri}
 
 
@@ -62,7 +62,7 @@ def set_asset_key(
     new = AssetStateStore(asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS)
     may_add = mode != UPDATE and policies.allows(actor, policies.ASSET, "add")
     gone = NotFound(f"Asset with id {asset_id} not found")
-    with audit.change(actor, action, policies.ASSET, scope=_asset_scope(asset)) as recorder:
+    with audit.change(actor, action, policies.ASSET, location=_asset_location(asset)) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, gone)
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
@@ -113,7 +113,7 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
     rows, others = asset_selection(asset_id, keys), []
     identity = ("asset_id", "key")
     holds_refs = False
-    with audit.change(actor, action, policies.ASSET, scope=_asset_scope(asset)) as recorder:
+    with audit.change(actor, action, policies.ASSET, location=_asset_location(asset)) as recorder:
         if listed is None:
             deleted = deleted_chunks(AssetStateStore, rows, identity)
         else:

@@ -20,7 +20,7 @@ from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.core.values import Expiry
 from statestore_admin.state import selectors
-from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.assets import asset_selection, clear_asset, delete_asset_keys
 from statestore_admin.state.services.confirmations import Listing, list_keys
 from statestore_admin.state.services.outcomes import Outcome
@@ -91,35 +91,11 @@ def _instance_gone(exc: NotFound) -> Invalid:
     return Invalid({NON_FIELD_ERRORS: str(exc)})
 
 
-def preview_task_keys(
-    *,
-    actor: Actor,
-    action: str,
-    run_pk: int | None = None,
-    task_id: str = "",
-    map_index: int | None = -1,
-    ids: tuple[int, ...] = (),
-    sample: int = 0,
-    region_id: UUID = SENTINEL_REGION_ID,
-    in_run: int | None = None,
-    in_task: str = "",
-    key_prefix: str = "",
-) -> Preview:
-    """List the task keys ``action`` ("expire", "delete" or "expiry") would take, by task, map index and key,
-    the first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
-    found, or no key ids, is Invalid."""
-    selection, run = _task_selection(
-        actor,
-        action,
-        run_pk=run_pk,
-        task_id=task_id,
-        map_index=map_index,
-        ids=ids,
-        region_id=region_id,
-        in_run=in_run,
-        in_task=in_task,
-        key_prefix=key_prefix,
-    )
+def preview_task_keys(*, actor: Actor, action: str, sample: int = 0, **target) -> Preview:
+    """List the task keys ``action`` ("expire", "delete" or "expiry") would take of the ``target``
+    (``task_selection``'s arguments), by task, map index and key, the first ``sample`` with previews
+    (``list_keys``). A DAG run not found is NotFound; a task instance not found, or no key ids, is Invalid."""
+    selection, run = _task_selection(actor, action, **target)
     try:
         rows = selection.queryset(scope_of(actor))
     except NotFound as exc:
@@ -127,44 +103,19 @@ def preview_task_keys(
     return Preview(list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample), selection, run)
 
 
-def apply_task_keys(
-    *,
-    actor: Actor,
-    action: str,
-    token: str,
-    run_pk: int | None = None,
-    task_id: str = "",
-    map_index: int | None = -1,
-    ids: tuple[int, ...] = (),
-    region_id: UUID = SENTINEL_REGION_ID,
-    in_run: int | None = None,
-    in_task: str = "",
-    key_prefix: str = "",
-    expiry: Expiry | None = None,
-) -> Outcome:
+def apply_task_keys(*, actor: Actor, action: str, token: str, expiry: Expiry | None = None, **target) -> Outcome:
     """Expire, delete or set the ``expiry`` of exactly the keys the confirmation listed (``preview_task_keys``;
     ``token``: its ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear.
     Errors as ``preview_task_keys``; a damaged token is Invalid."""
-    selection, _ = _task_selection(
-        actor,
-        action,
-        run_pk=run_pk,
-        task_id=task_id,
-        map_index=map_index,
-        ids=ids,
-        region_id=region_id,
-        in_run=in_run,
-        in_task=in_task,
-        key_prefix=key_prefix,
-    )
+    selection, _ = _task_selection(actor, action, **target)
     try:
         listed = Listing.from_token(token)
     except Invalid as exc:
         raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
     try:
-        if action == "delete" and selection.scope is not None:
+        if action == "delete" and selection.address is not None:
             return clear_task_instance(
-                actor=actor, scope=selection.scope, all_map_indices=selection.all_map_indices, listed=listed
+                actor=actor, address=selection.address, all_map_indices=selection.all_map_indices, listed=listed
             )
         if action == "expiry":
             return set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
@@ -216,6 +167,6 @@ def apply_asset_keys(*, actor: Actor, asset_id: int, keys: list[str] | None, tok
         outcome = clear_asset(actor=actor, asset_id=asset.pk, listed=listed)
     else:
         outcome = delete_asset_keys(actor=actor, asset_id=asset.pk, keys=keys, listed=listed)
-    if not outcome.changed and not outcome.kept and not outcome.gone:
+    if outcome.empty:
         raise nothing_to("delete")
     return outcome, asset

@@ -38,6 +38,11 @@ class Outcome:
         return self.added + self.rewritten
 
     @property
+    def empty(self) -> bool:
+        """The action found no key: none changed, kept or already gone (there was nothing to do)."""
+        return not self.changed and not self.kept and not self.gone
+
+    @property
     def objects_failed(self) -> int:
         """Worker-side objects that could not be deleted after their rows (now orphans): a warning to the user."""
         return self.objects.failed_count if self.objects is not None else 0

@@ -20,8 +20,7 @@ from statestore_admin.airflow.versions import schema_of
 from statestore_admin.audit import events as audit
 from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.core.values import Expiry, clean_key, encode_value, same_value
-from statestore_admin.state import selectors
-from statestore_admin.state.selectors import TaskAddress
+from statestore_admin.state.addresses import TaskAddress, address_keys, require_task_instance, task_instances
 from statestore_admin.state.services.confirmations import Listing, listed_chunks, outcome_of
 from statestore_admin.state.services.outcomes import CREATE, UPSERT, Action, Outcome
 from statestore_admin.state.services.rows import (
@@ -42,7 +41,7 @@ class TaskKeyRef:
     """One task key: by its row id (the dashboard's links), or by task instance and key (Airflow's API)."""
 
     id: int | None = None
-    scope: TaskAddress | None = None
+    address: TaskAddress | None = None
     key: str | None = None
 
     def rows(self, allowed: Scope) -> QuerySet:
@@ -50,8 +49,8 @@ class TaskKeyRef:
         such a DAG is as not found."""
         if self.id is not None:
             return TaskStateStore.objects.filter(pk=self.id).filter(allowed.dag_q())
-        allowed.require_dag(self.scope.dag_id)
-        return selectors.address_keys(self.scope).filter(key=self.key)
+        allowed.require_dag(self.address.dag_id)
+        return address_keys(self.address).filter(key=self.key)
 
     def not_found(self) -> NotFound:
         if self.id is not None:
@@ -83,14 +82,14 @@ class TaskSelection:
     selection needs the task instance to exist, as in Airflow."""
 
     ids: tuple[int, ...] = ()
-    scope: TaskAddress | None = None
+    address: TaskAddress | None = None
     all_map_indices: bool = False
     keys: tuple[str, ...] | None = None
     run_match: RunMatch | None = None
 
     @classmethod
-    def of_instance(cls, scope: TaskAddress, all_map_indices: bool = False) -> TaskSelection:
-        return cls(scope=scope, all_map_indices=all_map_indices)
+    def of_instance(cls, address: TaskAddress, all_map_indices: bool = False) -> TaskSelection:
+        return cls(address=address, all_map_indices=all_map_indices)
 
     def queryset(self, allowed: Scope, check_instance: bool = True) -> QuerySet:
         """The selected rows within ``allowed``. A task instance selection checks that the task instance
@@ -100,18 +99,13 @@ class TaskSelection:
         if self.run_match is not None:
             allowed.require_dag(self.run_match.dag_id)
             return self.run_match.rows()
-        if self.scope is not None:
-            allowed.require_dag(self.scope.dag_id)
-            rows = TaskStateStore.objects.filter(
-                dag_id=self.scope.dag_id, run_id=self.scope.run_id, task_id=self.scope.task_id
-            )
-            if not self.all_map_indices:
-                rows = rows.filter(map_index=self.scope.map_index)
-            rows = rows.filter(region_id=self.scope.region_id)
+        if self.address is not None:
+            allowed.require_dag(self.address.dag_id)
+            rows = address_keys(self.address, any_map_index=self.all_map_indices)
             if self.keys is not None:
                 rows = rows.filter(key__in=self.keys)
             if not check_instance:
-                return rows.filter(Exists(selectors.task_instances(self.scope, self.all_map_indices)))
+                return rows.filter(Exists(task_instances(self.address, self.all_map_indices)))
             self.require_instance()
             return rows
         if not self.ids:
@@ -119,38 +113,39 @@ class TaskSelection:
         return TaskStateStore.objects.filter(pk__in=self.ids).filter(allowed.dag_q())
 
     def require_instance(self) -> None:
-        if self.scope is not None:
-            selectors.require_task_instance(self.scope, any_map_index=self.all_map_indices)
+        if self.address is not None:
+            require_task_instance(self.address, any_map_index=self.all_map_indices)
 
-    def audit_scope(self) -> dict:
+    def event_location(self) -> dict:
         if self.run_match is not None:
             match = self.run_match
             where = {"dag_id": match.dag_id, "run_id": match.run_id}
             return {**where, "task_id": match.task_id} if match.task_id else where
-        if self.scope is None:
+        if self.address is None:
             return {}
-        scope = {"dag_id": self.scope.dag_id, "run_id": self.scope.run_id, "task_id": self.scope.task_id}
-        return scope if self.all_map_indices else {**scope, "map_index": self.scope.map_index}
+        address = self.address
+        where = {"dag_id": address.dag_id, "run_id": address.run_id, "task_id": address.task_id}
+        return where if self.all_map_indices else {**where, "map_index": address.map_index}
 
 
 def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
     """For named keys of one task instance (the API's DELETE of a key: at most one row each), the condition
     of the rows and of the task instance's existence as plain SQL: the ORM's query building costs more than
     the statement itself on this path that every API delete takes."""
-    scope, keys = selection.scope, selection.keys
-    if scope is None or keys is None or selection.all_map_indices or not 0 < len(keys) <= audit.CHUNK:
+    address, keys = selection.address, selection.keys
+    if address is None or keys is None or selection.all_map_indices or not 0 < len(keys) <= audit.CHUNK:
         return None
-    if not -1 <= scope.map_index < 2**31:  # no such row; the ORM path answers it without a database error
+    if not -1 <= address.map_index < 2**31:  # no such row; the ORM path answers it without a database error
         return None
     connection = connections[airflow_alias()]
     schema = schema_of(connection)
-    if scope.in_region and not schema.regions:
+    if address.in_region and not schema.regions:
         return None  # no such row on 3.3; the ORM path answers it
     where = f"dag_id = %s AND run_id = %s AND task_id = %s AND {schema.index_column} = %s"
-    ident = [scope.dag_id, scope.run_id, scope.task_id, scope.map_index]
+    ident = [address.dag_id, address.run_id, address.task_id, address.map_index]
     if schema.regions:
         where += " AND region_id = %s"
-        ident.append(TaskStateStore._meta.get_field("region_id").get_db_prep_value(scope.region_id, connection))
+        ident.append(TaskStateStore._meta.get_field("region_id").get_db_prep_value(address.region_id, connection))
     names = ", ".join(["%s"] * len(keys))
     sql = (
         f"{where} AND {connection.ops.quote_name('key')} IN ({names}) "
@@ -160,38 +155,27 @@ def _named_keys_condition(selection: TaskSelection) -> tuple[str, list] | None:
 
 
 def set_task_key(
-    *, actor: Actor, scope: TaskAddress, key: str, value, expiry: Expiry, mode: str = UPSERT
+    *, actor: Actor, address: TaskAddress, key: str, value, expiry: Expiry, mode: str = UPSERT
 ) -> TaskStateStore:
     """Write a key's value and expiry. ``mode``: CREATE (add; an existing key is a Conflict) or UPSERT
     (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one.
     Writing the value and expiry a key has is not made (``written`` False): with the default retention
     the expiry moves on, so such a write is made."""
     policies.require(actor, policies.TASK, "add" if mode == CREATE else policies.SET)
-    scope_of(actor).require_dag(scope.dag_id)
+    scope_of(actor).require_dag(address.dag_id)
     key = clean_key(key)
     text = encode_value(value)
-    if scope.map_index < -1:
+    if address.map_index < -1:
         raise Invalid({"map_index": "map_index is -1 (not mapped) or more."})
-    run = selectors.require_task_instance(scope)
+    run = require_task_instance(address)
     now = timezone.now()
     expires_at = expiry.resolve(now)
-    rows = selectors.address_keys(scope).filter(key=key)
+    rows = address_keys(address).filter(key=key)
     action = Action.ADD if mode == CREATE else Action.SET
-    new = TaskStateStore(
-        dag_run=run,
-        dag_id=scope.dag_id,
-        run_id=scope.run_id,
-        task_id=scope.task_id,
-        map_index=scope.map_index,
-        region_id=scope.region_id,
-        key=key,
-        value=text,
-        updated_at=now,
-        expires_at=expires_at,
-    )
+    new = TaskStateStore(dag_run=run, **address.fields(), key=key, value=text, updated_at=now, expires_at=expires_at)
     may_add = policies.allows(actor, policies.TASK, "add")
-    with audit.change(actor, action, policies.TASK, scope=scope.event_location()) as recorder:
-        row, created = locked_or_created(rows, new if may_add else None, _run_gone(scope))
+    with audit.change(actor, action, policies.TASK, location=address.event_location()) as recorder:
+        row, created = locked_or_created(rows, new if may_add else None, _run_gone(address))
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
         policies.require_write(actor, policies.TASK, created=row is None or created)
@@ -209,11 +193,11 @@ def set_task_key(
     return row
 
 
-def _run_gone(scope: TaskAddress) -> NotFound:
+def _run_gone(address: TaskAddress) -> NotFound:
     """What a write answers when the key's DAG run was deleted between its checks and its insert."""
     return NotFound(
-        f"Task instance not found for dag_id={scope.dag_id!r}, run_id={scope.run_id!r}, "
-        f"task_id={scope.task_id!r}, map_index={scope.map_index}"
+        f"Task instance not found for dag_id={address.dag_id!r}, run_id={address.run_id!r}, "
+        f"task_id={address.task_id!r}, map_index={address.map_index}"
     )
 
 
@@ -229,14 +213,14 @@ def patch_task_key(
     if delete_object:
         require_object_delete(actor, policies.TASK, text)
     rows = ref.rows(scope_of(actor))
-    if ref.scope is not None:
-        selectors.require_task_instance(ref.scope)
+    if ref.address is not None:
+        require_task_instance(ref.address)
     with audit.change(actor, Action.PATCH, policies.TASK) as recorder:
         row = rows.select_for_update().first()
         if row is None:
             raise ref.not_found()
-        if ref.scope is None:
-            selectors.require_task_instance(TaskAddress.of(row))
+        if ref.address is None:
+            require_task_instance(TaskAddress.of(row))
         check_unchanged(row, seen_updated_at)
         if same_value(row.value, text):
             return unwritten(row)
@@ -276,7 +260,7 @@ def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
     policies.require(actor, policies.TASK, "expire")
     rows, others = selection.queryset(scope_of(actor)), []
     now = timezone.now()
-    with audit.change(actor, Action.EXPIRE, policies.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRE, policies.TASK, location=selection.event_location()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             recorder.record(
@@ -295,7 +279,7 @@ def set_task_keys_expiry(
     policies.require(actor, policies.TASK, "expire")
     rows, others = selection.queryset(scope_of(actor)), []
     expires_at = expiry.resolve(timezone.now())
-    with audit.change(actor, Action.EXPIRY, policies.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRY, policies.TASK, location=selection.event_location()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             limit = recorder.limit
@@ -312,11 +296,11 @@ def delete_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing 
 
 
 def clear_task_instance(
-    *, actor: Actor, scope: TaskAddress, all_map_indices: bool = False, listed: Listing | None = None
+    *, actor: Actor, address: TaskAddress, all_map_indices: bool = False, listed: Listing | None = None
 ) -> Outcome:
     """Delete every key of the task instance, or of every map index of the task (404 if there is none);
     after a confirmation, only the keys it ``listed``, as it listed them."""
-    selection = TaskSelection.of_instance(scope, all_map_indices)
+    selection = TaskSelection.of_instance(address, all_map_indices)
     return _delete_task_rows(actor, selection, listed, Action.CLEAR)
 
 
@@ -325,13 +309,13 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
     # looked up, to answer Airflow's 404 for a missing task instance.
     allowed = scope_of(actor)
-    if selection.scope is not None:
-        allowed.require_dag(selection.scope.dag_id)
+    if selection.address is not None:
+        allowed.require_dag(selection.address.dag_id)
     few = _named_keys_condition(selection) if listed is None else None
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     holds_refs = False
-    with audit.change(actor, action, policies.TASK, scope=selection.audit_scope(), details=details) as recorder:
+    with audit.change(actor, action, policies.TASK, location=selection.event_location(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
             deleted = deleted_chunks(TaskStateStore, rows, ("id",), few)

@@ -91,7 +91,7 @@ def test_the_list_shows_who_did_what_where_and_the_outcome(op_client, run):
 
 def test_the_list_shows_commands_tokens_and_assets(op_client, run, asset, operator):
     services.set_task_key(
-        actor=command(), scope=TaskAddress("etl", "manual__audit", "t"), key="k", value=1, expiry=Expiry("never")
+        actor=command(), address=TaskAddress("etl", "manual__audit", "t"), key="k", value=1, expiry=Expiry("never")
     )
     token_actor = Actor(via="api", user=operator, token_id=12, token_name="nightly", host="10.0.0.7")
     services.delete_asset_keys(actor=token_actor, asset_id=asset.pk, keys=["cursor"])

@@ -1,7 +1,8 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from statestore_admin.demo.data import load_demo_data, load_scale_data
+from statestore_admin.demo.data import load_demo_data
+from statestore_admin.demo.scale import load_scale_data
 
 
 class Command(BaseCommand):

@@ -1,0 +1,124 @@
+"""A task instance's address (``TaskAddress``: the coordinates Airflow's task state store keys carry) and the
+reads of one address: its keys (``address_keys``), its task instances (``task_instances``, ``task_map_indexes``)
+and its run, checked to exist (``require_task_instance``). ``selectors.coordinates`` resolves the address a
+request names; every write and read of one task instance's keys goes through these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.db import connections
+from django.db.models import QuerySet
+
+from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.router import airflow_alias
+from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
+from statestore_admin.core.errors import NotFound
+
+
+@dataclass(frozen=True)
+class TaskAddress:
+    """A task instance's full coordinates: its task in a run, its region (Airflow 3.4's ``region_id``; the
+    all-zero sentinel outside any region, and always on 3.3) and its index in that region (``map_index``:
+    3.3's map index, 3.4's ``region_index``). Keys of one address never appear under another."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+    region_id: UUID = SENTINEL_REGION_ID
+
+    @classmethod
+    def of(cls, row) -> TaskAddress:
+        """The address of a key row (or of anything with the same five fields: a restore's target)."""
+        return cls(row.dag_id, row.run_id, row.task_id, row.map_index, row.region_id)
+
+    @property
+    def in_region(self) -> bool:
+        return self.region_id != SENTINEL_REGION_ID
+
+    def fields(self) -> dict:
+        """The address as the columns of Airflow's ``task_state_store`` (a key row's, a filter's)."""
+        return {
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "task_id": self.task_id,
+            "map_index": self.map_index,
+            "region_id": self.region_id,
+        }
+
+    def event_location(self) -> dict:
+        location = {"dag_id": self.dag_id, "run_id": self.run_id, "task_id": self.task_id, "map_index": self.map_index}
+        if self.in_region:
+            location["region_id"] = self.region_id
+        return location
+
+
+def address_keys(address: TaskAddress, any_map_index: bool = False) -> QuerySet:
+    """The keys at ``address`` (or at every map index of its task in its region)."""
+    if any_map_index:
+        return TaskStateStore.objects.filter(
+            dag_id=address.dag_id, run_id=address.run_id, task_id=address.task_id, region_id=address.region_id
+        )
+    return TaskStateStore.objects.filter(**address.fields())
+
+
+def task_instances(address: TaskAddress, any_map_index: bool = False) -> QuerySet:
+    """The current task instance of ``address`` (or every map index of its task in its region); an execution
+    that a clear replaced (3.4 keeps it, outside the working set) is not one."""
+    instances = TaskInstance.objects.filter(
+        dag_id=address.dag_id,
+        run_id=address.run_id,
+        task_id=address.task_id,
+        region_id=address.region_id,
+        working_set=True,
+    )
+    return instances if any_map_index else instances.filter(map_index=address.map_index)
+
+
+def task_map_indexes(address: TaskAddress) -> list[int]:
+    """The map indexes of the task instances of ``address``'s task in its run, in order: ``[-1]`` for a task
+    that is not mapped (or not expanded yet), ``[]`` for a task without a task instance."""
+    instances = task_instances(address, any_map_index=True)
+    return list(instances.order_by("map_index").values_list("map_index", flat=True))
+
+
+_RUN_AND_INSTANCE = (
+    "SELECT r.id, EXISTS (SELECT 1 FROM task_instance t WHERE t.dag_id = r.dag_id AND t.run_id = r.run_id "
+    "AND t.task_id = %s{region}{map_index}) FROM dag_run r WHERE r.dag_id = %s AND r.run_id = %s"
+)
+
+
+def require_task_instance(address: TaskAddress, any_map_index: bool = False) -> DagRun:
+    """The DAG run of an existing task instance; NotFound in Airflow's words otherwise. One plain query: every
+    write through the API starts with it."""
+    found = None
+    if -1 <= address.map_index < 2**31:  # beyond an integer column, no such task instance
+        connection = connections[airflow_alias()]
+        schema = schema_of(connection)
+        region, region_params = "", []
+        if schema.regions:
+            region = " AND t.region_id = %s AND t.working_set IS TRUE"
+            region_params = [TaskInstance._meta.get_field("region_id").get_db_prep_value(address.region_id, connection)]
+        elif address.in_region:  # 3.3 has no regions: nothing sits in one
+            raise NotFound(f"Task instance not found: {schema.name} has no region {address.region_id}")
+        map_index = "" if any_map_index else f" AND t.{schema.index_column} = %s"
+        sql = _RUN_AND_INSTANCE.format(region=region, map_index=map_index)
+        params = [
+            address.task_id,
+            *region_params,
+            *([] if any_map_index else [address.map_index]),
+            address.dag_id,
+            address.run_id,
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchone()
+    if found is None or not found[1]:
+        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={address.map_index}"
+        raise NotFound(
+            f"Task instance not found for dag_id={address.dag_id!r}, run_id={address.run_id!r}, "
+            f"task_id={address.task_id!r}, {addressed_by}"
+        )
+    return DagRun(id=found[0], dag_id=address.dag_id, run_id=address.run_id)
