@@ -107,7 +107,7 @@ def preview_task_keys(
 ) -> Preview:
     """List the task keys ``action`` ("expire", "delete" or "expiry") would take, by task, map index and key,
     the first ``sample`` with previews (``list_keys``). A DAG run not found is NotFound; a task instance not
-    found, or no key ids, is Invalid."""
+    found, no key ids, or no key there, is Invalid."""
     selection, run = _task_selection(
         actor,
         action,
@@ -124,7 +124,15 @@ def preview_task_keys(
         rows = selection.queryset(scope_of(actor))
     except NotFound as exc:
         raise _instance_gone(exc) from None
-    return Preview(list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample), selection, run)
+    listing = list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample)
+    if not listing.count:
+        raise nothing_to(_verb(action))
+    return Preview(listing, selection, run)
+
+
+def _verb(action: str) -> str:
+    """What ``nothing_to`` says there is nothing to do: an expiry set on no key changes nothing."""
+    return "change" if action == "expiry" else action
 
 
 def apply_task_keys(
@@ -144,7 +152,8 @@ def apply_task_keys(
 ) -> Outcome:
     """Expire, delete or set the ``expiry`` of exactly the keys the confirmation listed (``preview_task_keys``;
     ``token``: its ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear.
-    Errors as ``preview_task_keys``; a damaged token is Invalid."""
+    Errors as ``preview_task_keys``; a damaged token, or none of the listed keys changed, kept or gone, is
+    Invalid."""
     selection, _ = _task_selection(
         actor,
         action,
@@ -163,14 +172,18 @@ def apply_task_keys(
         raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
     try:
         if action == "delete" and selection.scope is not None:
-            return clear_task_instance(
+            outcome = clear_task_instance(
                 actor=actor, scope=selection.scope, all_map_indices=selection.all_map_indices, listed=listed
             )
-        if action == "expiry":
-            return set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
-        return TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
+        elif action == "expiry":
+            outcome = set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
+        else:
+            outcome = TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
     except NotFound as exc:
         raise _instance_gone(exc) from None
+    if not outcome.changed and not outcome.kept and not outcome.gone:
+        raise nothing_to(_verb(action))
+    return outcome
 
 
 @dataclass(frozen=True)
