@@ -27,7 +27,7 @@ install: $(VENV)/.installed
 OIDC_PROVIDER := tests/oidc_provider
 $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.json
 	@if command -v npm >/dev/null; then cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error; \
-	else echo "npm is missing: tests/browser/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
+	else echo "npm is missing: tests/browser/shell/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
 
 install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json
 

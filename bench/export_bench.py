@@ -263,8 +263,8 @@ def write(args, info: dict, results: list[dict], plan: str) -> None:
         "",
         "## How",
         "",
-        "`exports/documents.py` reads rows in keyset chunks of 1,000, each one query that starts after the last row read "
-        "(a row-value comparison, `(task_id, map_index, key) > (…)`, which the unique index "
+        "`exports/documents.py` reads rows in keyset chunks of 1,000, each one query that starts after the last row "
+        "read (a row-value comparison, `(task_id, map_index, key) > (…)`, which the unique index "
         "`(dag_run_id, task_id, map_index, key)` serves as a range; asset keys by their primary key; search "
         "results and the audit trail by id). No query is open between chunks, so no server-side cursor or "
         "transaction lasts as long as the download, and no statement runs into the database's query timeout. "

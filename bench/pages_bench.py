@@ -399,7 +399,7 @@ def main() -> None:
 
 
 def grant_scope_exists() -> bool:
-    return any(ROOT.glob("statestore_admin/*/management/commands/grant_scope.py"))
+    return any(ROOT.glob("statestore_admin/**/management/commands/grant_scope.py"))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Run `make run` first (the demo on http://127.0.0.1:8000/, its password in var/de
 It signs in as `demo` (an Admin: every menu shows, Orphans included when the demo's worker-side storage is on)
 and takes each page at 1440x900, light, and Insights and GC dark too. It only reads pages and opens a dialog
 that it cancels: the demo's data is left as it was. (The audit trail's shots need changes to show:
-tests/browser/test_audit_page.py takes them, with UPDATE_DOC_SCREENSHOTS=1.)
+tests/browser/audit/test_audit_page.py takes them, with UPDATE_DOC_SCREENSHOTS=1.)
 """
 
 import argparse

@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "statestore_admin.tokens",
     "statestore_admin.admin_site",  # after contrib.admin and contrib.auth: it registers User and Group again
     "statestore_admin.commands",
+    "statestore_admin.commands.accounts",
     "statestore_admin.demo",
     "axes",  # last, as django-axes asks: login throttling (statestore_admin.throttling)
 ]

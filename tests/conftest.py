@@ -4,6 +4,7 @@ from django.contrib.auth.models import Permission
 from django.db import connections
 
 from statestore_admin.access import permissions, scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.schema import create_airflow_schema
 
 from . import factories
@@ -90,6 +91,17 @@ def viewer(user_factory):
 @pytest.fixture
 def nobody(user_factory):
     return user_factory("nobody")
+
+
+@pytest.fixture
+def ui(operator):
+    """The operator acting through the pages."""
+    return Actor(via="ui", user=operator, host="127.0.0.1")
+
+
+@pytest.fixture
+def system():
+    return Actor.command()
 
 
 @pytest.fixture

@@ -78,6 +78,27 @@ def make_task_key(
     )
 
 
+def make_task_keys(dag_run, count, key="k{i}", value="1", task_id="t", updated_at=None, expires_at=None):
+    """``count`` keys of one task instance of ``dag_run`` in one INSERT, for tests at scale. ``key`` is formatted
+    with the row's number ``i``; ``value`` is the stored JSON text; ``value`` and ``expires_at`` are fixed or a
+    function of ``i``. Every row has the same ``updated_at`` (now unless given)."""
+    updated_at = updated_at or timezone.now()
+    return TaskStateStore.objects.bulk_create(
+        TaskStateStore(
+            dag_run=dag_run,
+            dag_id=dag_run.dag_id,
+            run_id=dag_run.run_id,
+            task_id=task_id,
+            map_index=-1,
+            key=key.format(i=i),
+            value=value(i) if callable(value) else value,
+            updated_at=updated_at,
+            expires_at=expires_at(i) if callable(expires_at) else expires_at,
+        )
+        for i in range(count)
+    )
+
+
 def make_fork(region, resumes_from_index=0):
     """The execution that a clear put in place of ``region`` (Airflow 3.4: same slot, ``forked_from_region_id``)."""
     fork_id = uuid.uuid4()
@@ -223,6 +244,34 @@ def make_asset_key(asset, key="key", value="v", kind="api", **writer):
         last_updated_by_kind=kind,
         **{f"last_updated_by_{k}": v for k, v in writer.items()},
     )
+
+
+def make_deployment(
+    task_keys,
+    asset_keys=None,
+    expires_at=None,
+    dag_id="etl_orders",
+    run_id="manual__2026-11-29",
+    state="success",
+    task_id="train",
+):
+    """The data most page tests start from: a run of ``dag_id`` whose task ``task_id`` holds ``task_keys``
+    ({key: value}) expiring at ``expires_at`` (one time for all, or {key: time}, None: never), and the warehouse's
+    orders_raw asset holding ``asset_keys`` ({key: (value, writer kind)}); no asset without them.
+    Returns {"run", "asset", "keys"}: the task keys' rows by key."""
+    run = make_dag_run(dag_id=dag_id, run_id=run_id, state=state)
+    make_task_instance(run, task_id=task_id)
+    expiry = expires_at if isinstance(expires_at, dict) else dict.fromkeys(task_keys, expires_at)
+    rows = {
+        key: make_task_key(run, task_id=task_id, key=key, value=value, expires_at=expiry.get(key))
+        for key, value in task_keys.items()
+    }
+    asset = None
+    if asset_keys:
+        asset = make_asset(name="orders_raw", uri="s3://warehouse/orders")
+        for key, (value, kind) in asset_keys.items():
+            make_asset_key(asset, key=key, value=value, kind=kind)
+    return {"run": run, "asset": asset, "keys": rows}
 
 
 # Airflow 3.4's dynamic regions (helper "ui": make_region, make_region_instance, make_region_key,

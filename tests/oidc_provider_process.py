@@ -1,6 +1,6 @@
 """The real test OpenID provider (tests/oidc_provider: panva's oidc-provider from npm, pinned by its
 package-lock.json; `make install-dev` runs `npm ci` there), started on loopback for a test module or session:
-tests/sso/test_oidc_real_provider.py (no browser) and tests/browser/test_oidc_sign_in.py (Chromium)."""
+tests/sso/test_oidc_real_provider.py (no browser) and tests/browser/shell/test_oidc_sign_in.py (Chromium)."""
 
 import os
 import shutil

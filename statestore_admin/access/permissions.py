@@ -1,4 +1,5 @@
-"""Who may do what to which store: Django's view / add / change / delete permissions of the mirror models.
+"""Django's view / add / change / delete permissions of the mirror models, one per store: what each action of
+the application needs of them is its policy's (``access.policies``).
 
 Assign them to users or groups in the Django admin (``/admin/``): for example
 ``airflow | task state store | Can view task state store``.
@@ -26,32 +27,12 @@ def can(user, store: str, action: str) -> bool:
 
 
 def require(who, store: str, action: str) -> None:
-    """``who`` is an ``Actor`` (a command acting as the system may do everything) or a user."""
-    require_any(who, store, (action,))
-
-
-def require_any(who, store: str, actions: tuple[str, ...]) -> None:
-    """At least one of ``actions`` (an upsert: ``add`` or ``change``, the service then checks which it does)."""
+    """Forbidden unless ``who`` (an ``Actor``: a command acting as the system may do everything; or a user) holds
+    Django's ``action`` permission on ``store``. Which permissions an action of the application needs is its
+    policy's (``access.policies``): ask that."""
     if isinstance(who, Actor):
         if who.is_system:
             return
         who = who.user
-    if not any(can(who, store, action) for action in actions):
-        raise Forbidden(f"You do not have permission to {' or '.join(actions)} {store} state.")
-
-
-def capabilities(user) -> dict[str, dict[str, bool]]:
-    """``{"task": {"view": True, ...}, "asset": {...}}`` for templates."""
-    return {store: {action: can(user, store, action) for action in ACTIONS} for store in STORES}
-
-
-RESTORE_ACTIONS = ("view", "add", "change", "delete")  # a restore shows, adds, overwrites and deletes keys
-
-
-def viewable_stores(user) -> list[str]:
-    """The stores whose keys, values and audit events ``user`` may see."""
-    return [store for store in STORES if can(user, store, "view")]
-
-
-def can_restore(user, store: str) -> bool:
-    return all(can(user, store, action) for action in RESTORE_ACTIONS)
+    if not can(who, store, action):
+        raise Forbidden(f"You do not have permission to {action} {store} state.")

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Q
 
-from statestore_admin.access import permissions
 from statestore_admin.core.errors import Forbidden, Invalid
 from statestore_admin.core.patterns import glob_q, glob_regex, validate_pattern
 
@@ -196,52 +195,6 @@ def rule_for(user) -> str:
         "Local account: the scopes of its groups and of its own grants; without any, nothing. Grant "
         "'every DAG and asset (unscoped)' below to let it see everything."
     )
-
-
-# Who manages scopes (Django's admin asks these) --------------------------------------------------------
-# Store-wide data (GC runs, the GC page and its history, the orphans report) spans every DAG and asset: it is
-# for those who may view the stores it describes and have no access scope. The one rule, three forms.
-def store_wide(scope: Scope, viewable, needs: tuple[str, ...] = (permissions.TASK,)) -> bool:
-    """Whether store-wide data about ``needs`` is shown to a holder of ``scope`` who may view ``viewable``."""
-    return set(needs) <= set(viewable) and not scope.restricted
-
-
-def sees_store_wide(who, needs: tuple[str, ...] = (permissions.TASK,)) -> bool:
-    return store_wide(scope_of(who), [s for s in needs if permissions.can(who, s, "view")], needs)
-
-
-def require_store_wide(who, what: str, needs: tuple[str, ...] = (permissions.TASK,)) -> None:
-    """Forbidden (naming ``what``) unless ``who`` sees store-wide data about ``needs``."""
-    for store in needs:
-        permissions.require(who, store, "view")
-    scope_of(who).require_unrestricted(what)
-
-
-def may_manage_scopes(user) -> bool:
-    """Whether ``user`` may list, grant, edit or revoke scopes, anyone's: superusers only. A scope limits its
-    holder, so nobody it could limit may touch one (superusers are never scoped); and the list of every
-    holder's patterns is not for a scoped user either. The model's own view/add/change/delete permissions
-    on access scopes give nothing: no role holds them, and holding them is not enough."""
-    return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
-
-
-def may_change_accounts(user) -> bool:
-    """Whether ``user`` may add, change or delete users and groups at all (Django's permissions still
-    decide which): not a user with a scope, since each of these could widen it: leaving the group that
-    gives it, a new account without one, another account's password."""
-    return bool(user.is_superuser or not scope_of(user).restricted)
-
-
-def locked_account_fields(user, account) -> tuple[str, ...]:
-    """The fields of ``account`` (a user, or None for a new one) that ``user`` may not change: whether it
-    is a superuser (a superuser manages scopes), and on one's own account the groups and permissions
-    (nobody edits what gives them their scope or their rights)."""
-    if user.is_superuser:
-        return ()
-    locked = ("is_superuser",)
-    if account is not None and account.pk == user.pk:
-        locked += ("groups", "user_permissions")
-    return locked
 
 
 # Granting (the grant_scope and revoke_scope commands; /admin/ edits AccessScope rows directly) ---------

@@ -8,7 +8,8 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
-from statestore_admin.access.scopes import locked_account_fields, may_change_accounts, may_manage_scopes, rule_for
+from statestore_admin.access.policies import locked_account_fields, may_change_accounts, may_manage_scopes
+from statestore_admin.access.scopes import rule_for
 from statestore_admin.core import formatting
 from statestore_admin.identity import sign_in
 from statestore_admin.identity.sign_in import GroupMapping
@@ -16,7 +17,7 @@ from statestore_admin.records.models import AccessScope, ExternalIdentity
 
 
 class ScopeManagersOnly:
-    """Scopes are for superusers only (``scopes.may_manage_scopes``), whatever the user's permissions."""
+    """Scopes are for superusers only (``policies.may_manage_scopes``), whatever the user's permissions."""
 
     def has_view_permission(self, request, obj=None):
         return may_manage_scopes(request.user)
@@ -55,8 +56,8 @@ class AccessScopeInline(ScopeManagersOnly, admin.TabularInline):
 
 class AccountsGuard:
     """Users and groups, as Django's admin has them, but no way to widen one's own scope through them: a
-    user with a scope changes no account (``scopes.may_change_accounts``), and some fields are locked
-    (``scopes.locked_account_fields``: superuser status, one's own groups and permissions)."""
+    user with a scope changes no account (``policies.may_change_accounts``), and some fields are locked
+    (``policies.locked_account_fields``: superuser status, one's own groups and permissions)."""
 
     def has_add_permission(self, request):
         return super().has_add_permission(request) and may_change_accounts(request.user)

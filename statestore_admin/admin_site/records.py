@@ -3,7 +3,7 @@ read-only, and not for a user with a scope."""
 
 from django.contrib import admin
 
-from statestore_admin.access.scopes import scope_of, store_wide
+from statestore_admin.access import policies
 from statestore_admin.records.models import GcRun, StatsSnapshot
 
 
@@ -12,7 +12,7 @@ class StoreWideRecordAdmin(admin.ModelAdmin):
     user with a scope (as on the overview)."""
 
     def has_view_permission(self, request, obj=None):
-        return super().has_view_permission(request, obj) and store_wide(scope_of(request.user), (), needs=())
+        return super().has_view_permission(request, obj) and policies.sees_store_wide_records(request.user)
 
     def has_add_permission(self, request):
         return False

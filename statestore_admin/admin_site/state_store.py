@@ -3,9 +3,12 @@
 Task state (``TaskStateStore``): a list (values never loaded; their size computed in SQL), filters by expiry
 status and by DAG, search, two actions ("Expire now", "Delete") and a change form that edits the value and the
 expiry. Every change goes through the same services as the dashboard: permissions, the user's scope and the
-audit apply, recorded via "admin". The rows are those of the user's scope (``selectors.scoped_task_keys``); a
-key out of scope is a 404, as a missing one. Browsing the list and reading values need ``view`` on task state;
-a user with ``change`` only edits a key by its page, without seeing its value.
+audit apply, recorded via "admin", and only what the form changed is written (the value as the API's PATCH,
+keeping the expiry; the expiry, keeping the value). The rows are those of the user's scope
+(``selectors.scoped_task_keys``); a key out of scope is a 404, as a missing one. Every permission is the access
+policy's (``access.policies``), as on the other faces: browsing the list and reading values need ``view`` on task
+state, editing a value ``change`` and ``view`` (the editor shows it), the expiry ``change``; a user with
+``change`` only sets a key's expiry by its page, without seeing its value.
 
 Asset state (``AssetStateStore``) has a composite primary key, which Django 5.2's admin cannot register. The
 admin lists assets instead (``Asset``, one integer key): each with its number of keys and a link to the
@@ -28,7 +31,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
@@ -59,8 +62,8 @@ class CappedCountPaginator(Paginator):
         return counting.capped_count(self.object_list.order_by(), COUNT_CAP).value
 
 
-def _can(request, store: str, action: str) -> bool:
-    return permissions.can(request.user, store, action)
+def _may(request, action: str, store: str = policies.TASK) -> bool:
+    return policies.allows(request.user, store, action)
 
 
 def _raise_404_if_none(obj):
@@ -122,21 +125,25 @@ def _dag_ids(request) -> list[str]:
 
 # Task state: the change form ----------------------------------------------------------------------------
 KEEP = "keep"
+REFUSED = "_statestore_admin_refused"  # on the request: what the services refused in ``save_model``, and what was done
 FORM_FIELDS = {"value": "new_value", "expiry": "expiry", "expires_at": "expires_at_text"}  # service → form
 
 
 class TaskKeyForm(forms.ModelForm):
-    """Edits a key's value and expiry through the dashboard's validation and services. The services run when
-    the form is validated, so that what they refuse (Invalid, Conflict, NotFound, Forbidden) is a form error
-    and nothing is saved; ``done`` lists what changed. ``request`` and ``can_view`` are set by the admin."""
+    """Edits a key's value and expiry. ``clean`` only validates, as the services would (the JSON, the expiry, and
+    the policy of each change asked); ``TaskStateStoreAdmin.save_model`` writes, through the services, what the
+    form changed: ``value`` if ``changes_value``, ``expiry`` unless None, each on ``seen`` (the version the form
+    was opened on). What the services refuse then (a write since, a key gone) is shown by this form again
+    (``REFUSED``); ``done`` lists what changed. ``request`` and ``may_edit`` are set by the admin."""
 
     request = None
-    can_view = False
+    may_edit = False
 
     new_value = forms.CharField(
         label="Value",
         required=False,
         strip=False,
+        help_text='JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.',
         widget=forms.Textarea(attrs={"rows": 12, "cols": 80, "spellcheck": "false"}),
     )
     expiry = forms.ChoiceField(label="Expiry", choices=(), widget=forms.RadioSelect, initial=KEEP)
@@ -158,55 +165,46 @@ class TaskKeyForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         key = self.instance
         self.done: list[str] = []
-        self.initial_value = pretty(key.value) if self.can_view else ""
+        self.changes_value, self.value, self.expiry, self.seen = False, None, None, None
+        self.initial_value = pretty(key.value) if self.may_edit else ""
         self.fields["new_value"].initial = self.initial_value
-        self.fields["new_value"].help_text = (
-            'JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.'
-            if self.can_view
-            else "The current value is hidden: you do not have permission to view task state. "
-            "Leave this empty to keep it, or type the JSON that replaces it."
-        )
         current = key.expires_at.isoformat() if key.expires_at else "never expires"
         self.fields["expiry"].choices = [(KEEP, f"Unchanged ({current})"), *expiry_choices()]
         self.fields["seen_updated_at"].initial = formatting.iso(key.updated_at)
 
     def _changes_value(self, text: str) -> bool:
-        if not self.can_view:
+        if not self.may_edit:  # the field is not shown: any value sent is an edit, which the policy refuses
             return text.strip() != ""
         return text.replace("\r\n", "\n").strip() != self.initial_value.replace("\r\n", "\n").strip()
 
     def clean(self):
         cleaned = super().clean()
+        refused = getattr(self.request, REFUSED, None)
+        if refused is not None:  # the services refused this very form (``save_model``): shown again, with why
+            self._refused(*refused)
+            return cleaned
         if self.errors:
             return cleaned
         text = cleaned.get("new_value") or ""
+        actor = Actor.from_request(self.request, via=ADMIN)
         try:
             seen_text = cleaned.get("seen_updated_at")
-            seen = parse_datetime_aware(seen_text, "seen_updated_at") if seen_text else None
+            self.seen = parse_datetime_aware(seen_text, "seen_updated_at") if seen_text else None
             # Every input is checked before the first write: a bad expiry never leaves a new value behind.
-            new_value = self._changes_value(text)
-            value = decode_json_text(text) if new_value else None
-            if new_value:
-                encode_value(value)  # null, NaN, too deep, too large: refused here as by the service
-            expiry = (
-                None if cleaned["expiry"] == KEEP else expiry_from_form(cleaned["expiry"], cleaned["expires_at_text"])
-            )
-            actor = Actor.from_request(self.request, via=ADMIN)
-            ref = services.TaskKeyRef(id=self.instance.pk)
-            if new_value:
-                row = services.patch_task_key(actor=actor, ref=ref, value=value, seen_updated_at=seen)
-                if row.written:  # the same value spelled otherwise is not written
-                    self.done.append("value")
-                seen = row.updated_at
-            if expiry is not None:
-                services.set_task_expiry(actor=actor, ref=ref, expiry=expiry, seen_updated_at=seen)
-                self.done.append("expiry")
-        except (ValidationError, Conflict, NotFound, Forbidden) as exc:
-            self._refused(exc)
+            self.changes_value = self._changes_value(text)
+            if self.changes_value:
+                policies.require(actor, policies.TASK, "edit")
+                self.value = decode_json_text(text)
+                encode_value(self.value)  # null, NaN, too deep, too large: refused here as by the service
+            if cleaned["expiry"] != KEEP:
+                policies.require(actor, policies.TASK, "expire")
+                self.expiry = expiry_from_form(cleaned["expiry"], cleaned["expires_at_text"])
+        except (ValidationError, Forbidden) as exc:
+            self._refused(exc, [])
         return cleaned
 
-    def _refused(self, exc: Exception) -> None:
-        if self.done:  # the value was written, then the expiry refused (a write in between): say so
+    def _refused(self, exc: Exception, done: list[str]) -> None:
+        if done:  # the value was written, then the expiry refused (a write in between): say so
             self.add_error(None, "The value was saved; the expiry was not changed:")
         if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
             for name, errors in exc.message_dict.items():
@@ -215,7 +213,7 @@ class TaskKeyForm(forms.ModelForm):
         elif isinstance(exc, ValidationError):
             self.add_error(None, exc.messages)
         else:
-            self.add_error("new_value" if isinstance(exc, Conflict) and not self.done else None, str(exc))
+            self.add_error("new_value" if isinstance(exc, Conflict) and not done else None, str(exc))
 
 
 # Task state: the admin ----------------------------------------------------------------------------------
@@ -275,24 +273,23 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
 
     # The change form ------------------------------------------------------------------------------------
     def get_fieldsets(self, request, obj=None):
-        can_view = _can(request, permissions.TASK, "view")
+        can_view = _may(request, "view")
         shown = [*IDENTITY, *(("current_value", "size") if can_view else ()), "updated", "expires"]
         shown.append("expiry_status")
         if not self.has_change_permission(request, obj):
             return [(None, {"fields": shown})]
-        if can_view:
+        changes = ["expiry", "expires_at_text", "seen_updated_at"]
+        if _may(request, "edit"):
             shown.remove("current_value")  # the value is in the text area
-        return [
-            (None, {"fields": shown}),
-            ("Change", {"fields": ["new_value", "expiry", "expires_at_text", "seen_updated_at"]}),
-        ]
+            changes.insert(0, "new_value")
+        return [(None, {"fields": shown}), ("Change", {"fields": changes})]
 
     def get_readonly_fields(self, request, obj=None):
         return (*IDENTITY, "current_value", "size", "updated", "expires", "expiry_status")
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
-        return type(form.__name__, (form,), {"request": request, "can_view": _can(request, permissions.TASK, "view")})
+        return type(form.__name__, (form,), {"request": request, "may_edit": _may(request, "edit")})
 
     @csrf_protect_m
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
@@ -301,22 +298,49 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return self._changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request, obj, form, change):
-        pass  # the services wrote it while the form was validated
+        """Writes what the form changed, and only that, through the state services as the pages and the API do:
+        a new value as the API's PATCH (the expiry kept), a new expiry (the value kept), audited via admin. The
+        row ``obj`` itself is never saved."""
+        actor, ref, seen = Actor.from_request(request, via=ADMIN), services.TaskKeyRef(id=obj.pk), form.seen
+        try:
+            if form.changes_value:
+                row = services.patch_task_key(actor=actor, ref=ref, value=form.value, seen_updated_at=seen)
+                if row.written:  # the same value spelled otherwise is not written
+                    form.done.append("value")
+                seen = row.updated_at
+            if form.expiry is not None:
+                services.set_task_expiry(actor=actor, ref=ref, expiry=form.expiry, seen_updated_at=seen)
+                form.done.append("expiry")
+        except (ValidationError, Conflict, NotFound, Forbidden) as exc:
+            setattr(request, REFUSED, (exc, form.done))
 
     def construct_change_message(self, request, form, formsets, add=False):
         return [{"changed": {"fields": form.done}}] if form.done else []
 
+    def log_change(self, request, obj, message):
+        if message or getattr(request, REFUSED, None) is None:  # a refused change that wrote nothing is no change
+            super().log_change(request, obj, message)
+
+    def response_change(self, request, obj):
+        if getattr(request, REFUSED, None) is not None:
+            # The services refused what the form asked (a write since it was opened, the key or its task instance
+            # gone): the change form again, bound to what was sent, says why (``TaskKeyForm.clean``).
+            return self._changeform_view(request, str(obj.pk), "", None)
+        return super().response_change(request, obj)
+
     def response_post_save_change(self, request, obj):
-        if not _can(request, permissions.TASK, "view"):  # the list is theirs only with view
+        if not _may(request, "view"):  # the list is theirs only with view
             return HttpResponseRedirect(request.path)
         return super().response_post_save_change(request, obj)
 
     # Permissions ----------------------------------------------------------------------------------------
     def has_view_permission(self, request, obj=None):
-        return _can(request, permissions.TASK, "view")
+        return _may(request, "view")
 
     def has_change_permission(self, request, obj=None):
-        return _can(request, permissions.TASK, "change")
+        """The change form, for its expiry (``expire``); its value only for those who may ``edit`` it
+        (``get_fieldsets``, and ``TaskKeyForm.clean`` refuses a value sent by anyone else)."""
+        return _may(request, "expire")
 
     def has_add_permission(self, request):
         return False  # keys are written by tasks, or added in the dashboard on a task instance's page
@@ -330,7 +354,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return perms if perms["view"] else dict.fromkeys(perms, False)
 
     def changelist_view(self, request, extra_context=None):
-        if not _can(request, permissions.TASK, "view"):
+        if not _may(request, "view"):
             raise PermissionDenied
         return super().changelist_view(request, extra_context)
 
@@ -341,10 +365,10 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return actions
 
     def has_expire_permission(self, request):
-        return _can(request, permissions.TASK, "change")
+        return _may(request, "expire")
 
     def has_delete_keys_permission(self, request):
-        return _can(request, permissions.TASK, "delete")
+        return _may(request, "delete")
 
     @admin.action(description="Expire now (the next GC removes them)", permissions=["expire"])
     def expire_now(self, request, queryset):
@@ -429,7 +453,7 @@ class AssetAdmin(admin.ModelAdmin):
         return HttpResponseRedirect(reverse("asset-detail", args=[asset.pk]))
 
     def has_view_permission(self, request, obj=None):
-        return _can(request, permissions.ASSET, "view")
+        return _may(request, "view", policies.ASSET)
 
     def has_add_permission(self, request):
         return False

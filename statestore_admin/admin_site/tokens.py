@@ -2,6 +2,9 @@
 
 from django.contrib import admin, messages
 
+from statestore_admin.access import policies
+from statestore_admin.access.actors import ADMIN, Actor
+from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken
 
 
@@ -25,12 +28,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
     exclude = ("digest",)
     actions = ["revoke"]
 
+    def has_view_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "view")
+
     def has_add_permission(self, request):
-        return False
+        return policies.may_administer_tokens(request.user, "add")
+
+    def has_change_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "change")
+
+    def has_delete_permission(self, request, obj=None):
+        return policies.may_administer_tokens(request.user, "delete")
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
         tokens = list(queryset.active())
+        actor = Actor.from_request(request, via=ADMIN)
         for token in tokens:
-            token.revoke(f"revoked by {request.user.get_username()}")
+            services.revoke(token, f"revoked by {request.user.get_username()}", actor=actor)
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)

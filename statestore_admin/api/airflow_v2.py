@@ -22,7 +22,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import API, Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -77,21 +77,20 @@ class LenientJSONParser(JSONParser):
 
 
 class StorePermission(drf_permissions.BasePermission):
-    """view for GET, add or change for PUT (the service checks which: add for a new key, change for an
-    existing one), change for PATCH, delete for DELETE."""
+    """The policy of each method (``access.policies``): view for GET, set for PUT (add or change: the service
+    checks which for the key it finds), edit for PATCH (change and view), delete for DELETE."""
 
     ACTIONS = {
-        "GET": ("view",),
-        "HEAD": ("view",),
-        "OPTIONS": ("view",),
-        "PUT": ("add", "change"),
-        "PATCH": ("change",),
-        "DELETE": ("delete",),
+        "GET": "view",
+        "HEAD": "view",
+        "OPTIONS": "view",
+        "PUT": policies.SET,
+        "PATCH": "edit",
+        "DELETE": "delete",
     }
 
     def has_permission(self, request, view):
-        actions = self.ACTIONS.get(request.method, ("change",))
-        return any(permissions.can(request.user, view.store, action) for action in actions)
+        return policies.allows(request.user, view.store, self.ACTIONS.get(request.method, "overwrite"))
 
 
 # Airflow's /api/v2 writes its times in UTC ending in Z too: our one format is its wire format.

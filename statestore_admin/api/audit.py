@@ -12,7 +12,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import API, Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.api.airflow_v2 import (
@@ -52,8 +52,8 @@ class AuditPermission(drf_permissions.BasePermission):
 
     def has_permission(self, request, view):
         if request.method in drf_permissions.SAFE_METHODS:
-            return bool(permissions.viewable_stores(request.user))
-        return any(permissions.can_restore(request.user, store) for store in permissions.STORES)
+            return bool(policies.viewable_stores(request.user))
+        return bool(policies.restorable_stores(request.user))
 
 
 def actor(request) -> Actor:
@@ -282,7 +282,7 @@ class AuditEvents(AuditView):
     def get(self, request):
         """Audit events, newest first, keyset-paginated (no total count); each with its first 100 keys."""
         query, limit = audit_query(request), query_limit(request)
-        stores = permissions.viewable_stores(request.user)
+        stores = policies.viewable_stores(request.user)
         page = selectors.audit_events(
             query, stores, request.query_params.get("cursor"), limit, scope=scope_of(request.user)
         )

@@ -8,8 +8,8 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from statestore_admin import gc
-from statestore_admin.access import permissions
-from statestore_admin.access.scopes import scope_of, sees_store_wide
+from statestore_admin.access import permissions, policies
+from statestore_admin.access.scopes import scope_of
 from statestore_admin.api import shapes
 from statestore_admin.api.airflow_v2 import ERRORS, iso
 from statestore_admin.api.errors import ErrorBody
@@ -54,7 +54,7 @@ class InsightsView(OwnView):
     permission_classes = [ViewsAnyStore]
 
     def who(self, request):
-        return scope_of(request.user), tuple(permissions.viewable_stores(request.user))
+        return scope_of(request.user), tuple(policies.viewable_stores(request.user))
 
     def days(self, request) -> int:
         try:
@@ -196,7 +196,7 @@ latest). Needs view on task state; GC runs span every DAG, so a user with a scop
     def get(self, request):
         """GC history: rows deleted per run, duration, outcome."""
         scope = scope_of(request.user)
-        if not sees_store_wide(request.user):
+        if not policies.sees_store_wide(request.user):
             raise PermissionDenied("GC runs span every DAG and asset: a user with a scope may not see them.")
         try:
             days = insights.parse_days(request.query_params.get("days"))

@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework.response import Response
 
+from statestore_admin.access.actors import API, Actor
 from statestore_admin.api import shapes
 from statestore_admin.api.airflow_v2 import ERRORS, MAX_INT, integer, query_int
 from statestore_admin.api.errors import ErrorBody
@@ -51,4 +52,4 @@ class Orphans(OwnView):
     def get(self, request):
         """The orphans report: objects no row references, dangling references, orphan risks."""
         sample = min(query_int(request, "sample", orphans.DEFAULT_SAMPLE, 0), orphans.SAMPLE_MAX)
-        return Response(orphans.report(sample=sample, actor=request.user).as_dict())
+        return Response(orphans.report(sample=sample, actor=Actor.from_request(request, via=API)).as_dict())

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from statestore_admin import gc
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.api import shapes
 from statestore_admin.api.airflow_v2 import ERRORS, StorePermission, iso
@@ -45,7 +45,7 @@ class ViewsAnyStore(drf_permissions.BasePermission):
     """GET by a user who may view task state, asset state or both."""
 
     def has_permission(self, request, view):
-        return bool(permissions.viewable_stores(request.user))
+        return bool(policies.viewable_stores(request.user))
 
 
 STATS_DESCRIPTION = """The overview's figures: totals, expiry and configuration, with the latest statistics
@@ -89,7 +89,7 @@ class Stats(OwnView):
     )
     def get(self, request):
         """The overview's figures: totals, expiry, configuration; each store's only with view on it."""
-        stores = permissions.viewable_stores(request.user)
+        stores = policies.viewable_stores(request.user)
         overview = selectors.overview(timezone.now(), scope=scope_of(request.user), stores=tuple(stores))
         totals = overview.totals
         gc_runs = None

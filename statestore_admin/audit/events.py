@@ -391,12 +391,36 @@ def gc_finished(event: AuditEvent, *, rows_deleted: int, outcome: str, details: 
     )
 
 
+# Changes without keys: runs (orphan deletes, audit pruning) and API tokens ---------------------------
+def run_started(actor: Actor, action: str, details: dict) -> AuditEvent:
+    """A run's event, without keys, pending before its first delete until ``run_finished``."""
+    return AuditEvent.objects.create(**Recorder(actor, action, "", details=details)._event_fields())
+
+
+def run_finished(event: AuditEvent, *, details: dict, changed: bool, error: BaseException | None = None) -> None:
+    """The run's counts; failed only when it stopped on an error before it ``changed`` anything."""
+    fields = {
+        "status": AuditEvent.Status.FAILED if error and not changed else AuditEvent.Status.DONE,
+        "finished_at": timezone.now(),
+        "details": {**event.details, **details},
+    }
+    if error is not None:
+        fields["error"] = f"{type(error).__name__}: {error}"[:2000]
+    AuditEvent.objects.filter(pk=event.pk).update(**fields)
+
+
+def recorded(actor: Actor, action: str, details: dict) -> AuditEvent:
+    """A change of the dashboard's own rows (an API token issued or revoked), done at once: the caller
+    writes it in the change's transaction, on the same database."""
+    fields = Recorder(actor, action, "", details=details)._event_fields()
+    return AuditEvent.objects.create(**fields, status=AuditEvent.Status.DONE, finished_at=timezone.now())
+
+
 # Orphan deletes ------------------------------------------------------------------------------------
 def orphans_started(actor: Actor, details: dict) -> AuditEvent:
     """A ``state_store_orphans --delete`` run's event (action ``orphans``), pending before its first object
     delete until ``orphans_finished``: worker-side objects, no keys."""
-    recorder = Recorder(actor, AuditEvent.Action.ORPHANS, "", details=details)
-    return AuditEvent.objects.create(**recorder._event_fields())
+    return run_started(actor, AuditEvent.Action.ORPHANS, details)
 
 
 def orphans_finished(
@@ -404,11 +428,5 @@ def orphans_finished(
 ) -> None:
     """The run's counts (``orphans.Deletion.as_dict``), the first deleted references and the failures; failed
     only when it stopped on an error before deleting anything."""
-    fields = {
-        "status": AuditEvent.Status.FAILED if error and not deletion["deleted"] else AuditEvent.Status.DONE,
-        "finished_at": timezone.now(),
-        "details": {**event.details, **deletion, "deleted_refs": deleted_refs},
-    }
-    if error is not None:
-        fields["error"] = f"{type(error).__name__}: {error}"[:2000]
-    AuditEvent.objects.filter(pk=event.pk).update(**fields)
+    details = {**deletion, "deleted_refs": deleted_refs}
+    run_finished(event, details=details, changed=bool(deletion["deleted"]), error=error)

@@ -17,7 +17,7 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -109,8 +109,7 @@ def viewable_audit_event(event_id: int, *, user) -> AuditEvent:
     """The event as the Audit page and the API show it: in ``user``'s access scope (else ``NotFound``) and of
     stores they may view (else ``Forbidden``, naming the store)."""
     event = get_audit_event(event_id, scope=scope_of(user))
-    for store in event.viewed_with:
-        permissions.require(user, store, "view")
+    policies.require_view_event(user, event)
     return event
 
 
@@ -140,8 +139,9 @@ def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey
 def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> QuerySet:
     """The events ``query`` matches among those of ``stores`` in ``scope``, unordered: what the Audit page pages
     through and its export downloads."""
-    # Events without a store: GC runs are task state's; orphans runs (objects of both stores) need both.
-    no_store = Q(store="") if ASSET in stores else Q(store="") & ~Q(action=AuditEvent.Action.ORPHANS)
+    # Events without a store: GC runs are task state's; orphans runs (objects of both stores), prunes and API
+    # tokens need both.
+    no_store = Q(store="") if ASSET in stores else Q(store="") & ~Q(action__in=AuditEvent.BOTH_STORES)
     rows = AuditEvent.objects.filter(Q(store__in=stores) | (no_store if TASK in stores else Q(pk__in=[])))
     rows = rows.filter(visible_events_q(scope))
     for name in ("actor", "action", "via", "dag_id", "run_id", "task_id", "asset_id"):

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class CommandsConfig(AppConfig):
-    """The management commands over the domain: GC, orphans, statistics, restore, audit, scopes, tokens."""
+    """The management commands over the state store: GC, orphans, statistics, restore, audit pruning."""
 
     name = "statestore_admin.commands"
     label = "commands"

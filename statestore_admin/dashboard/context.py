@@ -2,7 +2,7 @@ from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
 from statestore_admin import gc
-from statestore_admin.access import permissions, scopes
+from statestore_admin.access import policies, scopes
 from statestore_admin.objects import orphans
 
 
@@ -14,7 +14,7 @@ def capabilities(request):
     page would be empty without saying why (the notice above each page)."""
 
     def caps():
-        stores = permissions.capabilities(request.user)
+        stores = policies.capabilities(request.user)
         may_view = any(store["view"] for store in stores.values())
         may_write = any(store[action] for store in stores.values() for action in ("add", "change", "delete"))
         return {

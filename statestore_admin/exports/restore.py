@@ -18,7 +18,7 @@ from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import AssetStateStore, DagRun, DynamicRegion, TaskStateStore
@@ -92,6 +92,9 @@ def restore_event(
         reason = {
             Action.GC: "Garbage collection follows Airflow's rules and is not restorable.",
             Action.ORPHANS: "Deleted orphans were objects without rows: there is nothing to restore.",
+            Action.PRUNE: "Pruned audit events are not restored: the prune only records its counts.",
+            Action.TOKEN: "An issued API token is not a key: revoke it instead.",
+            Action.REVOKE: "A revoked API token stays revoked: create a new one instead.",
         }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
         raise Invalid({"event": reason})
     _require_few_enough(actor, event.key_count, "event", f"--event {event.pk}")
@@ -207,8 +210,7 @@ def _checked_groups(actor, targets: list[Target], field: str) -> tuple[dict[str,
     groups = {store: [t for t in targets if t.store == store] for store in (permissions.TASK, permissions.ASSET)}
     groups = {store: group for store, group in groups.items() if group}
     for store in groups:
-        for action in permissions.RESTORE_ACTIONS:
-            permissions.require(actor, store, action)
+        policies.require(actor, store, "restore")
     scope = scope_of(actor)
     _require_in_scope(scope, targets)
     _require_regions([t for t in groups.get(permissions.TASK, ()) if t.in_region], field)

@@ -15,15 +15,12 @@ from statestore_admin.gc.page import (
     PAGE_MAX_BATCH_SIZE,
     PAGE_MAX_BATCHES,
     PAGE_MAX_SECONDS,
-    RUN_PERMISSION,
     GcAccess,
     GcHealth,
     access,
     health,
     history,
     page_cutoff,
-    require_run,
-    require_view,
 )
 from statestore_admin.gc.plan import BackendStatus, GcPlan, backend_status, expired_rows, parse_cutoff
 from statestore_admin.gc.preview import DRY_RUN_EXACT_CAP, DryRunSummary, dry_run
@@ -63,7 +60,6 @@ __all__ = [
     "PAGE_MAX_SECONDS",
     "PHYSICAL",
     "REF_PREFIX",
-    "RUN_PERMISSION",
     "SNAPSHOT_AFTER",
     "STOPPED",
     "SUCCESSFUL",
@@ -92,8 +88,6 @@ __all__ = [
     "object_storage",
     "page_cutoff",
     "parse_cutoff",
-    "require_run",
-    "require_view",
     "run_as_dict",
     "run_gc",
     "snapshot_after",

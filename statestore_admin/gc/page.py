@@ -10,18 +10,15 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from statestore_admin.access import permissions
-from statestore_admin.access.scopes import Scope, require_store_wide, sees_store_wide
-from statestore_admin.core.errors import Forbidden, Invalid
+from statestore_admin.access import policies
+from statestore_admin.access.scopes import Scope
+from statestore_admin.core.errors import Invalid
 from statestore_admin.core.pagination import Page, paginate
 from statestore_admin.gc.plan import GcPlan, parse_cutoff
 from statestore_admin.gc.preview import DryRunSummary, dry_run
 from statestore_admin.gc.result import SUCCESSFUL
 from statestore_admin.records.models import GcRun
 
-# Running GC from the page needs this permission (the Admin role has it) and delete on task state. GC spans
-# every DAG, so the page, like the API's dry run, is for users with view on task state and no scope.
-RUN_PERMISSION = "state.add_gcrun"
 # A run from the page must end within one request: at most this many rows a batch, batches and seconds.
 PAGE_MAX_BATCH_SIZE = 10_000
 PAGE_MAX_BATCHES = 1_000
@@ -40,20 +37,9 @@ class GcAccess:
 
 
 def access(user) -> GcAccess:
-    if not sees_store_wide(user):
-        return GcAccess(False, False)
-    run = permissions.can(user, permissions.TASK, "delete") and user.has_perm(RUN_PERMISSION)
-    return GcAccess(True, run)
-
-
-def require_view(user) -> None:
-    require_store_wide(user, "Garbage collection")
-
-
-def require_run(user) -> None:
-    require_view(user)
-    if not access(user).run:
-        raise Forbidden("Running garbage collection needs delete on task state and “Can add GC run” (the Admin role).")
+    """Asks the GC policies (``access.policies``: store-wide view of task state; running also needs delete on it
+    and "Can add GC run")."""
+    return GcAccess(policies.may_view_gc(user), policies.may_run_gc(user))
 
 
 def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: str | None, now: datetime) -> datetime:

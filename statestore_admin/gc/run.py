@@ -22,8 +22,8 @@ from functools import cache
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.config import AirflowConfig
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.audit import events as audit
@@ -169,7 +169,7 @@ def run_gc(
     completed, partial, skipped, locked, interrupted or failed (database errors are re-raised after
     the record and the event are updated).
     """
-    scope_of(actor).require_unrestricted("Garbage collection")
+    policies.require_run_gc(actor)  # a command acting as the system may; a user needs the GC policy
     store = object_storage(config) if plan.with_objects else None  # GcMisconfigured: nothing recorded or deleted
     _quick_exit()
     interrupter = interrupter or Interrupter()
@@ -248,15 +248,16 @@ class SnapshotAfter:
         }
 
 
-def snapshot_after(result: GcResult) -> SnapshotAfter | None:
-    """Record a statistics snapshot (trigger "gc") after a real run whose outcome is in ``SNAPSHOT_AFTER``,
-    whichever face ran it, so that the figures the pages show follow what GC deleted; None after any other
-    outcome. A snapshot that fails is recorded as failed and returned with its error, not raised; an
-    interruption (``KeyboardInterrupt``) is raised, for the face to end as it ends on a signal."""
+def snapshot_after(result: GcResult, *, actor: Actor) -> SnapshotAfter | None:
+    """Record a statistics snapshot (trigger "gc", taken by ``actor``, who ran GC) after a real run whose
+    outcome is in ``SNAPSHOT_AFTER``, whichever face ran it, so that the figures the pages show follow what GC
+    deleted; None after any other outcome. A snapshot that fails is recorded as failed and returned with its
+    error, not raised; an interruption (``KeyboardInterrupt``) is raised, for the face to end as it ends on a
+    signal."""
     if result.outcome not in SNAPSHOT_AFTER:
         return None
     try:
-        return SnapshotAfter(stats.take_snapshot(trigger="gc"))
+        return SnapshotAfter(stats.take_snapshot(actor=actor, trigger="gc"))
     except stats.SnapshotInProgress as exc:  # its figures follow this run's deletions as well, or nearly
         return SnapshotAfter(None, str(exc), skipped=True)
     except Exception as exc:

@@ -28,14 +28,17 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def issue(user, minutes: int) -> str:
-    """A new link's token for ``user`` (an active superuser), valid ``minutes``."""
+def issue(user, minutes: int, *, actor) -> str:
+    """A new link's token for ``user`` (an active superuser), valid ``minutes``, made by ``actor`` (an
+    ``access.actors.Actor``: identity sits below access, which defines it), kept on the link's row."""
     if not (user.is_active and user.is_superuser):
         raise ValueError(f"{user.get_username()!r} is not an active superuser.")
     token = secrets.token_urlsafe(32)
     expires = timezone.now() + timedelta(minutes=minutes)
-    BreakGlassLink.objects.create(user=user, token_hash=_hash(token), expires=expires)
-    log.warning("break-glass link made for %s, valid until %s", user.get_username(), expires.isoformat())
+    BreakGlassLink.objects.create(user=user, token_hash=_hash(token), expires=expires, issued_by=actor.name[:255])
+    log.warning(
+        "break-glass link made for %s by %s, valid until %s", user.get_username(), actor.name, expires.isoformat()
+    )
     return token
 
 

@@ -28,7 +28,7 @@ ROLES: dict[str, list[tuple[str, str]]] = {
         ("state", "add_gcrun"),  # run a bounded GC from the GC page (with delete on task state)
         ("state", "view_statssnapshot"),
         ("state", "add_statssnapshot"),  # take a statistics snapshot from the Insights page
-        # No access scopes, users or groups: scopes are managed by superusers only (scopes.may_manage_scopes),
+        # No access scopes, users or groups: scopes are managed by superusers only (policies.may_manage_scopes),
         # so that a scoped Admin cannot widen their own; the sync takes them from existing Admin groups.
     ],
 }

@@ -114,8 +114,10 @@ class GroupMapping:
         return granted, superuser
 
 
-def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
+def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None, *, actor):
     """The user for ``identity``, created at first sign-in, with roles and scope groups set from its groups.
+    ``actor``: the sign-in's request as an ``access.actors.Actor`` (identity sits below access, which defines
+    it); its client address is kept on the identity's row (``ExternalIdentity.last_sign_in_from``).
 
     Raises ``Refused`` (nothing changed) when the identity cannot be used, and ``NoAccess`` when no group
     is mapped: that user then keeps none of the mapped groups (access lost with the last group).
@@ -159,6 +161,7 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None):
             raise Refused(f"The dashboard account {user.username!r} is deactivated.")
         link.groups = sorted(set(identity.groups))
         link.last_sign_in = timezone.now()
+        link.last_sign_in_from = actor.host[:255]
         link.save()
         _apply(user, identity, mapping, granted, superuser)
     if not granted and not superuser and not user.is_superuser:

@@ -12,9 +12,9 @@ deleted leaves the object behind. ``report`` finds them, in two streamed passes 
    a reference that is not its key's deterministic path is an orphan *risk* (``Reference.risk``: nothing
    overwrites it once its row is gone). After ``CHECK_ERRORS_MAX`` storage errors (an unreachable storage)
    the remaining references are counted as unchecked rather than each waiting for its own error.
-2. **Objects** under the base, walked directory by directory (``fs.walk``: one directory's listing at a
-   time, never the whole tree) and checked in chunks of ``CHUNK``. An object is referenced iff some row's
-   reference equals its reference exactly. Its path is parsed back into the key it belongs to
+2. **Objects** under the base, walked directory by directory (``listing.walk``, through ``fs.walk``: one
+   directory's listing at a time, never the whole tree) and checked in chunks of ``CHUNK``. An object is
+   referenced iff some row's reference equals its reference exactly. Its path is parsed back into the key it belongs to
    (``<base>/<dag_id>/<run_id>/<task_id>/<map_index>/<key>[suffix]`` or
    ``<base>/assets/<asset name, uri or id>/<key>[suffix]``, segments URL-unquoted, the configured
    compression suffix or another known one stripped) and the candidate rows are read in one query per
@@ -40,29 +40,26 @@ both stores and no scope; deleting needs delete on both stores as well. Commands
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import SimpleNamespace
-from urllib.parse import unquote
-from uuid import UUID
 
-import fsspec.utils
 from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
 
 from statestore_admin.access import permissions
-from statestore_admin.access.scopes import require_store_wide, sees_store_wide
+from statestore_admin.access.actors import Actor
+from statestore_admin.access.policies import require_store_wide, sees_store_wide
 from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.audit import events as audit
-from statestore_admin.core import formatting
 from statestore_admin.core.pagination import keyset_chunks
 from statestore_admin.objects import store as objects
+from statestore_admin.objects.listing import Obj, Parsed, modified, walk
 from statestore_admin.objects.report import Deletion, OrphanReport
 
 CHUNK = 500  # objects checked, rows read, at a time
@@ -71,9 +68,6 @@ DEFAULT_SAMPLE = 20
 DELETED_NAMED = 100  # deleted references named in the audit event (all are counted)
 CHECK_ERRORS_MAX = 20  # storage errors after which the dangling check stops (unreachable storage: no long wait per row)
 RISKY_IN_MEMORY = 100_000  # references of non-deterministic rows kept for the object pass
-KNOWN_SUFFIXES = tuple(f".{suffix}" for suffix in fsspec.utils.compressions)
-_MAP_INDEX = re.compile(r"-?[0-9]+\Z")
-REGION_SEGMENT = "region="  # Airflow 3.4: <base>/<dag>/<run>/region=<uuid>/<task>/<index>/<key>
 
 
 # Access -----------------------------------------------------------------------------------------------
@@ -113,121 +107,6 @@ def require_delete(who) -> None:
     require_view(who)
     for store in permissions.STORES:
         permissions.require(who, store, "delete")
-
-
-# Objects ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Parsed:
-    """The key an object's path names: ``store`` task or asset, ``scope`` (task: dag_id, run_id, task_id,
-    map_index; asset: identifier, the asset's name, URI or id as the worker named it) and the candidate
-    ``keys`` (the configured suffix stripped first; the name as it is last)."""
-
-    store: str
-    scope: dict
-    keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Obj:
-    ref: str
-    path: str
-    size: int
-    modified: datetime | None
-    parsed: Parsed | None
-
-    def describe(self) -> dict:
-        parsed = self.parsed
-        return {
-            "ref": self.ref,
-            "size": self.size,
-            "modified": formatting.iso(self.modified),
-            "store": parsed.store if parsed else None,
-            "scope": dict(parsed.scope) if parsed else None,
-            "key": parsed.keys[0] if parsed else None,
-        }
-
-
-def _candidate_keys(name: str, suffix: str) -> tuple[str, ...]:
-    """The keys an object called ``name`` may hold: without the configured suffix, without another known
-    compression suffix (an object written before the compression changed), and as it is."""
-    names = []
-    for ending in (suffix, *KNOWN_SUFFIXES) if suffix else KNOWN_SUFFIXES:
-        if ending and name.endswith(ending) and len(name) > len(ending):
-            names.append(name[: -len(ending)])
-    names.append(name)
-    keys = [unquote(n) for n in names]
-    return tuple(k for k in dict.fromkeys(keys) if k not in ("", ".", ".."))
-
-
-def parse(store: objects.Storage, ref: str) -> Parsed | None:
-    """The key an object's reference belongs to, when it follows the provider's layout; else None."""
-    if not store.contains(ref):
-        return None
-    segments = ref[len(store.base) + 1 :].split("/")
-    region_id = SENTINEL_REGION_ID
-    if len(segments) == 6 and segments[2].startswith(REGION_SEGMENT):  # Airflow 3.4: a key in a region
-        try:
-            region_id = UUID(segments[2][len(REGION_SEGMENT) :])
-        except ValueError:
-            return None
-        del segments[2]
-        if not region_id.int:
-            return None  # the provider never writes the sentinel region
-    if len(segments) == 5:
-        dag_id, run_id, task_id, map_index, name = segments
-        if not _MAP_INDEX.match(map_index) or str(int(map_index)) != map_index:
-            return None
-        keys = _candidate_keys(name, store.suffix)
-        scope = {
-            "dag_id": unquote(dag_id),
-            "run_id": unquote(run_id),
-            "task_id": unquote(task_id),
-            "map_index": int(map_index),
-        }
-        if region_id.int:
-            scope["region_id"] = str(region_id)
-        return Parsed(permissions.TASK, scope, keys) if keys else None
-    if len(segments) == 3 and segments[0] == "assets":
-        keys = _candidate_keys(segments[2], store.suffix)
-        return Parsed(permissions.ASSET, {"identifier": unquote(segments[1])}, keys) if keys else None
-    return None
-
-
-def _modified(info: dict) -> datetime | None:
-    """When an object was last written, from a listing's entry (local ``mtime``, S3 ``LastModified``,
-    GCS ``updated``, Azure ``last_modified``); None when the listing does not say."""
-    for name in ("mtime", "LastModified", "last_modified", "updated", "mtime_ns"):
-        value = info.get(name)
-        if value is None:
-            continue
-        try:
-            if isinstance(value, datetime):
-                return value if value.tzinfo else value.replace(tzinfo=UTC)
-            if isinstance(value, (int, float)):
-                return datetime.fromtimestamp(value / (1e9 if name == "mtime_ns" else 1), tz=UTC)
-            if isinstance(value, str):
-                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-                return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-        except (ValueError, OverflowError, OSError):
-            continue
-    return None
-
-
-def _walk(fs, store: objects.Storage, report: OrphanReport) -> Iterator[Obj]:
-    """Every object under the base, one directory's listing at a time."""
-    base_path = store.path(store.base + "/x")[: -len("/x")]
-
-    def on_error(exc: BaseException) -> None:
-        if not isinstance(exc, FileNotFoundError):  # a directory deleted meanwhile, or no object yet
-            report.error(f"Listing failed: {type(exc).__name__}: {exc}")
-
-    for _root, _dirs, files in fs.walk(base_path, detail=True, on_error=on_error):
-        for name, info in sorted(files.items()):
-            path = info.get("name") or f"{_root.rstrip('/')}/{name}"
-            if info.get("type", "file") != "file" or not path.startswith(base_path + "/"):
-                continue
-            ref = store.base + path[len(base_path) :]
-            yield Obj(ref, path, int(info.get("size") or 0), _modified(info), parse(store, ref))
 
 
 def _chunks(items: Iterable, size: int = CHUNK) -> Iterator[list]:
@@ -345,8 +224,8 @@ def still_unreferenced(objs: list[Obj]) -> list[Obj]:
 
 def _written_since(fs, obj: Obj, cutoff: datetime) -> bool:
     """Whether the object was written again after ``cutoff`` (a worker's write in flight: its row comes next)."""
-    modified = _modified(fs.info(obj.path))
-    return modified is None or modified > cutoff
+    written = modified(fs.info(obj.path))
+    return written is None or written > cutoff
 
 
 def delete_orphans(fs, candidates: list[Obj], deletion: Deletion) -> None:
@@ -476,13 +355,13 @@ def report(
     sample: int = DEFAULT_SAMPLE,
     older_than: timedelta | None = None,
     delete: bool = False,
-    actor=None,
+    actor: Actor,
     now: datetime | None = None,
 ) -> OrphanReport:
     """The orphans report (module docstring). ``older_than``: orphans last modified less than this long ago
     are counted as young (and never deleted); ``delete`` deletes the others (``older_than`` required),
-    audited as ``actor``. ``Forbidden`` when ``actor`` may not; ``objects.StorageError`` when deleting is
-    asked of a dashboard without a usable storage configuration."""
+    audited as ``actor`` (who asked for the report, through which face). ``Forbidden`` when ``actor`` may not;
+    ``objects.StorageError`` when deleting is asked of a dashboard without a usable storage configuration."""
     started = time.monotonic()
     if delete:
         require_delete(actor)
@@ -524,7 +403,7 @@ def _scan_objects(fs, storage, result: OrphanReport, risky, *, now, delete: bool
         deletion.event_id = event.pk
     error = None
     try:
-        for chunk in _chunks(_walk(fs, storage, result)):
+        for chunk in _chunks(walk(fs, storage, result)):
             for obj in chunk:
                 result.objects += 1
                 result.object_bytes += obj.size

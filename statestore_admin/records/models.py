@@ -76,6 +76,13 @@ class AuditEvent(models.Model):
         RESTORE = "restore", "restore"
         GC = "gc", "garbage collection"
         ORPHANS = "orphans", "delete orphans"
+        PRUNE = "prune", "prune audit trail"
+        TOKEN = "token", "issue API token"
+        REVOKE = "revoke", "revoke API token"
+
+    # Events of no store that only those who view both stores see (audit.trail), and the actions with no keys
+    BOTH_STORES = (Action.ORPHANS, Action.PRUNE, Action.TOKEN, Action.REVOKE)
+    KEYLESS = (Action.GC, *BOTH_STORES)
 
     class Via(models.TextChoices):
         UI = "ui", "dashboard"
@@ -139,14 +146,15 @@ class AuditEvent(models.Model):
 
     @property
     def viewed_with(self) -> tuple[str, ...]:
-        """The stores a user must view to see this event: an orphans run's objects are of both stores."""
-        return ("task", "asset") if self.action == self.Action.ORPHANS else (self.visible_store,)
+        """The stores a user must view to see this event: an orphans run's objects are of both stores, and so
+        are the trail a prune deletes and the access an API token gives."""
+        return ("task", "asset") if self.action in self.BOTH_STORES else (self.visible_store,)
 
     @property
     def restorable(self) -> bool:
-        """GC follows Airflow's rules, deleted orphans had no row, and a failed change changed nothing: none can
-        be restored."""
-        return self.action not in (self.Action.GC, self.Action.ORPHANS) and self.status != self.Status.FAILED
+        """GC follows Airflow's rules, deleted orphans had no row, a pruned event, an issued or revoked token
+        are no keys, and a failed change changed nothing: none can be restored."""
+        return self.action not in self.KEYLESS and self.status != self.Status.FAILED
 
     @property
     def outcome(self) -> str:
@@ -293,6 +301,9 @@ class ExternalIdentity(models.Model):
     groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last sign-in.")
     first_sign_in = models.DateTimeField(default=timezone.now)
     last_sign_in = models.DateTimeField(default=timezone.now)
+    # Who signed in is the row's user; the client address the last sign-in came from is kept here, not in the
+    # audit trail: a sign-in changes no state, and one event per sign-in would bury the changes.
+    last_sign_in_from = models.CharField(max_length=255, blank=True)
 
     class Meta:
         verbose_name = "external identity"
@@ -314,6 +325,9 @@ class BreakGlassLink(models.Model):
     created = models.DateTimeField(default=timezone.now)
     expires = models.DateTimeField()
     used = models.DateTimeField(null=True, blank=True)
+    # Who made the link (the OS user@host running ``manage.py break_glass``): the link is its own record
+    # (identity sits below the audit trail), also logged at WARNING.
+    issued_by = models.CharField(max_length=255, blank=True)
 
     class Meta:
         verbose_name = "break-glass link"
@@ -348,6 +362,9 @@ class StatsSnapshot(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
     trigger = models.CharField(max_length=16, default="command", help_text="command, or gc (after state_store_clean)")
+    # Who took it (a user's name, or OS user@host for commands): a snapshot changes no state, so it is its own
+    # record rather than an audit event.
+    actor = models.CharField(max_length=255, blank=True)
     # Task state
     task_keys = models.BigIntegerField(default=0)
     task_bytes = models.BigIntegerField(default=0)

@@ -39,6 +39,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from joserfc.errors import JoseError
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import sign_in, usernames
 
 log = logging.getLogger(__name__)
@@ -352,7 +353,7 @@ def _callback(request, flow: dict | None):
     except _Failure as failure:
         return _failed(request, failure)
     try:
-        user = sign_in.sign_in_identity(identity)
+        user = sign_in.sign_in_identity(identity, actor=Actor.from_request(request))
     except sign_in.NoAccess as exc:  # sign_in logs it
         context = {"identity": identity, "message": str(exc)}
         return render(request, "registration/no_access.html", context, status=403)

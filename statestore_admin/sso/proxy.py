@@ -26,6 +26,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import render
 from django.utils.translation import gettext
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import sign_in
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class ProxySignInMiddleware:
             log.info("proxy sign-in: user changed to %s; session of %s ended", identity.username, request.user)
             logout(request)
         try:
-            user = sign_in.sign_in_identity(identity)
+            user = sign_in.sign_in_identity(identity, actor=Actor.from_request(request))
         except sign_in.NoAccess as exc:  # sign_in logs it
             logout(request)
             return _refusal(request, "registration/no_access.html", identity, exc)

@@ -12,8 +12,9 @@ from django.db import connections
 from django.db.models.functions import Length
 
 from statestore_admin.access.permissions import ASSET, TASK
+from statestore_admin.access.policies import store_wide
 from statestore_admin.access.reach import DAG_IDS_CACHE_SECONDS, scoped_asset_keys, scoped_task_keys
-from statestore_admin.access.scopes import Scope, store_wide
+from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.config import ConfigValue, airflow_config
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias

@@ -13,45 +13,40 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from statestore_admin.access.scopes import sees_store_wide
+from statestore_admin.access import policies
+from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Conflict, Forbidden
 from statestore_admin.records.models import StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import snapshots as stats
 
-# Taking a snapshot needs this permission (the Admin role has it) and store-wide view of task state: the
-# pass reads every DAG.
-SNAPSHOT_PERMISSION = "state.add_statssnapshot"
 DEMO_TRIGGER = "demo"
 DEMO_DAYS = 14
 DAG_FIGURES = ("keys", "bytes", "expired", "expiring", "never")
 
 
-def may_take_snapshot(user) -> bool:
-    return sees_store_wide(user) and user.has_perm(SNAPSHOT_PERMISSION)
-
-
-def take_snapshot_for(user) -> StatsSnapshot:
-    """A snapshot now, for ``user`` (trigger "page"). ``Forbidden`` without the permission; ``Conflict`` while
-    another snapshot is being taken (two passes at once would only double the load)."""
-    if not may_take_snapshot(user):
+def take_snapshot_for(*, actor: Actor) -> StatsSnapshot:
+    """A snapshot now, taken by ``actor``'s user (trigger "page"). ``Forbidden`` without the permission;
+    ``Conflict`` while another snapshot is being taken (two passes at once would only double the load)."""
+    if not policies.may_take_snapshot(actor.user):
         raise Forbidden("Taking a statistics snapshot needs “Can add stats snapshot” (the Admin role) and no scope.")
     since = timezone.now() - stats.ABANDONED_AFTER
     if StatsSnapshot.objects.filter(status=StatsSnapshot.Status.RUNNING, taken_at__gte=since).exists():
         raise Conflict("A statistics snapshot is being taken now; its figures appear here when it is done.")
-    return stats.take_snapshot(trigger="page")
+    return stats.take_snapshot(actor=actor, trigger="page")
 
 
 def _scaled(value: int, share: float) -> int:
     return int(round(value * share))
 
 
-def seed_history(days: int = DEMO_DAYS, now: datetime | None = None) -> int:
+def seed_history(days: int = DEMO_DAYS, now: datetime | None = None, *, actor: Actor) -> int:
     """Take a real snapshot, then record one a day for the ``days`` before it, its figures scaled from 60 % up
     to the real ones (with a little weekly swing), so that every chart of Insights has a history. Does nothing
-    when a done snapshot exists already (a demo that has history keeps it). Returns the snapshots recorded."""
+    when a done snapshot exists already (a demo that has history keeps it). Returns the snapshots recorded, each
+    recorded as taken by ``actor``."""
     if stats.latest_snapshot() is not None:
         return 0
-    real = stats.take_snapshot(trigger=DEMO_TRIGGER)
+    real = stats.take_snapshot(actor=actor, trigger=DEMO_TRIGGER)
     now = now or real.taken_at
     dags = list(StatsSnapshotDag.objects.filter(snapshot=real))
     figures = ("task_keys", "task_bytes", "expired", "expiring", "never", "live", "asset_keys", "asset_bytes")
@@ -64,6 +59,7 @@ def seed_history(days: int = DEMO_DAYS, now: datetime | None = None) -> int:
                 finished_at=taken + timedelta(seconds=2),
                 status=StatsSnapshot.Status.DONE,
                 trigger=DEMO_TRIGGER,
+                actor=real.actor,
                 dags=real.dags,
                 assets=real.assets,
                 expiry_histogram=real.expiry_histogram,

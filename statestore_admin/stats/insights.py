@@ -6,7 +6,7 @@ user's per-DAG rows are matched against their patterns, as ``stats.scoped_totals
 
 Who sees what (the same rules as the overview):
 
-- a store's figures need ``view`` on it (``stores``: ``permissions.viewable_stores(user)``);
+- a store's figures need ``view`` on it (``stores``: ``policies.viewable_stores(user)``);
 - a scoped user's task figures are sums of their DAGs' ``StatsSnapshotDag`` rows; figures of the whole store
   that cannot be split by DAG or asset (the expiry and size histograms, the asset totals for an asset scope)
   are not shown to them, and the snapshot's top lists are filtered to what their scope allows;
@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from django.db.models import Q, Sum
 
 from statestore_admin.access.permissions import ASSET, TASK
-from statestore_admin.access.scopes import Scope, store_wide
+from statestore_admin.access.policies import store_wide
+from statestore_admin.access.scopes import Scope
 from statestore_admin.core import status
 from statestore_admin.core.errors import Invalid
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag

@@ -1,4 +1,7 @@
-"""API tokens: ``Authorization: Bearer <token>``. Only a SHA-256 digest is stored; the token is shown once."""
+"""API tokens: ``Authorization: Bearer <token>``. Only a SHA-256 digest is stored; the token is shown once.
+
+The faces issue and revoke through ``tokens.services``, which audits who did it.
+"""
 
 import hashlib
 import secrets

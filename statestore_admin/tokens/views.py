@@ -16,6 +16,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken, digest
 
 LIFETIMES = (30, 90, 365)  # days offered on the page, capped at API_TOKEN_MAX_AGE_DAYS
@@ -43,7 +45,7 @@ def api_tokens(request):
                 messages.error(request, "Nothing revoked: choose the token to revoke in the list below.")
                 return redirect("api-tokens")
             token = get_object_or_404(ApiToken.objects.active(), pk=int(pk), user=request.user)
-            token.revoke(f"revoked by {request.user.get_username()}")
+            services.revoke(token, f"revoked by {request.user.get_username()}", actor=Actor.from_request(request))
             messages.success(request, f"Revoked token {token.prefix}….")
             return redirect("api-tokens")
         choices = lifetimes()
@@ -54,11 +56,12 @@ def api_tokens(request):
         if days not in choices:
             messages.error(request, f"Choose a lifetime of {', '.join(map(str, choices))} days.")
             return redirect("api-tokens")
-        _, token = ApiToken.issue(
+        _, token = services.issue(
             request.user,
             request.POST.get("name", "").strip(),
             expires_in=timedelta(days=days),
             read_only=bool(request.POST.get("read_only")),
+            actor=Actor.from_request(request),
         )
         response = redirect("api-tokens")
         _seal(request, response, token)

@@ -10,6 +10,7 @@ from django.test import Client
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.records.models import GcRun
 from statestore_admin.stats.snapshots import take_snapshot
 from statestore_admin.tokens.models import ApiToken
@@ -67,7 +68,7 @@ def filled(dag_run_factory, task_instance_factory, task_key_factory, asset_facto
         host="gc-host",
         pid=1,
     )
-    take_snapshot()
+    take_snapshot(actor=Actor.command())
 
 
 @pytest.mark.usefixtures("filled")

@@ -1,7 +1,8 @@
 """Worker-side references in Airflow's /api/v2 endpoints (issue 15): ``?resolve=true`` (our extension, off by
 default) and the ``X-Statestore-*`` headers on deletes and clears. Without them the answers are Airflow's.
 
-A real ``file://`` object storage in ``tmp_path`` (see tests/dashboard/test_worker_refs_pages.py for how it is set up).
+A real ``file://`` object storage in ``tmp_path`` (see tests/dashboard/objects/test_worker_refs_pages.py for how it
+is set up).
 """
 
 import json
@@ -14,7 +15,14 @@ from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
-from tests.dashboard.test_worker_refs_pages import immutable, ref_value, set_common_io, storage, write_object, write_ref  # noqa: F401
+from tests.dashboard.objects.test_worker_refs_pages import (  # noqa: F401
+    immutable,
+    ref_value,
+    set_common_io,
+    storage,
+    write_object,
+    write_ref,
+)
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 

@@ -140,3 +140,16 @@ def console_errors(request):
     ]
     if found and not request.node.get_closest_marker("console_errors_expected"):
         pytest.fail("the browser logged errors:\n" + "\n".join(found), pytrace=False)
+
+
+# htmx marks the element of a request in flight (or its indicator) with htmx-request, and swapped content with
+# htmx-swapping/htmx-settling until it is in place; a part loaded on "load" has started by the time the page is.
+HTMX_SETTLED = (
+    "() => document.readyState === 'complete'"
+    " && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+)
+
+
+def settled(page) -> None:
+    """Wait until the page has loaded and htmx has nothing in flight: every lazily loaded part is in."""
+    page.wait_for_function(HTMX_SETTLED)

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.audit import retention
 from statestore_admin.core.errors import Invalid
@@ -47,6 +48,11 @@ def make_event(days_ago: float, keys: int = 2, **fields) -> AuditEvent:
     return event
 
 
+def pruned() -> AuditEvent:
+    """The events that were there before the prune: its own event (action prune) aside."""
+    return AuditEvent.objects.exclude(action=AuditEvent.Action.PRUNE)
+
+
 @pytest.fixture
 def history():
     old = [make_event(400 + n) for n in range(5)]
@@ -59,7 +65,7 @@ def test_prune_deletes_old_events_and_their_keys_in_batches(history):
     out, _ = run("audit_prune", older_than=365, batch_size=2)
     assert out.startswith("Deleted 5 audit event(s) and 10 audited key(s) older than ")
     assert out.rstrip().endswith("in 3 batch(es).")
-    assert set(AuditEvent.objects.values_list("pk", flat=True)) == {e.pk for e in recent}
+    assert set(pruned().values_list("pk", flat=True)) == {e.pk for e in recent}
     assert set(AuditKey.objects.values_list("event_id", flat=True)) == {e.pk for e in recent}
     assert AuditKey.objects.count() == 6  # the recent events keep every key
 
@@ -73,15 +79,43 @@ def test_prune_dry_run_counts_and_deletes_nothing(history):
 def test_prune_with_nothing_old_is_a_no_op(history):
     out, _ = run("audit_prune", older_than=3650)
     assert out.startswith("Deleted 0 audit event(s) and 0 audited key(s)")
-    assert AuditEvent.objects.count() == 8
+    assert pruned().count() == 8
 
 
 def test_prune_default_batch_size_and_exact_boundary():
     make_event(2.0 + 1 / 24)
     kept = make_event(2.0 - 1 / 24)
-    result = retention.prune(timedelta(days=2))
+    result = retention.prune(timedelta(days=2), actor=Actor.command())
     assert (result.events, result.keys, result.batches) == (1, 2, 1)
-    assert list(AuditEvent.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert list(pruned().values_list("pk", flat=True)) == [kept.pk]
+
+
+def test_a_prune_records_who_ran_it_in_the_trail(history):
+    run("audit_prune", older_than=365, batch_size=2)
+    event = AuditEvent.objects.get(action=AuditEvent.Action.PRUNE)
+    command = Actor.command()
+    assert (event.actor, event.os_user, event.host, event.via) == (
+        command.name,
+        command.os_user,
+        command.host,
+        "command",
+    )
+    assert event.status == AuditEvent.Status.DONE and event.finished_at is not None
+    assert (event.details["events"], event.details["keys"], event.details["batches"]) == (5, 10, 3)
+    run("audit_prune", older_than=365, dry_run=True)  # a dry run changes nothing: no event
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.PRUNE).count() == 1
+
+
+def test_a_prune_as_someone_records_them_and_keeps_its_own_event(user_factory):
+    make_event(400)
+    admin = user_factory("root")
+    # ``now`` a year ahead: the run's own event is older than the cutoff, and stays
+    result = retention.prune(
+        timedelta(days=2), actor=Actor(via="ui", user=admin), now=timezone.now() + timedelta(days=365)
+    )
+    event = AuditEvent.objects.get()
+    assert (event.action, event.actor, event.user, event.via) == ("prune", "root", admin, "ui")
+    assert result.events == event.details["events"] == 1
 
 
 def test_a_restore_of_a_pruned_event_stays(history):
@@ -109,7 +143,7 @@ def test_prune_refuses_bad_numbers(history, options, message):
 
 def test_prune_rules_are_in_the_domain():
     with pytest.raises(Invalid) as excinfo:
-        retention.prune(timedelta(hours=23), batch_size=0)
+        retention.prune(timedelta(hours=23), batch_size=0, actor=Actor.command())
     assert set(excinfo.value.message_dict) == {"older_than", "batch_size"}
 
 

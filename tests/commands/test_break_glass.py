@@ -15,6 +15,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.identity import break_glass
 from statestore_admin.identity.sign_in import SESSION_KEY
 from statestore_admin.records.models import AuditEvent, BreakGlassLink
 
@@ -74,6 +76,16 @@ def test_the_database_keeps_only_a_hash(root):
     token = token_of(make_link())
     stored = BreakGlassLink.objects.get()
     assert token not in stored.token_hash and len(stored.token_hash) == 64
+
+
+def test_the_link_records_who_made_it(root, caplog):
+    with caplog.at_level(logging.WARNING, logger="statestore_admin.identity.break_glass"):
+        make_link()
+    command = Actor.command()
+    assert BreakGlassLink.objects.get().issued_by == command.name == f"{command.os_user}@{command.host}"
+    assert any(f"made for root by {command.name}," in record.getMessage() for record in caplog.records)
+    break_glass.issue(root, 5, actor=Actor(via="command", os_user="ops", host="bastion"))
+    assert BreakGlassLink.objects.order_by("pk").last().issued_by == "ops@bastion"
 
 
 def test_an_expired_link_is_refused(client, root):

@@ -161,8 +161,9 @@ def test_the_plugin_in_airflows_ui_opens_the_task_instance_framed(airflow, golde
     other = context.new_page()
     said: list[str] = []
     other.on("console", lambda message: said.append(message.text))
-    other.set_content(f'<iframe src="{url}/dags/" width="600" height="400"></iframe>')
-    other.wait_for_timeout(3000)  # the frame's answer, refused or not, has arrived by then
+    refused = lambda message: "frame-ancestors" in message.text and "blocked" in message.text  # noqa: E731
+    with other.expect_console_message(refused, timeout=30_000):  # the frame's answer has arrived: refused
+        other.set_content(f'<iframe src="{url}/dags/" width="600" height="400"></iframe>')
     inner = [f for f in other.frames if f != other.main_frame]
     assert len(inner) == 1 and golden["dag_id"] not in _text(inner[0]), inner[0].url
     assert any("frame-ancestors" in text and "blocked" in text for text in said), said  # by the CSP

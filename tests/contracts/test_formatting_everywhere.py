@@ -13,10 +13,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.core import formatting
 
 from ..conftest import BOTH_DATABASES
+from ..factories import make_task_keys
 from ..objects_helpers import file_storage, write_bytes
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -80,20 +80,7 @@ def expired_keys(dag_run_factory, task_instance_factory):
     run = dag_run_factory(dag_id="etl", run_id="manual__old")
     task_instance_factory(run, task_id="t")
     past = timezone.now() - timedelta(days=1)
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id=run.dag_id,
-            run_id=run.run_id,
-            task_id="t",
-            map_index=-1,
-            key=f"k{i}",
-            value="1",
-            updated_at=past,
-            expires_at=past,
-        )
-        for i in range(EXPIRED)
-    )
+    make_task_keys(run, EXPIRED, updated_at=past, expires_at=past)
     return run
 
 

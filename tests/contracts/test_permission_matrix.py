@@ -229,8 +229,9 @@ def expected(case: Case, who: Principal, csrf: bool = True) -> Expect:
     - the API answers 401 without credentials or with an expired, revoked or deactivated user's token, and
       403 to any write with a read-only token;
     - a permission missing (Django's view/add/change/delete on the store) is 403; pages that show keys or
-      values need view, actions their own permission (the value editors view and change: they show the
-      value); restore needs view, add, change and delete on the store;
+      values need view, actions their own permission (editing a value, by the dashboard's editors, the
+      admin's change form or the API's PATCH, needs view and change: ``access.policies``); restore needs
+      view, add, change and delete on the store;
     - for a scoped principal, a DAG named out of scope is 403 whether it exists or not, an object addressed
       by an id out of scope is 404 like a missing one (before the permission check when the permission
       depends on the object: an audit event's store), a list of ids selects only what is in scope (200 or
@@ -358,7 +359,8 @@ def build_world(who: Principal) -> SimpleNamespace:
         host="matrix-host",
         pid=1,
     )
-    w.snapshot = stats.take_snapshot()  # figures of both DAGs and assets: the insights' lists are searched too
+    # figures of both DAGs and assets: the insights' lists are searched too
+    w.snapshot = stats.take_snapshot(actor=Actor.command())
     w.team = Group.objects.create(name="etl-team")
     scopes.grant(w.team, dags=["etl_*"], assets=["etl.*"])
     w.scope_row = AccessScope.objects.filter(group=w.team).first()
@@ -1003,7 +1005,7 @@ def api_cases(w) -> list[Case]:
                 f"{base}/{o.key.key}",
                 face=API,
                 target=target,
-                needs=(TASK["change"],),
+                needs=(TASK["view"], TASK["change"]),  # edit needs view, on every face (access.policies)
                 data=body,
                 content_type=JSON,
                 out_of_scope=named,

@@ -1,5 +1,5 @@
 // A real OpenID provider (panva's oidc-provider, pinned in package-lock.json) on loopback for the browser tests
-// (tests/browser/test_oidc_sign_in.py). Its own development login form accepts any password: who signs in, and
+// (tests/browser/shell/test_oidc_sign_in.py). Its own development login form accepts any password: who signs in, and
 // with which groups, is whatever ACCOUNTS_FILE (a JSON object: login -> {email, groups}) says at that moment, so
 // a test changes someone's groups between two sign-ins by rewriting the file.
 //

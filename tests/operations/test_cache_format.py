@@ -18,6 +18,7 @@ from django.db import connections
 from django.test import Client
 
 from statestore_admin import cache as shared_cache
+from statestore_admin.access.actors import Actor
 from statestore_admin.access.reach import _DAG_IDS_CACHE_KEY
 from statestore_admin.dashboard.checks import check_cache, check_cache_password
 from statestore_admin.records.models import AccessScope
@@ -335,7 +336,7 @@ def test_every_key_the_dashboard_reads_holding_the_wrong_type_is_read_afresh(
     with private_redis(port):
         settings.CACHES = redis_cache(port)
         shared_cache._down_until.clear()
-        stats.take_snapshot()
+        stats.take_snapshot(actor=Actor.command())
         scoped = Client()
         user = user_factory("etl-op", perms=ALL_PERMS, unscoped=False)
         AccessScope.objects.create(user=user, kind="dag", pattern="etl_*")

@@ -2,7 +2,7 @@
 that answers what each test tells it (tests/sso/hostile_provider.py), over real HTTP; down and slow providers
 through tests/faults.py's TcpProxy. Each refusal is a page with a 4xx (503 for a provider that does not answer),
 a log line, and nobody signed in. The sign-in itself, with a real provider in a browser:
-tests/browser/test_oidc_sign_in.py."""
+tests/browser/shell/test_oidc_sign_in.py."""
 
 import base64
 import hashlib
@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core import signing
 
 from statestore_admin.identity import sign_in
-from statestore_admin.records.models import AuditEvent
+from statestore_admin.records.models import AuditEvent, ExternalIdentity
 from statestore_admin.sso import oidc
 from tests.faults import TcpProxy
 
@@ -239,6 +239,13 @@ def test_the_session_records_how_its_owner_signed_in(client, provider):
     params = begin(client, provider)
     finish(client, params["state"])
     assert client.session[sign_in.SESSION_KEY] == "single sign-on (Hostile)"
+
+
+def test_the_identity_records_the_address_the_sign_in_came_from(client, provider):
+    params = begin(client, provider)
+    client.defaults["REMOTE_ADDR"] = "192.0.2.44"
+    finish(client, params["state"])
+    assert ExternalIdentity.objects.get().last_sign_in_from == "192.0.2.44"
 
 
 def test_renaming_the_provider_keeps_people_linked_to_their_accounts(client, provider, settings):

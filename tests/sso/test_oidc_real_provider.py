@@ -2,7 +2,7 @@
 without a browser: Django's test client is the dashboard's side, a requests session plays the person at the
 provider (its login and consent forms), and the provider's redirect back is handed to the client. It shows the
 whole sign-in working with the sign-in kept in a cookie rather than a session row (issue 36). In a browser:
-tests/browser/test_oidc_sign_in.py."""
+tests/browser/shell/test_oidc_sign_in.py."""
 
 import json
 import re

@@ -54,6 +54,7 @@ def test_trusted_headers_sign_in_with_the_mapped_role_and_the_session_is_remembe
     assert link.groups == ["airflow-ops", "unrelated"]
     assert client.session[SESSION_KEY] == "authenticating proxy"
     assert get_user_model().objects.get(username="alice").email == "alice@example.com"
+    assert link.last_sign_in_from == PROXY  # the request's address: the proxy's
 
 
 def test_the_provider_name_is_configurable(client, settings):

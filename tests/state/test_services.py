@@ -21,6 +21,7 @@ from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
 
 from ..conftest import BOTH_DATABASES
+from ..factories import make_task_keys
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 LATER = timezone.now().replace(microsecond=0) + timedelta(days=3)
@@ -317,20 +318,7 @@ def test_a_large_clear_is_recorded_in_chunks_with_every_key(dag_run_factory, tas
     run = dag_run_factory(dag_id="big", run_id="r")
     task_instance_factory(run, task_id="t")
     now = timezone.now()
-    TaskStateStore.objects.bulk_create(
-        TaskStateStore(
-            dag_run=run,
-            dag_id="big",
-            run_id="r",
-            task_id="t",
-            map_index=-1,
-            key=f"k{i:05}",
-            value=json.dumps(i),
-            updated_at=now,
-            expires_at=None,
-        )
-        for i in range(audit.CHUNK * 3 + 7)
-    )
+    make_task_keys(run, audit.CHUNK * 3 + 7, key="k{i:05}", value=json.dumps, updated_at=now)
     outcome = services.clear_task_instance(actor=ui, scope=TaskAddress("big", "r", "t"))
     assert outcome.changed == audit.CHUNK * 3 + 7 == outcome.event.key_count
     assert AuditKey.objects.filter(event=outcome.event).count() == outcome.changed
@@ -401,7 +389,7 @@ def test_a_restore_whose_key_was_created_after_it_looked_is_a_conflict_naming_th
         current = '{"id": 7}'
     before = state()
     with pytest.raises(Conflict) as raised, transaction.atomic(using=airflow_alias()):
-        services.restore._apply(target, None)
+        restores._apply(target, None)
     assert state() == before
     [conflict] = raised.value.details
     assert conflict["key"] == target.key and json.loads(conflict["current"]["value"]) == json.loads(current)

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Conflict, Invalid
@@ -33,7 +33,7 @@ def asset_key_edit(request, asset_id):
 
 @require_http_methods(["GET", "POST"])
 def asset_key_add(request, asset_id):
-    permissions.require(request.user, permissions.ASSET, "add")
+    policies.require(request.user, permissions.ASSET, "add")
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
     form = AddAssetKeyForm(request.POST or None)
 

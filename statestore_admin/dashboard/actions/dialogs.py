@@ -11,10 +11,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponseNotFound
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.core import formatting
-from statestore_admin.core.errors import Conflict, Forbidden, NotFound
+from statestore_admin.core.errors import Conflict, NotFound
 from statestore_admin.core.values import decode_json_text, pretty, stored_surrogate
 from statestore_admin.dashboard.actions.forms import ValueForm, apply_errors
 from statestore_admin.dashboard.http.htmx import dialog, done
@@ -72,7 +72,7 @@ def confirmation_context(request, store: str, listing: services.Listing | None, 
         "more": shown["count"] - len(shown["sample"]),
         "refs": refs,
         "object_storage": _object_storage(refs),
-        "show_values": permissions.can(request.user, store, "view"),
+        "show_values": policies.allows(request.user, store, "view"),
     }
 
 
@@ -89,16 +89,6 @@ def _saved(key, row) -> tuple[str, str]:
     return message + deletes.describe(), "warning" if deletes.failed_count else "success"
 
 
-def _require_view_to_edit(user, store: str) -> None:
-    """The value editors show and replace a value: ``change`` is not enough without ``view``."""
-    permissions.require(user, store, "change")
-    if not permissions.can(user, store, "view"):
-        raise Forbidden(
-            f"Editing a value needs the permission to view {store} state as well as to change it: "
-            f"ask an administrator for “Can view {store} state store”."
-        )
-
-
 def edit_value(request, store: str, template: str, fetch, save: partial, fallback: str):
     """The value editor of a key of ``store``, which ``fetch()`` reads; ``save`` is the service that writes it
     (with the key named), called with the actor, the value, the version the editor opened
@@ -107,7 +97,7 @@ def edit_value(request, store: str, template: str, fetch, save: partial, fallbac
     to keep it (no write). A key deleted meanwhile closes the dialog. A key holding a worker-side reference:
     the editor says that saving replaces it with an inline value and leaves its object behind, and offers (to
     who may delete) to delete that object too, after the row (``delete_object``)."""
-    _require_view_to_edit(request.user, store)
+    policies.require(request.user, store, "edit")
     try:
         key = fetch()
     except NotFound:
@@ -150,7 +140,7 @@ def edit_value(request, store: str, template: str, fetch, save: partial, fallbac
         "conflict": conflict,
         "surrogate": stored_surrogate(key.value),
         "reference": reference,
-        "may_delete_object": permissions.can(request.user, store, "delete"),
+        "may_delete_object": policies.allows(request.user, store, "delete_object"),
         "delete_object": request.POST.get("delete_object") == "1",
     }
     return dialog(request, template, context, status=status)

@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Conflict, Forbidden, Invalid
@@ -120,8 +120,7 @@ def audit_restore(request, event_id):
     """GET: the confirmation; POST: ``restores.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
     event = selectors.viewable_audit_event(event_id, user=request.user)
-    for action in permissions.RESTORE_ACTIONS:
-        permissions.require(request.user, event.visible_store, action)
+    policies.require(request.user, event.visible_store, "restore")
     errors = []
     if request.method == "POST":
         chosen = _resolutions(request.POST)
@@ -156,7 +155,7 @@ def audit_restore_file(request):
     """Restore the keys of an export file in two steps: the upload shows what the restore would do
     (``restores.preview_document``), and the restore (``restores.restore_document``) happens only when the
     same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
-    if not any(permissions.can_restore(request.user, store) for store in permissions.STORES):
+    if not policies.restorable_stores(request.user):
         raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""

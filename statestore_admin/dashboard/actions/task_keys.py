@@ -24,7 +24,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
@@ -59,7 +59,7 @@ def task_key_edit(request, key_id):
 
 @require_http_methods(["GET", "POST"])
 def task_key_expiry(request, key_id):
-    permissions.require(request.user, permissions.TASK, "change")
+    policies.require(request.user, permissions.TASK, "expire")
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     form = ExpiryForm(request.POST or None, initial={"seen_updated_at": key.updated_at})
     form.show_expiry(key.expires_at)
@@ -79,7 +79,7 @@ def task_key_expiry(request, key_id):
 
 @require_http_methods(["GET", "POST"])
 def task_key_add(request, run_pk, task_id):
-    permissions.require(request.user, permissions.TASK, "add")
+    policies.require(request.user, permissions.TASK, "add")
     try:  # Airflow 3.4: the key goes to this region's task instance (the form's address keeps it)
         region_id = params.region_id(request.GET) or SENTINEL_REGION_ID
     except Invalid as exc:

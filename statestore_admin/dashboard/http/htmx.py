@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 
 UNDO_TAG = "undo:"  # a message's extra_tags: "undo:<event id>", the toast's Undo (templates/includes/_toast_undo.html)
 
@@ -38,7 +38,7 @@ def error_messages(exc: Exception) -> list[str]:
 def undo_of(request, event) -> int | None:
     """The audit event a toast's Undo restores: the action's event, when the user may restore it (the
     restore checks again, as for any restore)."""
-    if event is None or not event.restorable or not permissions.can_restore(request.user, event.store):
+    if event is None or not event.restorable or not policies.allows(request.user, event.store, "restore"):
         return None
     return event.pk
 

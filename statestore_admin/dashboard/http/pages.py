@@ -9,8 +9,7 @@ from functools import wraps
 from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 
-from statestore_admin.access import permissions
-from statestore_admin.core.errors import Forbidden
+from statestore_admin.access import policies
 from statestore_admin.dashboard.http.htmx import error_messages
 
 PANEL = "keys-panel"
@@ -23,7 +22,7 @@ def requires_view(*stores):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
             for store in stores:
-                permissions.require(request.user, store, "view")
+                policies.require(request.user, store, "view")
             return view(request, *args, **kwargs)
 
         return wrapper
@@ -43,8 +42,7 @@ def requires_view_of_any(view):
 
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not permissions.viewable_stores(request.user):
-            raise Forbidden("You do not have permission to view task or asset state.")
+        policies.require_any_view(request.user)
         return view(request, *args, **kwargs)
 
     return wrapper

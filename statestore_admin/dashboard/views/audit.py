@@ -12,12 +12,12 @@ import json
 from django.shortcuts import redirect
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.actions.restore import MAX_UPLOAD_BYTES
 from statestore_admin.dashboard.diffs import key_change
-from statestore_admin.dashboard.http.pages import render_page, requires_view, requires_view_of_any
+from statestore_admin.dashboard.http.pages import render_page, requires_view
 from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time, wall_times_as_instants
 from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import selectors
@@ -66,10 +66,9 @@ def _name_keys(events: list[AuditEvent]) -> None:
         event.unnamed = max(0, event.key_count - len(event.named))
 
 
-@requires_view_of_any
 def audit_list(request):
     """The audit trail, newest first, of the stores the user may view; filters and cursor in the URL."""
-    stores = permissions.viewable_stores(request.user)
+    stores = policies.require_any_view(request.user)
     errors: dict[str, list[str]] = {}
     try:
         query = selectors.AuditQuery.from_params(wall_times_as_instants(request.GET, TIME_FILTERS))
@@ -90,7 +89,7 @@ def audit_list(request):
         "errors": [(FILTER_LABELS.get(name, name), message) for name, ms in errors.items() for message in ms],
         "filtered": bool(errors) or query.active,
         "outcomes": OUTCOMES,
-        "can_upload": any(permissions.can_restore(request.user, store) for store in permissions.STORES),
+        "can_upload": bool(policies.restorable_stores(request.user)),
         "max_upload_mb": MAX_UPLOAD_BYTES // (1024 * 1024),
         "now": timezone.now(),
         "zone": active_zone_name(),
@@ -126,7 +125,7 @@ def audit_event(request, event_id):
         "details": json.dumps(event.details, indent=2, ensure_ascii=False, sort_keys=True) if event.details else "",
         "run": run,
         "asset": asset,
-        "can_restore": event.restorable and permissions.can_restore(request.user, store),
+        "can_restore": event.restorable and policies.allows(request.user, store, "restore"),
         "now": timezone.now(),
     }
     return render_page(request, "audit/event.html", context, "audit/_event_panel.html")

@@ -13,7 +13,7 @@ from functools import wraps
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid
 from statestore_admin.core.values import parse_datetime_aware
@@ -78,7 +78,7 @@ def search_export(request, *, chosen):
         query = searching.SearchQuery.from_params(request.GET)  # no filter: every key the user may view
     except Invalid as exc:
         return bad_request(exc)
-    stores = permissions.viewable_stores(request.user)
+    stores = policies.viewable_stores(request.user)
     store = request.GET.get("store") if request.GET.get("store") in permissions.STORES else "all"
     scope, now = scope_of(request.user), timezone.now()
     task_rows = asset_rows = None
@@ -97,7 +97,7 @@ def audit_export(request, *, chosen):
         query = selectors.AuditQuery.from_params(wall_times_as_instants(request.GET, ("since", "until")))
     except Invalid as exc:
         return bad_request(exc)
-    rows = selectors.audit_event_rows(query, permissions.viewable_stores(request.user), scope=scope_of(request.user))
+    rows = selectors.audit_event_rows(query, policies.viewable_stores(request.user), scope=scope_of(request.user))
     return export_download(exports.audit_events(rows), chosen)
 
 

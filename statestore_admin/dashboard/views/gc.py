@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin import gc
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core import formatting
@@ -160,7 +161,7 @@ def schedule() -> Schedule:
 def gc_page(request):
     """The preview (``?cutoff=now|age|date&age=&unit=hours|days&before=&dag_id=``), the health of GC, the runs
     (``?runs=`` a cursor) and the recipes. Bad input: the form with its messages (422), no preview."""
-    gc.require_view(request.user)
+    policies.require_view_gc(request.user)
     now = timezone.now()
     scope = scope_of(request.user)
     errors = {}
@@ -190,7 +191,7 @@ def gc_page(request):
 def gc_run(request):
     """GET: the confirmation of a bounded run (what would go now, the limits; the cutoff fixed). POST: the run,
     through ``gc.run_gc``; then back to the page, whose history shows it."""
-    gc.require_run(request.user)
+    policies.require_run_gc(request.user)
     now = timezone.now()
     params = request.POST if request.method == "POST" else request.GET
     try:
@@ -203,14 +204,15 @@ def gc_run(request):
         context = {"plan": plan, "preview": preview, "offer_objects": gc.can_delete_objects(), "nothing": nothing}
         return dialog(request, "gc/_run_confirm.html", context)
     try:
-        result = gc.run_gc(plan, actor=Actor.from_request(request))
+        actor = Actor.from_request(request)
+        result = gc.run_gc(plan, actor=actor)
     except (gc.GcNotMigrated, gc.GcMisconfigured) as exc:
         messages.error(request, str(exc))
     except DatabaseError as exc:
         messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
     else:
         _report(request, result)
-        taken = gc.snapshot_after(result)  # the figures Insights and the overview show follow the run
+        taken = gc.snapshot_after(result, actor=actor)  # the figures Insights and the overview show follow the run
         if taken and taken.error:
             messages.warning(request, taken.describe())
     page = reverse("gc")

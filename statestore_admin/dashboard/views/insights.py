@@ -14,7 +14,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
+from statestore_admin.access.actors import Actor
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core import formatting, status
@@ -198,7 +199,7 @@ def cards(figures: insights.Latest) -> list[tuple[str, str, str]]:
 def insights_page(request):
     """The Insights page; ``?days=7|30|90`` (an unknown value shows the default range, with a message)."""
     now = timezone.now()
-    stores = tuple(permissions.viewable_stores(request.user))
+    stores = tuple(policies.viewable_stores(request.user))
     scope = scope_of(request.user)
     error = None
     try:
@@ -212,7 +213,7 @@ def insights_page(request):
         "choices": insights.DAYS,
         "error": error,
         "now": now,
-        "may_snapshot": history.may_take_snapshot(request.user),
+        "may_snapshot": policies.may_take_snapshot(request.user),
     }
     if data is not None:
         context["charts"] = charts(data)
@@ -228,7 +229,7 @@ def take_snapshot(request):
     """ "Take a snapshot now" (the Admin role, no scope; CSRF as every form): the pass of ``state_store_stats``,
     then back to the page, which draws it."""
     try:
-        snapshot = history.take_snapshot_for(request.user)
+        snapshot = history.take_snapshot_for(actor=Actor.from_request(request))
     except Conflict as exc:
         messages.warning(request, str(exc))
     else:

@@ -14,6 +14,7 @@ import sys
 from django.conf import settings
 from django.shortcuts import render
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.dashboard.http import params
 from statestore_admin.objects import orphans
 from statestore_admin.objects import store as objects
@@ -26,7 +27,7 @@ def orphans_page(request):
     sample = params.integer(request.GET, "sample", orphans.DEFAULT_SAMPLE, 0, orphans.SAMPLE_MAX)
     error = ""
     try:
-        report = orphans.report(sample=sample, actor=request.user).as_dict()
+        report = orphans.report(sample=sample, actor=Actor.from_request(request)).as_dict()
     except objects.StorageError as exc:  # the storage itself: the page says so rather than failing
         report, error = None, str(exc)
     command = f"cd {shlex.quote(str(settings.BASE_DIR))} && {shlex.quote(sys.executable)} manage.py state_store_orphans"

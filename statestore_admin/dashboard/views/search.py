@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid
 from statestore_admin.dashboard.http import params as query_params
@@ -44,7 +44,7 @@ def search(request):
         (permissions.TASK, partial(searching.search_task_keys, query, now)),
         (permissions.ASSET, partial(searching.search_asset_keys, query)),
     ):
-        if searched and store in ("all", name) and permissions.can(request.user, name, "view"):
+        if searched and store in ("all", name) and policies.allows(request.user, name, "view"):
             pages[name] = search_keys(
                 params.get(f"{name}_cursor"),
                 scope=scope_of(request.user),

@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.models import Asset, AssetStateStore
@@ -25,7 +25,6 @@ from statestore_admin.state.services.rows import (
     deleted_chunks,
     holds_ref,
     locked_or_created,
-    may,
     require_object_delete,
     state_of,
     unwritten,
@@ -51,28 +50,25 @@ def set_asset_key(
     The same value is not written (``written`` False): by an edit, whoever wrote it last; by a PUT, when
     the API wrote it last (otherwise the PUT records the API as its writer). ``delete_object`` (an edit): the
     worker-side object of the reference the value replaces is deleted after the row, as a delete does."""
-    permissions.require_any(
-        actor, permissions.ASSET, {CREATE: ("add",), UPDATE: ("change",)}.get(mode, ("add", "change"))
-    )
+    policies.require(actor, policies.ASSET, {CREATE: "add", UPDATE: "edit"}.get(mode, policies.SET))
     key = clean_key(key)
     text = encode_value(value)
     if delete_object:
-        require_object_delete(actor, permissions.ASSET, text)
+        require_object_delete(actor, policies.ASSET, text)
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     now = timezone.now()
     rows = AssetStateStore.objects.filter(asset_id=asset_id, key=key)
     action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
     new = AssetStateStore(asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS)
-    may_add = mode != UPDATE and may(actor, permissions.ASSET, "add")
+    may_add = mode != UPDATE and policies.allows(actor, policies.ASSET, "add")
     gone = NotFound(f"Asset with id {asset_id} not found")
-    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+    with audit.change(actor, action, policies.ASSET, scope=_asset_scope(asset)) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, gone)
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
         if row is None and mode == UPDATE:
             raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
-        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
-        permissions.require(actor, permissions.ASSET, "change" if row and not created else "add")
+        policies.require_write(actor, policies.ASSET, created=row is None or created)
         if created:
             before = None
         else:
@@ -112,12 +108,12 @@ def clear_asset(*, actor: Actor, asset_id: int, listed: Listing | None = None) -
 
 
 def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Listing | None, action) -> Outcome:
-    permissions.require(actor, permissions.ASSET, "delete")
+    policies.require(actor, policies.ASSET, "clear" if action == Action.CLEAR else "delete")
     asset = selectors.get_asset(asset_id, scope=scope_of(actor))
     rows, others = asset_selection(asset_id, keys), []
     identity = ("asset_id", "key")
     holds_refs = False
-    with audit.change(actor, action, permissions.ASSET, scope=_asset_scope(asset)) as recorder:
+    with audit.change(actor, action, policies.ASSET, scope=_asset_scope(asset)) as recorder:
         if listed is None:
             deleted = deleted_chunks(AssetStateStore, rows, identity)
         else:

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from django.core.exceptions import NON_FIELD_ERRORS
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import Asset, DagRun
@@ -36,8 +36,8 @@ from statestore_admin.state.services.tasks import (
 # What each action on task keys needs, and does to a selection of key ids.
 TASK_KEY_ACTIONS = {
     "delete": ("delete", delete_task_keys),
-    "expire": ("change", expire_task_keys),
-    "expiry": ("change", set_task_keys_expiry),
+    "expire": ("expire", expire_task_keys),
+    "expiry": ("expire", set_task_keys_expiry),
 }
 
 
@@ -82,7 +82,7 @@ def _task_selection(actor: Actor, action: str, **target) -> tuple[TaskSelection,
     """``task_selection`` for ``action``, which the actor must be allowed."""
     if action not in TASK_KEY_ACTIONS:
         raise NotFound(f"No action {action!r} on task keys.")
-    permissions.require(actor, permissions.TASK, TASK_KEY_ACTIONS[action][0])
+    policies.require(actor, policies.TASK, TASK_KEY_ACTIONS[action][0])
     return task_selection(scope=scope_of(actor), **target)
 
 
@@ -196,7 +196,7 @@ class AssetPreview:
 
 
 def _asset_to_delete_from(actor: Actor, asset_id: int) -> Asset:
-    permissions.require(actor, permissions.ASSET, "delete")
+    policies.require(actor, policies.ASSET, "delete")
     return selectors.get_asset(asset_id, scope=scope_of(actor))
 
 

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 from django.db import IntegrityError, connections
 from django.db.models import QuerySet
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore, column_of, select_list, stored_fields
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
 from statestore_admin.audit import events as audit
-from statestore_admin.core.errors import Conflict, Forbidden, Invalid, NotFound
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.core.pagination import keyset_chunks
 from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent, AuditKey
@@ -48,7 +48,7 @@ def require_object_delete(actor: Actor, store: str, text: str) -> None:
     """An edit that also deletes the object of the reference it replaces (``delete_objects_of`` once the row
     is written): a delete, so it needs ``delete``; and the new value must not be a reference itself (it could
     name the same object)."""
-    permissions.require(actor, store, "delete")
+    policies.require(actor, store, "delete_object")
     if objects.REF_MARKER in text:
         raise Invalid(
             {
@@ -181,14 +181,6 @@ def locked_or_created(rows: QuerySet, new, gone: NotFound):
         except IntegrityError:  # the foreign key: its DAG run or asset is gone (nothing was inserted)
             raise gone from None
     raise Conflict(f"Other writers created and deleted the key {new.key!r} meanwhile; nothing was written. Try again.")
-
-
-def may(actor: Actor, store: str, action: str) -> bool:
-    try:
-        permissions.require(actor, store, action)
-    except Forbidden:
-        return False
-    return True
 
 
 def insert_if_absent(row) -> bool:

@@ -11,7 +11,7 @@ from django.db import connections
 from django.db.models import Exists, QuerySet
 from django.utils import timezone
 
-from statestore_admin.access import permissions
+from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
 from statestore_admin.airflow.models import TaskStateStore
@@ -31,7 +31,6 @@ from statestore_admin.state.services.rows import (
     holds_ref,
     locked_chunks,
     locked_or_created,
-    may,
     require_object_delete,
     state_of,
     unwritten,
@@ -167,7 +166,7 @@ def set_task_key(
     (Airflow's PUT: create or overwrite). Needs ``add`` for a new key, ``change`` for an existing one.
     Writing the value and expiry a key has is not made (``written`` False): with the default retention
     the expiry moves on, so such a write is made."""
-    permissions.require_any(actor, permissions.TASK, ("add",) if mode == CREATE else ("add", "change"))
+    policies.require(actor, policies.TASK, "add" if mode == CREATE else policies.SET)
     scope_of(actor).require_dag(scope.dag_id)
     key = clean_key(key)
     text = encode_value(value)
@@ -190,13 +189,12 @@ def set_task_key(
         updated_at=now,
         expires_at=expires_at,
     )
-    may_add = may(actor, permissions.TASK, "add")
-    with audit.change(actor, action, permissions.TASK, scope=scope.event_location()) as recorder:
+    may_add = policies.allows(actor, policies.TASK, "add")
+    with audit.change(actor, action, policies.TASK, scope=scope.event_location()) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, _run_gone(scope))
         if row is not None and not created and mode == CREATE:
             raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
-        # a row this write created needed ``add`` (checked before inserting); any other needs ``change``
-        permissions.require(actor, permissions.TASK, "change" if row and not created else "add")
+        policies.require_write(actor, policies.TASK, created=row is None or created)
         if created:
             recorder.record([audit.task_change(row, before=None, after=(text, expires_at), limit=recorder.limit)])
         else:
@@ -226,14 +224,14 @@ def patch_task_key(
     must exist; ``seen_updated_at`` (the dashboard's edit) refuses to overwrite a newer write. The same
     value is not written (``written`` False). ``delete_object``: the worker-side object of the reference
     the value replaces is deleted after the row is written, as a delete does (``objects`` on the row)."""
-    permissions.require(actor, permissions.TASK, "change")
+    policies.require(actor, policies.TASK, "edit")
     text = encode_value(value)
     if delete_object:
-        require_object_delete(actor, permissions.TASK, text)
+        require_object_delete(actor, policies.TASK, text)
     rows = ref.rows(scope_of(actor))
     if ref.scope is not None:
         selectors.require_task_instance(ref.scope)
-    with audit.change(actor, Action.PATCH, permissions.TASK) as recorder:
+    with audit.change(actor, Action.PATCH, policies.TASK) as recorder:
         row = rows.select_for_update().first()
         if row is None:
             raise ref.not_found()
@@ -256,9 +254,9 @@ def set_task_expiry(
     *, actor: Actor, ref: TaskKeyRef, expiry: Expiry, seen_updated_at: datetime | None = None
 ) -> TaskStateStore:
     """Set when one key expires: the default retention from now, never, or a given instant."""
-    permissions.require(actor, permissions.TASK, "change")
+    policies.require(actor, policies.TASK, "expire")
     rows = ref.rows(scope_of(actor))
-    with audit.change(actor, Action.EXPIRY, permissions.TASK) as recorder:
+    with audit.change(actor, Action.EXPIRY, policies.TASK) as recorder:
         row = rows.select_for_update().first()
         if row is None:
             raise ref.not_found()
@@ -275,10 +273,10 @@ def set_task_expiry(
 def expire_task_keys(*, actor: Actor, selection: TaskSelection, listed: Listing | None = None) -> Outcome:
     """Set ``expires_at = now``: the next GC removes the keys; until then tasks can still read them. After
     a confirmation, only the keys it ``listed``, as it listed them."""
-    permissions.require(actor, permissions.TASK, "change")
+    policies.require(actor, policies.TASK, "expire")
     rows, others = selection.queryset(scope_of(actor)), []
     now = timezone.now()
-    with audit.change(actor, Action.EXPIRE, permissions.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRE, policies.TASK, scope=selection.audit_scope()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             recorder.record(
@@ -294,10 +292,10 @@ def set_task_keys_expiry(
     """Set when the selected keys expire, all to the same instant (the default retention from now, never, or a
     given one), in one audited change that can be undone; after a confirmation, only the keys it ``listed``, as
     it listed them."""
-    permissions.require(actor, permissions.TASK, "change")
+    policies.require(actor, policies.TASK, "expire")
     rows, others = selection.queryset(scope_of(actor)), []
     expires_at = expiry.resolve(timezone.now())
-    with audit.change(actor, Action.EXPIRY, permissions.TASK, scope=selection.audit_scope()) as recorder:
+    with audit.change(actor, Action.EXPIRY, policies.TASK, scope=selection.audit_scope()) as recorder:
         chunks = locked_chunks(rows, "id") if listed is None else listed_chunks(rows, "id", listed, others)
         for chunk in chunks:
             limit = recorder.limit
@@ -323,7 +321,7 @@ def clear_task_instance(
 
 
 def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, action) -> Outcome:
-    permissions.require(actor, permissions.TASK, "delete")
+    policies.require(actor, policies.TASK, "clear" if action == Action.CLEAR else "delete")
     # The task instance's existence is a condition of the DELETE itself; only when nothing was deleted is it
     # looked up, to answer Airflow's 404 for a missing task instance.
     allowed = scope_of(actor)
@@ -333,7 +331,7 @@ def _delete_task_rows(actor, selection: TaskSelection, listed: Listing | None, a
     rows, others = (None if few else selection.queryset(allowed, check_instance=False)), []
     details = {"all_map_indices": True} if selection.all_map_indices else {}
     holds_refs = False
-    with audit.change(actor, action, permissions.TASK, scope=selection.audit_scope(), details=details) as recorder:
+    with audit.change(actor, action, policies.TASK, scope=selection.audit_scope(), details=details) as recorder:
         # Deleted first and recorded next, inside Airflow's transaction: its commit follows the record.
         if listed is None:
             deleted = deleted_chunks(TaskStateStore, rows, ("id",), few)

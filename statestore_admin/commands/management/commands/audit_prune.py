@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.audit import retention
 from statestore_admin.core.errors import Invalid
 
@@ -32,7 +33,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             result = retention.prune(
-                timedelta(days=options["older_than"]), options["batch_size"], dry_run=options["dry_run"]
+                timedelta(days=options["older_than"]),
+                options["batch_size"],
+                actor=Actor.command(),
+                dry_run=options["dry_run"],
             )
         except OverflowError as exc:
             raise CommandError(f"--older-than {options['older_than']}: too many days.", returncode=EXIT_USAGE) from exc

@@ -195,7 +195,7 @@ class Command(BaseCommand):
     def snapshot(self, result: gc.GcResult) -> dict | None:
         """The domain's snapshot after the run (``gc.snapshot_after``); never fails the command."""
         try:
-            taken = gc.snapshot_after(result)
+            taken = gc.snapshot_after(result, actor=Actor.command(via=GC))
         except KeyboardInterrupt:
             self.stderr.write("Statistics snapshot interrupted (recorded as failed); the GC run itself is done.")
             sys.exit(128 + signal.SIGINT)

@@ -13,6 +13,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from statestore_admin.access.actors import Actor
 from statestore_admin.commands.stats_text import snapshot_line
 from statestore_admin.core.errors import Invalid
 from statestore_admin.stats import snapshots as stats
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             raise CommandError(f"--keep-days {keep_days}: keep at least one day of snapshots.", returncode=EXIT_USAGE)
         previous = signal.signal(signal.SIGTERM, _terminate)
         try:
-            snapshot = stats.take_snapshot(trigger="command")
+            snapshot = stats.take_snapshot(actor=Actor.command(), trigger="command")
         except KeyboardInterrupt as exc:
             self.stderr.write("Interrupted: the statistics snapshot was recorded as failed.")
             sys.exit(128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT))

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
 from statestore_admin.demo.accounts import (
@@ -51,7 +52,7 @@ class Command(BaseCommand):
         else:
             call_command("create_airflow_schema", stdout=self.stdout)
             call_command("demo_data", stdout=self.stdout)
-            history.seed_history()  # Insights draws days of history on a fresh demo
+            history.seed_history(actor=Actor.command())  # Insights draws days of history on a fresh demo
         password_file = settings.DEMO_DIR / "demo_password"
         if not password_file.exists():
             password_file.write_text(secrets.token_urlsafe(12))
