@@ -82,7 +82,7 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model
 from django.test import RequestFactory
-from statestore_admin.dashboard import export_views
+from statestore_admin.dashboard.views import exports as export_views
 
 def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -3,7 +3,7 @@
 Airflow shows a plugin's per-object pages in an iframe, so the read pages the plugin embeds may be framed by the
 origins listed there and by no other; every other page refuses every frame, framing on or off (issue 36): the
 admin, the token pages, signing in, single sign-on, break-glass and every confirmation page shown as a page.
-A view is framable only when ``dashboard.framed.framable`` marks it (an allow-list: a new page is not), and only
+A view is framable only when ``dashboard.http.framed.framable`` marks it (an allow-list: a new page is not), and only
 its GET answers are. Such an answer names the origins in CSP ``frame-ancestors`` and sends no
 ``X-Frame-Options`` (it cannot name an origin, its ``ALLOW-FROM`` is gone from browsers); every other answer keeps
 ``frame-ancestors 'none'`` and ``X-Frame-Options: DENY``. The dialogs of a framed page are htmx partials fetched
@@ -27,7 +27,7 @@ from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 
-from statestore_admin.dashboard.framed import is_framable
+from statestore_admin.dashboard.http.framed import is_framable
 
 XFRAME_MIDDLEWARE = "django.middleware.clickjacking.XFrameOptionsMiddleware"
 PARTITIONED_MIDDLEWARE = "statestore_admin.framing.PartitionedCookiesMiddleware"
@@ -103,7 +103,7 @@ class PartitionedCookiesMiddleware:
 
 
 class FramableViewsMiddleware:
-    """With framing on (``framing_settings``): the GET answer of a framable view (``dashboard.framed.framable``),
+    """With framing on (``framing_settings``): the GET answer of a framable view (``dashboard.http.framed.framable``),
     whatever it is (the page, its 404 or 503), may be framed by ``STATESTORE_FRAME_ANCESTORS``; nothing else.
 
     Someone not signed in is sent to the sign-in form, which is never framed: inside a frame (``request.framed``)

@@ -40,7 +40,7 @@ def body_limit() -> int:
     API's restore shares) in its multipart envelope, or Django's own limit for the other bodies."""
     from django.conf import settings
 
-    from statestore_admin.dashboard.audit_views import MAX_UPLOAD_BYTES
+    from statestore_admin.dashboard.actions.restore import MAX_UPLOAD_BYTES
 
     return max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, MAX_UPLOAD_BYTES + MULTIPART_ALLOWANCE)
 

@@ -118,8 +118,8 @@ MIDDLEWARE = [
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "statestore_admin.dashboard.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
-    "statestore_admin.dashboard.framed.FramedLayoutMiddleware",  # request.framed: the layout without header
+    "statestore_admin.dashboard.http.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
+    "statestore_admin.dashboard.http.framed.FramedLayoutMiddleware",  # request.framed: the layout without header
     "statestore_admin.middleware.DomainErrorMiddleware",
     "statestore_admin.middleware.AirflowDatabaseUnavailableMiddleware",
     "axes.middleware.AxesMiddleware",  # last: renders the lockout page

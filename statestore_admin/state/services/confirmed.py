@@ -94,19 +94,29 @@ def _instance_gone(exc: NotFound) -> Invalid:
 def preview_task_keys(*, actor: Actor, action: str, sample: int = 0, **target) -> Preview:
     """List the task keys ``action`` ("expire", "delete" or "expiry") would take of the ``target``
     (``task_selection``'s arguments), by task, map index and key, the first ``sample`` with previews
-    (``list_keys``). A DAG run not found is NotFound; a task instance not found, or no key ids, is Invalid."""
+    (``list_keys``). A DAG run not found is NotFound; a task instance not found, no key ids, or no key there,
+    is Invalid."""
     selection, run = _task_selection(actor, action, **target)
     try:
         rows = selection.queryset(scope_of(actor))
     except NotFound as exc:
         raise _instance_gone(exc) from None
-    return Preview(list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample), selection, run)
+    listing = list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample)
+    if not listing.count:
+        raise nothing_to(_verb(action))
+    return Preview(listing, selection, run)
+
+
+def _verb(action: str) -> str:
+    """What ``nothing_to`` says there is nothing to do: an expiry set on no key changes nothing."""
+    return "change" if action == "expiry" else action
 
 
 def apply_task_keys(*, actor: Actor, action: str, token: str, expiry: Expiry | None = None, **target) -> Outcome:
     """Expire, delete or set the ``expiry`` of exactly the keys the confirmation listed (``preview_task_keys``;
     ``token``: its ``Listing.token``), as it listed them. A delete of a task instance's keys is its clear.
-    Errors as ``preview_task_keys``; a damaged token is Invalid."""
+    Errors as ``preview_task_keys``; a damaged token, or none of the listed keys changed, kept or gone, is
+    Invalid."""
     selection, _ = _task_selection(actor, action, **target)
     try:
         listed = Listing.from_token(token)
@@ -114,14 +124,18 @@ def apply_task_keys(*, actor: Actor, action: str, token: str, expiry: Expiry | N
         raise Invalid({NON_FIELD_ERRORS: exc.message_dict["listed"]}) from None
     try:
         if action == "delete" and selection.address is not None:
-            return clear_task_instance(
+            outcome = clear_task_instance(
                 actor=actor, address=selection.address, all_map_indices=selection.all_map_indices, listed=listed
             )
-        if action == "expiry":
-            return set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
-        return TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
+        elif action == "expiry":
+            outcome = set_task_keys_expiry(actor=actor, selection=selection, expiry=expiry, listed=listed)
+        else:
+            outcome = TASK_KEY_ACTIONS[action][1](actor=actor, selection=selection, listed=listed)
     except NotFound as exc:
         raise _instance_gone(exc) from None
+    if outcome.empty:
+        raise nothing_to(_verb(action))
+    return outcome
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def test_back_after_an_action_shows_the_full_asset_page(signed_in, live_server, 
 
 # 12. Toasts ----------------------------------------------------------------------------------------
 def fire_toast(page, message: str, level: str):
-    """The event an htmx answer's HX-Trigger raises (actions.py): {"toast": {"message": …, "level": …}}."""
+    """The event an htmx answer's HX-Trigger raises (dashboard/http/htmx.py): {"toast": {"message": …, "level": …}}."""
     page.evaluate(
         "([message, level]) => document.body.dispatchEvent(new CustomEvent('toast', {detail: {message, level}}))",
         [message, level],

@@ -12,7 +12,7 @@ from django.utils import timezone
 from statestore_admin.access import scopes
 from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Conflict
-from statestore_admin.dashboard.insights_views import _axis, compact, size, time_labels
+from statestore_admin.dashboard.charts import _axis, compact, size, time_labels
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import history
 from tests.conftest import ALL_PERMS, BOTH_DATABASES

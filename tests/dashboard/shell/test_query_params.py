@@ -4,7 +4,7 @@ import pytest
 from django.http import QueryDict
 
 from statestore_admin.core.errors import Invalid
-from statestore_admin.dashboard import params
+from statestore_admin.dashboard.http import params
 from statestore_admin.exports import documents as exports
 
 

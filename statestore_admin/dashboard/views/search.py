@@ -1,5 +1,7 @@
 """The Search page: keys of both stores found by key, value, DAG, run, task, status or asset."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
@@ -7,8 +9,9 @@ from django.utils import timezone
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid
-from statestore_admin.dashboard import params as query_params
-from statestore_admin.dashboard.pages import render_page
+from statestore_admin.dashboard.http import params as query_params
+from statestore_admin.dashboard.http.htmx import error_messages
+from statestore_admin.dashboard.http.pages import render_page
 from statestore_admin.state import search as searching
 from statestore_admin.state import selectors
 
@@ -22,7 +25,7 @@ def search(request):
         query = searching.SearchQuery.from_params(params)
         invalid = ""
     except Invalid as exc:  # a hand-made link: say what is wrong rather than search with other filters
-        invalid = " ".join(m for ms in exc.message_dict.values() for m in ms)
+        invalid = " ".join(error_messages(exc))
         if request.htmx:
             return HttpResponseBadRequest(invalid, content_type="text/plain; charset=utf-8")
         messages.error(request, invalid)
@@ -35,27 +38,21 @@ def search(request):
         [query.key, query.value, query.dag_id, query.run_id, query.task_id, query.status, query.asset]
         + [query.iteration is not None]
     )
-    task_page = asset_page = None
-    deadline = searching.search_deadline()  # one time budget for both stores
-    if searched and store in ("all", permissions.TASK) and policies.allows(request.user, permissions.TASK, "view"):
-        task_page = searching.search_task_keys(
-            query,
-            now,
-            params.get("task_cursor"),
-            scope=scope_of(request.user),
-            deadline=deadline,
-            before=params.get("task_before"),
-            count=True,
-        )
-    if searched and store in ("all", permissions.ASSET) and policies.allows(request.user, permissions.ASSET, "view"):
-        asset_page = searching.search_asset_keys(
-            query,
-            params.get("asset_cursor"),
-            scope=scope_of(request.user),
-            deadline=deadline,
-            before=params.get("asset_before"),
-            count=True,
-        )
+    pages = {}
+    deadline = searching.search_deadline()  # one time budget for both stores, the task keys' search first
+    for name, search_keys in (
+        (permissions.TASK, partial(searching.search_task_keys, query, now)),
+        (permissions.ASSET, partial(searching.search_asset_keys, query)),
+    ):
+        if searched and store in ("all", name) and policies.allows(request.user, name, "view"):
+            pages[name] = search_keys(
+                params.get(f"{name}_cursor"),
+                scope=scope_of(request.user),
+                deadline=deadline,
+                before=params.get(f"{name}_before"),
+                count=True,
+            )
+    task_page, asset_page = pages.get(permissions.TASK), pages.get(permissions.ASSET)
     response = render_page(
         request,
         "search/index.html",

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.shortcuts import render
 
 from statestore_admin.access.actors import Actor
-from statestore_admin.dashboard import params
+from statestore_admin.dashboard.http import params
 from statestore_admin.objects import orphans
 from statestore_admin.objects import store as objects
 

@@ -4,7 +4,7 @@ plain-text 400 a download's bad parameters get: a browser shows it as is, with n
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseBadRequest, StreamingHttpResponse
 
-from statestore_admin.dashboard.htmx import error_messages
+from statestore_admin.dashboard.http.htmx import error_messages
 from statestore_admin.exports import documents as exports
 
 

@@ -15,7 +15,7 @@ from django.utils.http import urlencode
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid, NotFound
-from statestore_admin.dashboard.pages import invalid_page, requires_view
+from statestore_admin.dashboard.http.pages import invalid_page, requires_view
 from statestore_admin.state import selectors
 
 # A value that is still one of Airflow's placeholders: Airflow had nothing to put there.

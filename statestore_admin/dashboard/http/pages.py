@@ -1,7 +1,7 @@
 """What every page view shares: the permission decorators, and rendering a page or only its panel for htmx.
 
-Page modules (``views``, ``audit_views``, ``search_views``, …) import from here and never from each other's
-helpers, so the page modules form no import cycle.
+The page modules (``views.*``, ``actions.*``) import from here and never from each other's helpers, so
+the page modules form no import cycle.
 """
 
 from functools import wraps
@@ -10,7 +10,7 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import render
 
 from statestore_admin.access import policies
-from statestore_admin.dashboard.htmx import error_messages
+from statestore_admin.dashboard.http.htmx import error_messages
 
 PANEL = "keys-panel"
 

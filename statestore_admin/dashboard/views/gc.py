@@ -34,7 +34,7 @@ from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
-from statestore_admin.dashboard.htmx import dialog
+from statestore_admin.dashboard.http.htmx import dialog, error_messages
 from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time, local_to_utc
 from statestore_admin.records.models import GcRun
 from statestore_admin.state import selectors
@@ -197,8 +197,7 @@ def gc_run(request):
     try:
         plan = _plan(params, now, bounded=True)
     except Invalid as exc:
-        errors = [message for messages_ in exc.message_dict.values() for message in messages_]
-        return dialog(request, "gc/_run_confirm.html", {"errors": errors}, status=422)
+        return dialog(request, "gc/_run_confirm.html", {"errors": error_messages(exc)}, status=422)
     if request.method == "GET":
         preview = gc.dry_run(replace(plan, with_objects=False), scope=scope_of(request.user))  # rows only
         nothing = preview.backend.is_metastore and preview.rows == 0 and preview.rows_more_than is None

@@ -71,3 +71,27 @@ def region_id(params, name: str = "region_id") -> UUID | None:
     except ValueError:
         message = f"{name} {raw[:80]!r} is not a region id (a UUID such as {SENTINEL_REGION_ID})."
         raise Invalid({name: message}) from None
+
+
+def task_target(params) -> dict:
+    """The task keys a confirmation shows and posts (and its download reads), as the services take them: a task
+    instance (``run``, ``task_id``, ``map_index`` or ``all``), a run's keys matching its page's filter
+    (``in_run``, ``in_task``, ``key_prefix``) or key ids. An unknown run is a 404 like any page of it (the
+    service's lookup, so a run that is not a number is one too); a map index or id that is not a number is
+    ``Invalid``."""
+    if params.get("in_run"):
+        return {
+            "in_run": whole_number(params.get("in_run"), "in_run"),
+            "in_task": params.get("in_task", ""),
+            "key_prefix": params.get("key_prefix", ""),
+        }
+    if params.get("run"):
+        map_index = params.get("map_index", "-1")
+        target = {
+            "run_pk": integer(params, "run", 0),
+            "task_id": params.get("task_id", ""),
+            "map_index": None if map_index == ALL_MAP_INDEXES else whole_number(map_index, "map_index"),
+        }
+        found = region_id(params)  # Airflow 3.4: one region's task instance, or its every index
+        return {**target, "region_id": found} if found is not None else target
+    return {"ids": tuple(whole_number(v, "ids") for v in params.getlist("ids"))}

@@ -1,6 +1,6 @@
-"""The pages. Each reads through ``state.selectors`` and renders a page, or only its panel for htmx.
-
-Filters and cursors live in the query string, so every view of a list can be shared as a link.
+"""The task pages: the DAGs, a DAG's runs, a run's keys, a task instance's keys, and one task key with its
+history. Each reads through ``state.selectors`` and renders a page, or only its panel for htmx; filters and
+cursors live in the query string, so every view of a list can be shared as a link.
 """
 
 from django.shortcuts import redirect, render
@@ -8,34 +8,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from statestore_admin.access import permissions, policies
+from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid, NotFound
-from statestore_admin.dashboard import params
-from statestore_admin.dashboard.pages import invalid_page, render_page, requires_view, requires_view_of_any
+from statestore_admin.dashboard.diffs import key_history
+from statestore_admin.dashboard.http import params
+from statestore_admin.dashboard.http.pages import invalid_page, render_page, requires_view
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors, services
-
-
-def home(request):
-    """The overview: each store's figures only to users who may view that store; the configuration to
-    anyone who may view either."""
-    now = timezone.now()
-    stores = tuple(policies.viewable_stores(request.user))
-    overview = selectors.overview(now, scope=scope_of(request.user), stores=stores) if stores else None
-    return render(request, "overview/index.html", {"overview": overview, "now": now})
-
-
-@requires_view_of_any
-def largest_values(request):
-    """The largest values of the stores the user may view (both, or the one): live on small tables, from
-    the latest statistics snapshot on large ones."""
-    stores = tuple(policies.viewable_stores(request.user))
-    return render(
-        request,
-        "overview/_largest.html",
-        {"largest": selectors.largest_values(scope=scope_of(request.user), stores=stores), "now": timezone.now()},
-    )
 
 
 @requires_view(permissions.TASK)
@@ -131,7 +111,7 @@ def task_instance(request, run_pk, task_id):
 
 def _from_airflow(request, view) -> dict | None:
     """Every coordinate of a task in Airflow 3.4's regions, reached from Airflow's ``/mapped/{n}`` page of one of
-    them (``airflow_map_index``: Airflow's link names no region, airflow_views._task_instance): the index and the
+    them (``airflow_map_index``: Airflow's link names no region, views.from_airflow._task_instance): the index and the
     coordinates at it, which the page names. None on any other page."""
     raw = request.GET.get("airflow_map_index", "")
     if not (view.regional and view.every_map_index and raw.isdigit() and len(raw) <= 9):
@@ -158,29 +138,10 @@ def task_instance_lookup(request):
     return redirect(f"{url}?{urlencode(query)}")
 
 
-@requires_view(permissions.ASSET)
-def asset_list(request):
-    q = request.GET.get("q", "")
-    with_state = request.GET.get("with_state") == "1"
-    page = selectors.assets(request.GET.get("cursor"), q=q, with_state=with_state, scope=scope_of(request.user))
-    return render_page(
-        request, "assets/list.html", {"page": page, "q": q, "with_state": with_state}, "assets/_panel.html"
-    )
-
-
-@requires_view(permissions.ASSET)
-def asset_detail(request, asset_id):
-    asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
-    page = selectors.asset_state(asset, request.GET.get("cursor"))
-    return render_page(request, "assets/detail.html", {"asset": asset, "page": page}, "assets/_keys_panel.html")
-
-
 @requires_view(permissions.TASK)
 def task_key(request, key_id):
     """One task key. A worker-side reference is shown with the value behind it (``objects.resolve_task_row``:
     read only here, never on lists, and only with ``WORKER_BACKEND_READ``) or why that value is not shown."""
-    from statestore_admin.dashboard.audit_views import key_history
-
     try:
         key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     except NotFound:
@@ -198,21 +159,3 @@ def task_key(request, key_id):
         "resolved": objects.resolve_task_row(key),
     }
     return render(request, "keys/task.html", context)
-
-
-@requires_view(permissions.ASSET)
-def asset_key(request, asset_id):
-    from statestore_admin.dashboard.audit_views import key_history
-
-    key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
-    history = key_history(selectors.asset_key_history(key.asset_id, key.key))
-    return render(
-        request,
-        "keys/asset.html",
-        {
-            "key": key,
-            "writer_run": selectors.writer_run(key, scope=scope_of(request.user)),
-            "history": history,
-            "resolved": objects.resolve_asset_row(key, key.asset),
-        },
-    )
