@@ -29,7 +29,15 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 	@if command -v npm >/dev/null; then cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: tests/browser/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
 
-install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json
+# checkov, the static security check of deploy/k8s (tests/operations/test_k8s_manifests.py), in a virtualenv of its
+# own (it requires a packaging older than the dashboard's), built once per version like the Airflow ones.
+CHECKOV_VENV := $(HOME)/.cache/statestore-admin/checkov-$(shell sed -n 's/^checkov==//p' requirements-checkov.txt)
+$(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json $(CHECKOV_VENV)/bin/checkov
 
 # The embedded demo: both databases are SQLite files in var/demo/, whatever the environment says; nothing of it
 # (its users, their password) is in var/dashboard.sqlite3, the database of a dashboard on a real Airflow.
