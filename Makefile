@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install install-dev run serve test test-postgres test-compat lint schema clean-demo image
+.PHONY: install install-dev run serve test test-postgres test-compat test-image lint schema clean-demo image
 
 # Runtime requirements only (what `make run` and `make serve` need); reinstalled when requirements.txt changes.
 $(VENV)/.installed: requirements.txt
@@ -88,6 +88,11 @@ image:
 	$(CONTAINER_ENGINE) build $(IMAGE_BUILD_FLAGS) -f Containerfile -t $(IMAGE) \
 	  --build-arg IMAGE_BASE=$(IMAGE_BASE) --build-arg VERSION=$(IMAGE_VERSION) \
 	  --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) .
+
+# The image as users run it (tests/operations/test_image.py): built with podman on a Debian bookworm base made
+# with debootstrap (scripts/container_base.sh, cached in ~/.cache/statestore-admin), then run against PostgreSQL.
+test-image: install-dev
+	$(PY) -m pytest -m image tests/operations/test_image.py
 
 # Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real
 # `airflow db migrate` (needs PostgreSQL).

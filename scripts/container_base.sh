@@ -25,6 +25,7 @@ if [ ! -s "$tarball" ]; then
   mkdir -p "$cache"
   root=$(mktemp -d -t statestore-base-XXXXXX)
   trap 'rm -rf "$root"' EXIT
+  chmod 0755 "$root" # the image's / (mktemp makes it 0700: no user but root could reach a file)
   debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$root" "$mirror" >&2
   # Nothing of apt's downloads or lists: the image never installs packages.
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
