@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install install-dev run serve test test-postgres test-compat lint schema clean-demo
+.PHONY: install install-dev run serve test test-postgres test-compat test-image lint schema clean-demo image
 
 # Runtime requirements only (what `make run` and `make serve` need); reinstalled when requirements.txt changes.
 $(VENV)/.installed: requirements.txt
@@ -29,7 +29,15 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 	@if command -v npm >/dev/null; then cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: tests/browser/shell/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
 
-install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json
+# checkov, the static security check of deploy/k8s (tests/operations/test_k8s_manifests.py), in a virtualenv of its
+# own (it requires a packaging older than the dashboard's), built once per version like the Airflow ones.
+CHECKOV_VENV := $(HOME)/.cache/statestore-admin/checkov-$(shell sed -n 's/^checkov==//p' requirements-checkov.txt)
+$(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+install-dev: $(VENV)/.installed-dev $(OIDC_PROVIDER)/node_modules/.package-lock.json $(CHECKOV_VENV)/bin/checkov
 
 # The embedded demo: both databases are SQLite files in var/demo/, whatever the environment says; nothing of it
 # (its users, their password) is in var/dashboard.sqlite3, the database of a dashboard on a real Airflow.
@@ -66,6 +74,25 @@ lint: install-dev
 test-compat: install-dev
 	while read -r version; do bash scripts/airflow_venv.sh "$$version" >/dev/null; done <scripts/airflow_versions
 	$(PY) -m pytest -m compat tests/compat
+
+# The container image (Containerfile, docs/container.md). IMAGE: its name; IMAGE_BASE: the base of both stages (any
+# Debian bookworm image with python3 3.11 and python3-venv); CONTAINER_ENGINE: docker where its engine answers, else
+# podman (a command with options works: CONTAINER_ENGINE="podman --runtime runc"); IMAGE_BUILD_FLAGS: more options
+# for the build (podman needs --format docker to keep the HEALTHCHECK, which docker's format has).
+IMAGE_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= statestore-admin:$(IMAGE_VERSION)
+IMAGE_BASE ?= docker.io/library/python:3.11-slim-bookworm
+CONTAINER_ENGINE ?= $(shell docker info >/dev/null 2>&1 && echo docker || echo podman)
+IMAGE_BUILD_FLAGS ?= $(if $(findstring podman,$(CONTAINER_ENGINE)),--format docker)
+image:
+	$(CONTAINER_ENGINE) build $(IMAGE_BUILD_FLAGS) -f Containerfile -t $(IMAGE) \
+	  --build-arg IMAGE_BASE=$(IMAGE_BASE) --build-arg VERSION=$(IMAGE_VERSION) \
+	  --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) .
+
+# The image as users run it (tests/operations/test_image.py): built with podman on a Debian bookworm base made
+# with debootstrap (scripts/container_base.sh, cached in ~/.cache/statestore-admin), then run against PostgreSQL.
+test-image: install-dev
+	$(PY) -m pytest -m image tests/operations/test_image.py
 
 # Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real
 # `airflow db migrate` (needs PostgreSQL).
