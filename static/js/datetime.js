@@ -1,14 +1,10 @@
 // statestore-admin: the one date-time input of the pages (the expiry dialogs, the GC page's "Before", the Audit
 // page's "Since" and "Until"): the browser's <input type="datetime-local">, in the reader's time zone (named
 // beside it, sent with the form as "tz"), and under it the time picked written as the app writes times,
-// "31 Dec 2026, 22:00", whatever format the browser's own picker uses. Loaded by each page or dialog that has
-// one; the listeners are added once.
+// "31 Dec 2026, 22:00", whatever format the browser's own picker uses. Loaded once by every page (base.html),
+// deferred: the listeners are delegated to the document, and what htmx swaps in is set up after the swap.
 (function () {
   "use strict";
-  if (window.statestoreDateTime) {
-    window.statestoreDateTime.setUp();
-    return;
-  }
   const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
   const SELECTOR = "input[type=datetime-local]";
 
@@ -49,6 +45,5 @@
   }));
   document.addEventListener("htmx:afterSwap", setUp);
 
-  window.statestoreDateTime = { setUp: setUp };
   setUp();
 })();

@@ -1,13 +1,10 @@
 // statestore-admin: the expiry picker of the expiry and add-key dialogs (templates/actions/_form_fields.html).
 // The quick choices ("in 1 day", "in 7 days"; "Never" is one of the options) fill the date-time picker, in the time zone the form was shown in (its "tz" field);
 // picking a date chooses "At a date and time"; a time that has passed shows the warning and the box that
-// confirms it. The server checks all of it again. Loaded by each dialog: the listeners are added once.
+// confirms it. The server checks all of it again. Loaded once by every page (base.html), deferred: the listeners
+// are delegated to the document, and a dialog htmx swaps in is set up after the swap.
 (function () {
   "use strict";
-  if (window.statestoreExpiry) {
-    window.statestoreExpiry.setUp();
-    return;
-  }
   const DAY = 24 * 60 * 60 * 1000;
 
   // What <input type="datetime-local"> holds for `date` in `zone`: "2026-12-30T17:43".
@@ -65,6 +62,6 @@
     if (event.target.name === "expires_at" || event.target.name === "expiry") update(form);
   }));
 
-  window.statestoreExpiry = { setUp: setUp };
+  document.addEventListener("htmx:afterSwap", setUp);
   setUp();
 })();

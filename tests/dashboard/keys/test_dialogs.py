@@ -160,7 +160,9 @@ def test_bad_times_are_refused_on_the_field(berlin, run, fields, message):
 
 def test_the_add_form_uses_the_same_picker_and_confirmation(berlin, run):
     html = berlin.get(f"/runs/{run.pk}/tasks/submit/add/", **HX).content.decode()
-    assert 'type="datetime-local"' in html and "data-past-warning hidden" in html and "js/expiry.js" in html
+    assert 'type="datetime-local"' in html and "data-past-warning hidden" in html and "data-expiry-form" in html
+    # the picker's script is loaded once by the page the dialog opens on (base.html), not by the dialog
+    assert "js/expiry.js" in berlin.get(f"/runs/{run.pk}/tasks/submit/").content.decode()
     past = {"key": "k", "value": "1", "map_index": "-1", "expiry": "at", "expires_at": "2020-01-01T00:00", "tz": BERLIN}
     refused = berlin.post(f"/runs/{run.pk}/tasks/submit/add/", past, **HX)
     assert refused.status_code == 422 and "This time has passed" in field_errors(refused, "expires_at")
