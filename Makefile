@@ -29,7 +29,7 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 	@if command -v npm >/dev/null; then cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm is missing: tests/browser/shell/test_oidc_sign_in.py will be skipped (apt-get install -y nodejs npm)"; fi
 
-# checkov, the static security check of deploy/k8s (tests/operations/test_k8s_manifests.py), in a virtualenv of its
+# checkov, the static security check of deploy/k8s (tests/deploy/test_k8s_manifests.py), in a virtualenv of its
 # own (it requires a packaging older than the dashboard's), built once per version like the Airflow ones.
 CHECKOV_VENV := $(HOME)/.cache/statestore-admin/checkov-$(shell sed -n 's/^checkov==//p' requirements-checkov.txt)
 $(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
@@ -89,10 +89,10 @@ image:
 	  --build-arg IMAGE_BASE=$(IMAGE_BASE) --build-arg VERSION=$(IMAGE_VERSION) \
 	  --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) .
 
-# The image as users run it (tests/operations/test_image.py): built with podman on a Debian bookworm base made
+# The image as users run it (tests/deploy/test_image.py): built with podman on a Debian bookworm base made
 # with debootstrap (scripts/container_base.sh, cached in ~/.cache/statestore-admin), then run against PostgreSQL.
 test-image: install-dev
-	$(PY) -m pytest -m image tests/operations/test_image.py
+	$(PY) -m pytest -m image tests/deploy/test_image.py
 
 # Regenerate the schema fixtures of each pinned Airflow version (scripts/airflow_versions) from a real
 # `airflow db migrate` (needs PostgreSQL).
