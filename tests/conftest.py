@@ -3,9 +3,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections
 
-from statestore_admin.access import permissions, scopes
+from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.schema import create_airflow_schema
+from statestore_admin.records.models import AccessScope
 
 from . import factories
 
@@ -62,7 +63,8 @@ def user_factory(db):
     def make(username="operator", password="pw-for-tests", perms=(), unscoped=True, **fields):
         user = get_user_model().objects.create_user(username=username, password=password, **fields)
         if unscoped and not user.is_superuser:  # a superuser is never scoped
-            scopes.grant(user, unscoped=True)
+            # the row itself, not grants.grant: a fixture's account is no audited change of the test's
+            AccessScope.objects.create(user=user, kind=AccessScope.Kind.ALL, pattern="*")
         for perm in perms:
             store, action = perm.split(".")
             app_label, codename = permissions.codename(store, action).split(".")

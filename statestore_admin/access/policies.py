@@ -182,12 +182,21 @@ def may_take_snapshot(who) -> bool:
 
 
 # Access scopes, accounts and tokens (Django's admin asks these) ----------------------------------------------
-def may_manage_scopes(user) -> bool:
-    """Whether ``user`` may list, grant, edit or revoke scopes, anyone's: superusers only. A scope limits its
-    holder, so nobody it could limit may touch one (superusers are never scoped); and the list of every
-    holder's patterns is not for a scoped user either. The model's own view/add/change/delete permissions
-    on access scopes give nothing: no role holds them, and holding them is not enough."""
+def may_manage_scopes(who) -> bool:
+    """Whether ``who`` may list, grant, edit or revoke scopes, anyone's: superusers only (and a command acting
+    as the system). A scope limits its holder, so nobody it could limit may touch one (superusers are never
+    scoped); and the list of every holder's patterns is not for a scoped user either. The model's own
+    view/add/change/delete permissions on access scopes give nothing: no role holds them, and holding them is
+    not enough."""
+    if _is_system(who):
+        return True
+    user = _user(who)
     return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
+
+
+def require_manage_scopes(who) -> None:
+    if not may_manage_scopes(who):
+        raise Forbidden("Only a superuser may grant or revoke access scopes.")
 
 
 def may_change_accounts(user) -> bool:

@@ -197,7 +197,7 @@ def rule_for(user) -> str:
     )
 
 
-# Granting (the grant_scope and revoke_scope commands; /admin/ edits AccessScope rows directly) ---------
+# Holders of grants (granting and revoking, audited: ``grants.services``) ----------------------------------
 def find_holder(name: str, kind: str | None = None):
     """The group or user called ``name`` (``kind``: "group" or "user" when both exist)."""
     from django.contrib.auth.models import Group
@@ -214,60 +214,15 @@ def find_holder(name: str, kind: str | None = None):
     return group or user
 
 
-def _holder_filter(holder) -> dict:
+def holder_filter(holder) -> dict:
     from django.contrib.auth.models import Group
 
     return {"group": holder} if isinstance(holder, Group) else {"user": holder}
-
-
-def grant(holder, *, dags: list[str] = (), assets: list[str] = (), unscoped: bool = False) -> int:
-    """Add patterns to a group's or user's scope, or with ``unscoped`` grant every DAG and asset; returns how many
-    grants were new. A holder's own grants are patterns or every DAG and asset, not both: granting one removes
-    the other (patterns beside every DAG and asset would restrict nothing)."""
-    from django.db import transaction
-
-    from statestore_admin.records.models import AccessScope
-
-    patterns = [(AccessScope.Kind.DAG, validate_pattern(p)) for p in dags]
-    patterns += [(AccessScope.Kind.ASSET, validate_pattern(p)) for p in assets]
-    if unscoped and patterns:
-        raise Invalid("Give either patterns (--dags, --assets) or --unscoped, not both.")
-    if unscoped:
-        patterns = [(AccessScope.Kind.ALL, "*")]
-    if not patterns:
-        raise Invalid("Give at least one pattern with --dags or --assets, or --unscoped.")
-    rows = AccessScope.objects.filter(**_holder_filter(holder))
-    added = 0
-    with transaction.atomic():
-        if unscoped:
-            rows.exclude(kind=AccessScope.Kind.ALL).delete()
-        else:
-            rows.filter(kind=AccessScope.Kind.ALL).delete()
-        for kind, pattern in patterns:
-            _, created = AccessScope.objects.get_or_create(**_holder_filter(holder), kind=kind, pattern=pattern)
-            added += created
-    return added
-
-
-def revoke(holder, *, dags: list[str] = (), assets: list[str] = (), everything: bool = False) -> int:
-    """Remove patterns (or, with ``everything``, every grant of the holder's own, every DAG and asset included: a
-    user then sees what their groups give, nothing without them)."""
-    from statestore_admin.records.models import AccessScope
-
-    rows = AccessScope.objects.filter(**_holder_filter(holder))
-    if not everything:
-        if not dags and not assets:
-            raise Invalid("Give the patterns to remove with --dags or --assets, or --all.")
-        rows = rows.filter(
-            Q(kind=AccessScope.Kind.DAG, pattern__in=list(dags))
-            | Q(kind=AccessScope.Kind.ASSET, pattern__in=list(assets))
-        )
-    return rows.delete()[0]
 
 
 def patterns_of(holder) -> Scope:
     """The grants made directly to a group or user (a user's groups not included): nothing without any."""
     from statestore_admin.records.models import AccessScope
 
-    rows = list(AccessScope.objects.filter(**_holder_filter(holder)).values_list("kind", "pattern"))
+    rows = list(AccessScope.objects.filter(**holder_filter(holder)).values_list("kind", "pattern"))
     return _granted(rows) if rows else nothing()

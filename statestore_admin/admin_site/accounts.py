@@ -1,13 +1,18 @@
 """Django admin's accounts and access scopes: the scope patterns (superusers only), and Django's own user
 and group admins registered again with those patterns inline and a guard that keeps a scoped user from
-widening their own scope."""
+widening their own scope. Grants are added, changed and deleted through ``grants`` as the admin's user, so
+each is audited and refused as ``grant_scope`` refuses it."""
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
 from django.utils.translation import gettext_lazy as _
 
+from statestore_admin import grants
+from statestore_admin.access.actors import ADMIN, Actor
 from statestore_admin.access.policies import locked_account_fields, may_change_accounts, may_manage_scopes
 from statestore_admin.access.scopes import rule_for
 from statestore_admin.core import formatting
@@ -42,9 +47,59 @@ class AccessScopeAdmin(ScopeManagersOnly, admin.ModelAdmin):
     autocomplete_fields = ("group", "user")
     readonly_fields = ("created_at",)  # set when granted, not typed in
 
+    def save_model(self, request, obj, form, change):
+        if change and not form.has_changed():
+            return
+        actor = Actor.from_request(request, via=ADMIN)
+        if change:  # the row as it was: another pattern, or another holder's
+            _revoke_row(AccessScope.objects.get(pk=obj.pk), actor)
+        granted = _grant_row(obj, actor)
+        obj.pk, obj.created_at = granted.pk, granted.created_at  # the admin links to the row granted
+
+    def delete_model(self, request, obj):
+        _revoke_row(obj, Actor.from_request(request, via=ADMIN))
+
+    def delete_queryset(self, request, queryset):
+        actor = Actor.from_request(request, via=ADMIN)
+        for row in queryset.select_related("group", "user"):
+            _revoke_row(row, actor)
+
+
+def _pattern_of(row: AccessScope) -> dict:
+    """A row as ``grants.grant``'s and ``grants.revoke``'s arguments."""
+    if row.kind == AccessScope.Kind.ALL:
+        return {"unscoped": True}
+    return {"dags" if row.kind == AccessScope.Kind.DAG else "assets": [row.pattern]}
+
+
+def _grant_row(row: AccessScope, actor: Actor) -> AccessScope:
+    holder = row.group or row.user
+    grants.grant(holder, **_pattern_of(row), actor=actor)
+    return AccessScope.objects.get(group=row.group, user=row.user, kind=row.kind, pattern=row.pattern)
+
+
+def _revoke_row(row: AccessScope, actor: Actor) -> None:
+    grants.revoke(row.group or row.user, **_pattern_of(row), actor=actor)
+
+
+class OneKindOfGrant(BaseInlineFormSet):
+    """A holder's own grants are patterns or every DAG and asset, not both, as ``grant_scope`` refuses them:
+    each row's own check (``AccessScope.clean``) sees only the rows saved already, not those added beside it."""
+
+    def clean(self):
+        super().clean()
+        kept = [form.cleaned_data for form in self.forms if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+        kinds = {data.get("kind") for data in kept} - {None}
+        if AccessScope.Kind.ALL in kinds and len(kinds) > 1:
+            raise ValidationError(
+                "Give either patterns or every DAG and asset (unscoped), not both: patterns beside every DAG and "
+                "asset would restrict nothing."
+            )
+
 
 class AccessScopeInline(ScopeManagersOnly, admin.TabularInline):
     model = AccessScope
+    formset = OneKindOfGrant
     fields = ("kind", "pattern")
     extra = 1
     verbose_name_plural = _(
@@ -57,7 +112,8 @@ class AccessScopeInline(ScopeManagersOnly, admin.TabularInline):
 class AccountsGuard:
     """Users and groups, as Django's admin has them, but no way to widen one's own scope through them: a
     user with a scope changes no account (``policies.may_change_accounts``), and some fields are locked
-    (``policies.locked_account_fields``: superuser status, one's own groups and permissions)."""
+    (``policies.locked_account_fields``: superuser status, one's own groups and permissions). Their scope
+    rows inline are granted and revoked as the admin's user."""
 
     def has_add_permission(self, request):
         return super().has_add_permission(request) and may_change_accounts(request.user)
@@ -71,6 +127,20 @@ class AccountsGuard:
     def get_readonly_fields(self, request, obj=None):
         locked = locked_account_fields(request.user, obj) if self.model is get_user_model() else ()
         return (*super().get_readonly_fields(request, obj), *locked)
+
+    def save_formset(self, request, form, formset, change):
+        """The scope rows inline are granted and revoked through ``grants``, the others saved as Django does."""
+        if formset.model is not AccessScope:
+            return super().save_formset(request, form, formset, change)
+        formset.save(commit=False)  # what the form changed, for the admin's history; nothing saved yet
+        actor = Actor.from_request(request, via=ADMIN)
+        for row in formset.deleted_objects:
+            _revoke_row(row, actor)
+        for row, _fields in formset.changed_objects:
+            _revoke_row(AccessScope.objects.get(pk=row.pk), actor)
+            _grant_row(row, actor)
+        for row in formset.new_objects:
+            _grant_row(row, actor)
 
 
 class ExternalIdentityInline(admin.TabularInline):

@@ -96,6 +96,8 @@ def restore_event(
             Action.PRUNE: "Pruned audit events are not restored: the prune only records its counts.",
             Action.TOKEN: "An issued API token is not a key: revoke it instead.",
             Action.REVOKE: "A revoked API token stays revoked: create a new one instead.",
+            Action.GRANT: "A granted access scope is not a key: revoke it instead.",
+            Action.UNGRANT: "A revoked access scope is not a key: grant it again instead.",
         }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
         raise Invalid({"event": reason})
     _require_few_enough(actor, event.key_count, "event", f"--event {event.pk}")

@@ -79,9 +79,11 @@ class AuditEvent(models.Model):
         PRUNE = "prune", "prune audit trail"
         TOKEN = "token", "issue API token"
         REVOKE = "revoke", "revoke API token"
+        GRANT = "grant", "grant access scope"
+        UNGRANT = "ungrant", "revoke access scope"
 
     # Events of no store that only those who view both stores see (audit.trail), and the actions with no keys
-    BOTH_STORES = (Action.ORPHANS, Action.PRUNE, Action.TOKEN, Action.REVOKE)
+    BOTH_STORES = (Action.ORPHANS, Action.PRUNE, Action.TOKEN, Action.REVOKE, Action.GRANT, Action.UNGRANT)
     KEYLESS = (Action.GC, *BOTH_STORES)
 
     class Via(models.TextChoices):
@@ -147,13 +149,13 @@ class AuditEvent(models.Model):
     @property
     def viewed_with(self) -> tuple[str, ...]:
         """The stores a user must view to see this event: an orphans run's objects are of both stores, and so
-        are the trail a prune deletes and the access an API token gives."""
+        are the trail a prune deletes and the access an API token or an access scope gives."""
         return ("task", "asset") if self.action in self.BOTH_STORES else (self.visible_store,)
 
     @property
     def restorable(self) -> bool:
-        """GC follows Airflow's rules, deleted orphans had no row, a pruned event, an issued or revoked token
-        are no keys, and a failed change changed nothing: none can be restored."""
+        """GC follows Airflow's rules, deleted orphans had no row, a pruned event, an issued or revoked token, a
+        granted or revoked scope are no keys, and a failed change changed nothing: none can be restored."""
         return self.action not in self.KEYLESS and self.status != self.Status.FAILED
 
     @property
@@ -272,7 +274,7 @@ class AccessScope(models.Model):
             raise ValidationError({"pattern": exc.messages}) from None
 
     def _refuse_mixing_with_every_dag_and_asset(self):
-        """A holder's own grants are patterns or every DAG and asset, as ``scopes.grant`` keeps them: a pattern added
+        """A holder's own grants are patterns or every DAG and asset, as ``grants.grant`` keeps them: a pattern added
         beside every DAG and asset would restrict nothing (the union is everything), which is not what its author
         meant."""
         from django.core.exceptions import ValidationError

@@ -12,6 +12,7 @@ from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from statestore_admin import grants
 from statestore_admin.access import scopes
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import EVERYTHING, Scope, glob_q, glob_regex, scope_of
@@ -182,7 +183,7 @@ def make_user(username, *groups, superuser=False, password="pw-for-tests", unsco
     """A local account in ``groups``; with ``unscoped``, granted every DAG and asset (an administrator's choice)."""
     user = User.objects.create_user(username=username, password=password, is_superuser=superuser)
     if unscoped:
-        scopes.grant(user, unscoped=True)
+        grants.grant(user, unscoped=True, actor=Actor.command())
     for name in groups:
         user.groups.add(Group.objects.get_or_create(name=name)[0])
     user = User.objects.get(pk=user.pk)
@@ -218,12 +219,12 @@ def test_losing_the_last_grant_never_widens():
     user.groups.remove(team)
     assert scope_of(fresh(user)) == Scope(dags=(), assets=())
     everything = Group.objects.create(name="platform")
-    scopes.grant(everything, unscoped=True)
+    grants.grant(everything, unscoped=True, actor=Actor.command())
     user.groups.add(everything, team)
     assert scope_of(fresh(user)) is EVERYTHING  # the union: every DAG and asset
     user.groups.remove(everything)
     assert scope_of(fresh(user)).dags == ("etl_*",)  # narrower, never wider
-    scopes.revoke(team, everything=True)
+    grants.revoke(team, everything=True, actor=Actor.command())
     assert scope_of(fresh(user)) == Scope(dags=(), assets=())
 
 
@@ -245,12 +246,12 @@ def test_an_account_single_sign_on_manages_gets_default_scope_without_a_grant(se
 
 def test_patterns_and_unscoped_replace_each_other_on_one_holder():
     user = make_user("cleo", unscoped=True)
-    scopes.grant(user, dags=["etl_*"])
+    grants.grant(user, dags=["etl_*"], actor=Actor.command())
     assert rows() == [("user:cleo", "dag", "etl_*")]
-    scopes.grant(user, unscoped=True)
+    grants.grant(user, unscoped=True, actor=Actor.command())
     assert rows() == [("user:cleo", "all", "*")]
     with pytest.raises(scopes.Invalid):
-        scopes.grant(user, dags=["etl_*"], unscoped=True)
+        grants.grant(user, dags=["etl_*"], unscoped=True, actor=Actor.command())
 
 
 def test_scoped_through_a_group_and_the_union_with_the_users_own():

@@ -7,7 +7,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 
+from statestore_admin import grants
 from statestore_admin.access import scopes
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import roles
 from statestore_admin.records.models import AccessScope
 from tests.conftest import BOTH_DATABASES
@@ -25,9 +27,9 @@ def world(dag_run_factory, task_instance_factory, task_key_factory):
         task_instance_factory(run, task_id="t")
         task_key_factory(run, task_id="t", key=f"{dag_id}-key", value=f"{dag_id}-value")
     nope = Group.objects.create(name="nope team")
-    scopes.grant(nope, dags=["nope_*"])
+    grants.grant(nope, dags=["nope_*"], actor=Actor.command())
     other = Group.objects.create(name="other team")
-    scopes.grant(other, dags=["other_private_*"])
+    grants.grant(other, dags=["other_private_*"], actor=Actor.command())
     return {"nope": nope, "other": other}
 
 

@@ -46,7 +46,7 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.audit import events as audit
@@ -297,11 +297,11 @@ def _user(username: str, who: Principal, **fields):
 
 def _scope(w, who: Principal) -> None:
     if who.scoped and who.own_grant:
-        scopes.grant(w.user, dags=["etl_*"], assets=["etl.*"])
+        grants.grant(w.user, dags=["etl_*"], assets=["etl.*"], actor=Actor.command())
     elif who.scoped:
         w.user.groups.add(w.team)
     else:  # a local account sees nothing without a grant: these are made unscoped, as an administrator would
-        scopes.grant(w.user, unscoped=True)
+        grants.grant(w.user, unscoped=True, actor=Actor.command())
 
 
 def build_world(who: Principal) -> SimpleNamespace:
@@ -362,7 +362,7 @@ def build_world(who: Principal) -> SimpleNamespace:
     # figures of both DAGs and assets: the insights' lists are searched too
     w.snapshot = stats.take_snapshot(actor=Actor.command())
     w.team = Group.objects.create(name="etl-team")
-    scopes.grant(w.team, dags=["etl_*"], assets=["etl.*"])
+    grants.grant(w.team, dags=["etl_*"], assets=["etl.*"], actor=Actor.command())
     w.scope_row = AccessScope.objects.filter(group=w.team).first()
     w.other_user = get_user_model().objects.create_user(username="someone-else", password="pw-for-matrix")
     w.other_token, _ = ApiToken.issue(w.other_user, "someone else's")

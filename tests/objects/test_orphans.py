@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Forbidden
 from statestore_admin.objects import listing, orphans
@@ -307,7 +307,7 @@ def test_access_needs_both_stores_unscoped_and_delete_for_deleting(world, user_f
     task_only = user_factory("task-only", perms=["task.view", "task.delete"])
     assert not orphans.access(task_only).view
     scoped = user_factory("scoped", perms=ALL_PERMS)
-    scopes.grant(scoped, dags=["etl_*"], assets=["*"])
+    grants.grant(scoped, dags=["etl_*"], assets=["*"], actor=Actor.command())
     assert orphans.access(scoped) == orphans.OrphansAccess(False, False)
     with pytest.raises(Forbidden):
         orphans.report(older_than=timedelta(days=1), delete=True, actor=Actor(via="ui", user=viewer))
@@ -389,7 +389,7 @@ def test_the_api_shape_and_its_permissions(world, client, viewer, nobody, user_f
     client.force_login(nobody)
     assert client.get("/api/statestore/v1/orphans").status_code == 403
     scoped = user_factory("scoped", perms=ALL_PERMS)
-    scopes.grant(scoped, dags=["*"], assets=["etl.*"])
+    grants.grant(scoped, dags=["*"], assets=["etl.*"], actor=Actor.command())
     client.force_login(scoped)
     assert client.get("/api/statestore/v1/orphans").status_code == 403
     client.logout()
@@ -432,7 +432,7 @@ def test_the_page_and_its_link_need_view_on_both_stores_unscoped(client, nobody,
     assert client.get("/orphans/").status_code == 403
     assert 'href="/orphans/"' not in client.get("/").content.decode()
     scoped = user_factory("scoped", perms=ALL_PERMS)
-    scopes.grant(scoped, dags=["etl_*"], assets=["*"])
+    grants.grant(scoped, dags=["etl_*"], assets=["*"], actor=Actor.command())
     client.force_login(scoped)
     assert client.get("/orphans/").status_code == 403
     assert 'href="/orphans/"' not in client.get("/").content.decode()

@@ -16,7 +16,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
+from statestore_admin.access.actors import Actor
 from statestore_admin.identity import sign_in
 from statestore_admin.records.models import AccessScope, ExternalIdentity
 from statestore_admin.sso import proxy
@@ -42,7 +43,7 @@ def world():
         run = factories.make_dag_run(dag_id, run_id=RUN_ID)
         factories.make_task_instance(run, task_id="t")
         keys[dag_id] = factories.make_task_key(run, task_id="t", key=f"k_{dag_id}", value=f"VALUE-{dag_id}")
-    scopes.grant(Group.objects.create(name="scope-etl"), dags=["etl_*"], assets=["etl.*"])
+    grants.grant(Group.objects.create(name="scope-etl"), dags=["etl_*"], assets=["etl.*"], actor=Actor.command())
     return keys
 
 
@@ -362,7 +363,7 @@ def test_a_local_account_sees_everything_only_when_made_unscoped(client, user_fa
     local = user_factory("lena", perms=["task.view"], unscoped=False)
     client.force_login(local)
     assert_sees_nothing(client)
-    scopes.grant(local, unscoped=True)
+    grants.grant(local, unscoped=True, actor=Actor.command())
     assert client.get("/dags/ml_x/").status_code == 200
     assert NO_SCOPE_NOTICE not in client.get("/dags/").content.decode()
     assert client.get(key_url("etl_a")).json()["value"] == "VALUE-etl_a"

@@ -28,6 +28,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='auditevent',
             name='action',
-            field=models.CharField(choices=[('add', 'add key'), ('set', 'set value'), ('patch', 'edit value'), ('expiry', 'set expiry'), ('expire', 'expire'), ('delete', 'delete'), ('clear', 'clear'), ('restore', 'restore'), ('gc', 'garbage collection'), ('orphans', 'delete orphans'), ('prune', 'prune audit trail'), ('token', 'issue API token'), ('revoke', 'revoke API token')], max_length=8),
+            field=models.CharField(choices=[('add', 'add key'), ('set', 'set value'), ('patch', 'edit value'), ('expiry', 'set expiry'), ('expire', 'expire'), ('delete', 'delete'), ('clear', 'clear'), ('restore', 'restore'), ('gc', 'garbage collection'), ('orphans', 'delete orphans'), ('prune', 'prune audit trail'), ('token', 'issue API token'), ('revoke', 'revoke API token'), ('grant', 'grant access scope'), ('ungrant', 'revoke access scope')], max_length=8),
         ),
     ]

@@ -11,8 +11,7 @@ from django.core import checks
 from django.test import override_settings
 from django.utils import timezone
 
-from statestore_admin import gc
-from statestore_admin.access import scopes
+from statestore_admin import gc, grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.models import TaskStateStore
@@ -66,7 +65,7 @@ def test_the_page_needs_view_on_task_state(client, nobody, user_factory):
 
 
 def test_a_scoped_user_is_refused_the_page_and_the_run_and_has_no_nav_link(client, admin_user, store):
-    scopes.grant(admin_user, dags=["etl_*"])
+    grants.grant(admin_user, dags=["etl_*"], actor=Actor.command())
     client.force_login(admin_user)
     response = client.get("/gc/")
     assert response.status_code == 403

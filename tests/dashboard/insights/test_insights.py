@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
+from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import EVERYTHING, Scope
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import insights
@@ -158,7 +159,7 @@ def scoped(user_factory):
     """A Viewer-like user scoped to DAGs etl_* and assets etl.*."""
     user = user_factory("scoped", perms=["task.view", "asset.view"], unscoped=False)
     team = Group.objects.create(name="etl-team")
-    scopes.grant(team, dags=["etl_*"], assets=["etl.*"])
+    grants.grant(team, dags=["etl_*"], assets=["etl.*"], actor=Actor.command())
     user.groups.add(team)
     return user
 

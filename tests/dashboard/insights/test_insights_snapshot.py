@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Conflict
 from statestore_admin.dashboard.charts import _axis, compact, size, time_labels
@@ -55,10 +55,10 @@ def test_taking_a_snapshot_needs_the_permission_no_scope_post_and_csrf(client, v
         client.force_login(user)
         assert 'data-testid="take-snapshot"' not in client.get("/insights/").content.decode()
         assert client.post("/insights/snapshot/").status_code == 403
-    scopes.grant(admin, dags=["etl_*"])
+    grants.grant(admin, dags=["etl_*"], actor=Actor.command())
     client.force_login(admin)
     assert client.post("/insights/snapshot/").status_code == 403
-    scopes.revoke(admin, everything=True)
+    grants.revoke(admin, everything=True, actor=Actor.command())
     assert client.get("/insights/snapshot/").status_code == 405
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(admin)

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.exports import restore as restores
@@ -226,7 +226,7 @@ def test_a_viewer_may_not_act_on_a_run(client, viewer, run):
 def test_a_scoped_operator_cannot_reach_another_dags_run(client, user_factory, run, dag_run_factory, task_key_factory):
     user = user_factory("scoped-op", perms=ALL_PERMS, unscoped=False)
     team = Group.objects.create(name="ml-team")
-    scopes.grant(team, dags=["ml_*"], assets=[])
+    grants.grant(team, dags=["ml_*"], assets=[], actor=Actor.command())
     user.groups.add(team)
     client.force_login(user)
     assert client.get(f"/runs/{run.pk}/").status_code == 404

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
@@ -106,7 +106,7 @@ def _role_user(name: str, role: str, team: str | None, password: str) -> None:
     user.groups.add(Group.objects.get(name=role))
     if team:
         group, _ = Group.objects.get_or_create(name=team)
-        scopes.grant(group, **DEMO_TEAM_SCOPE)
+        grants.grant(group, **DEMO_TEAM_SCOPE, actor=Actor.command())
         user.groups.add(group)
     elif created:
-        scopes.grant(user, unscoped=True)
+        grants.grant(user, unscoped=True, actor=Actor.command())

@@ -1,7 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from statestore_admin.access import scopes
+from statestore_admin import grants
+from statestore_admin.access.actors import Actor
 from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, describe, holder_of
+from statestore_admin.core.errors import Invalid
 
 
 class Command(BaseCommand):
@@ -20,7 +22,7 @@ class Command(BaseCommand):
     def handle(self, *args, dags, assets, everything, **options):
         holder = holder_of(options)
         try:
-            removed = scopes.revoke(holder, dags=dags, assets=assets, everything=everything)
-        except scopes.Invalid as exc:
+            removed = grants.revoke(holder, dags=dags, assets=assets, everything=everything, actor=Actor.command())
+        except Invalid as exc:
             raise CommandError(" ".join(exc.messages)) from None
         self.stdout.write(f"Removed {removed} pattern(s). Scope of {describe(holder)}.")
