@@ -410,6 +410,73 @@ def test_grant_and_revoke_unscoped_through_the_commands():
     assert scope_of(User.objects.get(username="hal")) == Scope(dags=(), assets=())
 
 
+def scope_events(action) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(action=action).order_by("pk"))
+
+
+def test_the_commands_record_who_granted_and_revoked():
+    Group.objects.create(name="team-etl")
+    run("grant_scope", "team-etl", "--dags", "etl_*", "--assets", "etl.*")
+    run("grant_scope", "team-etl", "--dags", "etl_*")  # granted already: no change, no event
+    run("revoke_scope", "team-etl", "--dags", "etl_*", "not-granted")
+    run("revoke_scope", "team-etl", "--dags", "not-granted")  # nothing removed: no event
+    run("grant_scope", "team-etl", "--unscoped")  # replaces the asset pattern
+    (granted, unscoped) = scope_events(AuditEvent.Action.GRANT)
+    (revoked,) = scope_events(AuditEvent.Action.UNGRANT)
+    command = Actor.command()
+    for event in (granted, revoked, unscoped):
+        assert (event.actor, event.user, event.via, event.status) == (command.name, None, "command", "done")
+        assert (event.os_user, event.host, event.store, event.key_count) == (command.os_user, command.host, "", 0)
+        assert event.details["group"] == "team-etl"
+    assert granted.details["added"] == [{"kind": "dag", "pattern": "etl_*"}, {"kind": "asset", "pattern": "etl.*"}]
+    assert granted.details["removed"] == []
+    assert revoked.details == {"group": "team-etl", "added": [], "removed": [{"kind": "dag", "pattern": "etl_*"}]}
+    assert unscoped.details["added"] == [{"kind": "all", "pattern": "*"}]
+    assert unscoped.details["removed"] == [{"kind": "asset", "pattern": "etl.*"}]
+
+
+def test_only_those_who_manage_scopes_grant_or_revoke():
+    team = Group.objects.create(name="team-etl")
+    admin = make_user("staff-admin", "Admin", unscoped=True)
+    before = (rows(), AuditEvent.objects.count())
+    with pytest.raises(scopes.Forbidden):
+        grants.grant(team, dags=["etl_*"], actor=Actor(via="ui", user=admin))
+    with pytest.raises(scopes.Forbidden):
+        grants.revoke(admin, everything=True, actor=Actor(via="ui", user=admin))
+    assert (rows(), AuditEvent.objects.count()) == before
+    root = make_user("root", superuser=True)
+    grants.grant(team, dags=["etl_*"], actor=Actor(via="ui", user=root))
+    (event,) = scope_events(AuditEvent.Action.GRANT)[-1:]
+    assert (event.actor, event.user, event.details["group"]) == ("root", root, "team-etl")
+
+
+def test_scope_events_are_for_viewers_of_both_stores_and_not_restorable(client):
+    from statestore_admin.core.errors import Invalid
+    from statestore_admin.exports import restore as restores
+
+    make_user("frank")
+    run("grant_scope", "frank", "--dags", "etl_*")
+    run("revoke_scope", "frank", "--all")
+    events = [*scope_events(AuditEvent.Action.GRANT), *scope_events(AuditEvent.Action.UNGRANT)]
+    assert [e.details["user"] for e in events] == ["frank", "frank"]
+    task_only = make_user("task-only", unscoped=True)
+    task_only.user_permissions.add(Permission.objects.get(codename="view_taskstatestore"))
+    client.force_login(task_only)
+    for event in events:
+        assert event.viewed_with == ("task", "asset")
+        assert client.get(f"/audit/{event.pk}/").status_code == 403
+        with pytest.raises(Invalid, match="not a key"):
+            restores.restore_event(actor=Actor.command(), event_id=event.pk)
+    viewer = make_user("viewer", "Viewer", unscoped=True)
+    client.force_login(viewer)
+    assert client.get(f"/audit/{events[1].pk}/").status_code == 200
+    page = client.get(f"/audit/{events[0].pk}/").content.decode()
+    assert "its details name the group or user and the access-scope patterns" in page
+    client.force_login(make_user("scoped-viewer", "Viewer", "team-etl"))
+    grants.grant(Group.objects.get(name="team-etl"), dags=["*"], assets=["*"], actor=Actor.command())
+    assert client.get(f"/audit/{events[0].pk}/").status_code == 404  # a scoped viewer sees no store-wide event
+
+
 # Roles ----------------------------------------------------------------------------------------------
 def role_permissions(name) -> set[tuple[str, str]]:
     return set(Group.objects.get(name=name).permissions.values_list("content_type__app_label", "codename").order_by())

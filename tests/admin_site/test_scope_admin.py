@@ -11,7 +11,7 @@ from statestore_admin import grants
 from statestore_admin.access import scopes
 from statestore_admin.access.actors import Actor
 from statestore_admin.identity import roles
-from statestore_admin.records.models import AccessScope
+from statestore_admin.records.models import AccessScope, AuditEvent
 from tests.conftest import BOTH_DATABASES
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -208,3 +208,100 @@ def test_the_users_page_says_which_rule_applies_and_unscoped_is_granted_with_sta
     mixed = client.post(f"{SCOPES}add/", {"group": world["nope"].pk, "kind": "all", "pattern": "*"})
     assert mixed.status_code == 200 and "This holder has patterns" in mixed.content.decode()
     assert AccessScope.objects.filter(kind="all").count() == 1
+
+
+# Who granted and revoked: the admin goes through grants, as the commands do ----------------------------------
+def scope_events():
+    return [
+        (e.action, e.actor, e.via, e.details)
+        for e in AuditEvent.objects.filter(action__in=["grant", "ungrant"]).order_by("pk")
+    ]
+
+
+def group_form(group, *rows, initial=()):
+    """What the admin's group change form posts: its name, and the scope inline's ``initial`` rows (AccessScope
+    objects, kept as they are) then ``rows`` ((kind, pattern) to add)."""
+    form = {"name": group.name, "statestore_scopes-INITIAL_FORMS": str(len(initial))}
+    form["statestore_scopes-TOTAL_FORMS"] = str(len(initial) + len(rows))
+    for i, row in enumerate(initial):
+        form.update({f"statestore_scopes-{i}-id": str(row.pk), f"statestore_scopes-{i}-group": str(group.pk)})
+        form.update({f"statestore_scopes-{i}-kind": row.kind, f"statestore_scopes-{i}-pattern": row.pattern})
+    for i, (kind, pattern) in enumerate(rows, start=len(initial)):
+        form.update({f"statestore_scopes-{i}-kind": kind, f"statestore_scopes-{i}-pattern": pattern})
+    return form
+
+
+def dag(pattern):
+    return [{"kind": "dag", "pattern": pattern}]
+
+
+def test_the_admin_records_who_granted_changed_and_revoked_a_scope(client, user_factory, world):
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    before = scope_events()
+    team = Group.objects.create(name="team-etl")
+    assert client.post(f"{SCOPES}add/", {"group": team.pk, "kind": "dag", "pattern": "etl_*"}).status_code == 302
+    row = AccessScope.objects.get(group=team)
+    changed = client.post(f"{SCOPES}{row.pk}/change/", {"group": team.pk, "kind": "dag", "pattern": "etl_a*"})
+    assert changed.status_code == 302 and scope_rows()[-1] == ("team-etl", None, "dag", "etl_a*")
+    row = AccessScope.objects.get(group=team)
+    assert client.post(f"{SCOPES}{row.pk}/delete/", {"post": "yes"}).status_code == 302
+    other = AccessScope.objects.get(group=world["other"])
+    bulk = client.post(SCOPES, {"action": "delete_selected", "_selected_action": [str(other.pk)], "post": "yes"})
+    assert bulk.status_code == 302 and not AccessScope.objects.filter(group__in=[team, world["other"]]).exists()
+    assert scope_events()[len(before) :] == [
+        ("grant", "root", "admin", {"group": "team-etl", "added": dag("etl_*"), "removed": []}),
+        ("ungrant", "root", "admin", {"group": "team-etl", "added": [], "removed": dag("etl_*")}),
+        ("grant", "root", "admin", {"group": "team-etl", "added": dag("etl_a*"), "removed": []}),
+        ("ungrant", "root", "admin", {"group": "team-etl", "added": [], "removed": dag("etl_a*")}),
+        ("ungrant", "root", "admin", {"group": "other team", "added": [], "removed": dag("other_private_*")}),
+    ]
+
+
+def test_the_group_page_grants_and_revokes_as_its_user(client, user_factory, world):
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    team = Group.objects.create(name="team-etl")
+    before = scope_events()
+    added = client.post(f"{GROUPS}{team.pk}/change/", group_form(team, ("dag", "etl_*"), ("asset", "etl.*")))
+    assert added.status_code == 302, added.content.decode()[:2000]
+    assert scopes.patterns_of(team) == scopes.Scope(dags=("etl_*",), assets=("etl.*",))
+    rows = list(AccessScope.objects.filter(group=team).order_by("kind"))  # asset, dag
+    form = group_form(team, initial=rows)
+    form.update({"statestore_scopes-0-DELETE": "on", "statestore_scopes-1-pattern": "etl_a*"})
+    assert client.post(f"{GROUPS}{team.pk}/change/", form).status_code == 302
+    assert scopes.patterns_of(team) == scopes.Scope(dags=("etl_a*",), assets=())
+    events = scope_events()[len(before) :]
+    assert [(action, actor, via) for action, actor, via, _ in events] == [
+        ("grant", "root", "admin"),
+        ("grant", "root", "admin"),
+        ("ungrant", "root", "admin"),
+        ("ungrant", "root", "admin"),
+        ("grant", "root", "admin"),
+    ]
+    assert [details["added"] or details["removed"] for *_, details in events] == [
+        [{"kind": "dag", "pattern": "etl_*"}],
+        [{"kind": "asset", "pattern": "etl.*"}],
+        [{"kind": "asset", "pattern": "etl.*"}],
+        [{"kind": "dag", "pattern": "etl_*"}],
+        [{"kind": "dag", "pattern": "etl_a*"}],
+    ]
+
+
+def test_the_group_page_refuses_a_pattern_beside_every_dag_and_asset_and_changes_nothing(client, user_factory, world):
+    """As ``grant_scope --unscoped --dags …`` is refused: each row alone passes its own check, not both."""
+    client.force_login(user_factory("root", is_staff=True, is_superuser=True))
+    team = Group.objects.create(name="team-etl")
+    before = (scope_rows(), scope_events())
+    mixed = client.post(f"{GROUPS}{team.pk}/change/", group_form(team, ("all", "*"), ("dag", "etl_*")))
+    assert mixed.status_code == 200 and "not both" in mixed.content.decode()
+    assert (scope_rows(), scope_events()) == before
+    page = f"{USERS}add/"
+    form = {"username": "new-person", "password1": "a-Long-pw-91", "password2": "a-Long-pw-91"}
+    form["usable_password"] = "true"
+    form.update({"statestore_scopes-TOTAL_FORMS": "2", "statestore_scopes-INITIAL_FORMS": "0"})
+    form.update({"external_identities-TOTAL_FORMS": "0", "external_identities-INITIAL_FORMS": "0"})
+    form.update({"statestore_scopes-0-kind": "dag", "statestore_scopes-0-pattern": "etl_*"})
+    form.update({"statestore_scopes-1-kind": "all", "statestore_scopes-1-pattern": "*"})
+    mixed = client.post(page, form)
+    assert mixed.status_code == 200 and "not both" in mixed.content.decode()
+    assert (scope_rows(), scope_events()) == before
+    assert not get_user_model().objects.filter(username="new-person").exists()
