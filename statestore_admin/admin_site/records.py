@@ -4,24 +4,16 @@ read-only, and not for a user with a scope."""
 from django.contrib import admin
 
 from statestore_admin.access import policies
+from statestore_admin.admin_site.read_only import ReadOnlyAdmin
 from statestore_admin.records.models import GcRun, StatsSnapshot
 
 
-class StoreWideRecordAdmin(admin.ModelAdmin):
+class StoreWideRecordAdmin(ReadOnlyAdmin):
     """Records written by the commands only, spanning every DAG and asset: read-only, and not shown to a
     user with a scope (as on the overview)."""
 
     def has_view_permission(self, request, obj=None):
         return super().has_view_permission(request, obj) and policies.sees_store_wide_records(request.user)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(GcRun)

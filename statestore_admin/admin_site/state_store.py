@@ -34,6 +34,7 @@ from django.utils.html import format_html
 from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
 from statestore_admin.access.scopes import scope_of
+from statestore_admin.admin_site.read_only import ReadOnlyAdmin
 from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
 from statestore_admin.core import counting, formatting
 from statestore_admin.core.counting import COUNT_CAP
@@ -413,7 +414,7 @@ class WithStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Asset)
-class AssetAdmin(admin.ModelAdmin):
+class AssetAdmin(ReadOnlyAdmin):
     """Asset state keys are keyed by (asset_id, key), a composite primary key that Django 5.2's admin cannot
     register: this lists the assets of the user's scope with their number of keys, each linking to the
     dashboard's asset page, where its keys are read and changed (with the same services). Read-only; only for
@@ -454,12 +455,3 @@ class AssetAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         return _may(request, "view", policies.ASSET)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -44,6 +44,11 @@ def existing_airflow_tables(connection: BaseDatabaseWrapper) -> set[str]:
     return tables & set(SENTINEL_TABLES)
 
 
+def has_state_tables(connection: BaseDatabaseWrapper) -> bool:
+    """Whether both state tables exist already (create_airflow_schema --if-missing, demo_setup)."""
+    return set(STATE_TABLES) <= existing_airflow_tables(connection)
+
+
 def create_airflow_schema(connection: BaseDatabaseWrapper, series: str | None = None) -> None:
     """Run Airflow's DDL on an empty database; raise ``SchemaExists`` if any Airflow table is there."""
     found = existing_airflow_tables(connection)

@@ -352,17 +352,11 @@ def _insert_event_with_keys(alias: str, fields: dict, keys: list[AuditKey]) -> A
 
 
 @contextmanager
-def change(
-    actor: Actor,
-    action: str,
-    store: str,
-    location: dict | None = None,
-    details: dict | None = None,
-    restored_from: AuditEvent | None = None,
-) -> Iterator[Recorder]:
-    """Airflow's transaction for one audited change. The body locks and reads rows, calls
-    ``recorder.record(...)`` with their changes, then changes them; see the module docstring for the order."""
-    recorder = Recorder(actor, action, store, location, details, restored_from)
+def change(actor: Actor, action: str, store: str, **event) -> Iterator[Recorder]:
+    """Airflow's transaction for one audited change (``event``: ``Recorder``'s location, details and
+    restored_from). The body locks and reads rows, calls ``recorder.record(...)`` with their changes, then
+    changes them; see the module docstring for the order."""
+    recorder = Recorder(actor, action, store, **event)
     try:
         with transaction.atomic(using=airflow_alias()):
             yield recorder

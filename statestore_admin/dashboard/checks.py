@@ -9,6 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 from django.conf import settings
 from django.core import checks
 
+from statestore_admin.core.checks import positive_whole_number
+
 # The colours of the environment band (static/css/app.css, .env-<colour>): each readable in both themes.
 ENVIRONMENT_COLORS = ("red", "orange", "yellow", "green", "blue", "grey")
 
@@ -150,13 +152,9 @@ def check_gc_page_settings(app_configs=None, **kwargs):
                 id="statestore.E007",
             )
         )
-    rows = settings.GC_BACKLOG_WARN_ROWS
-    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
-        errors.append(
-            checks.Error(
-                f"GC_BACKLOG_WARN_ROWS is {rows!r}: it must be a whole number of rows, 1 or more.",
-                hint="Set it to the number of expired rows that should not wait for GC, e.g. 100000.",
-                id="statestore.E008",
-            )
-        )
-    return errors
+    return errors + positive_whole_number(
+        "GC_BACKLOG_WARN_ROWS",
+        "rows",
+        hint="Set it to the number of expired rows that should not wait for GC, e.g. 100000.",
+        id="statestore.E008",
+    )

@@ -58,6 +58,7 @@ from statestore_admin.core.values import (
     stored_value,
 )
 from statestore_admin.records.models import AuditEvent
+from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.selectors import shown_keys
 
 FORMAT, VERSION = "statestore-admin/keys", 1
@@ -100,32 +101,26 @@ def _region_text(region_id: UUID) -> str | None:
     return None if recorded is None else str(recorded)
 
 
-def task_entry(row) -> dict:
+def _entry(store: str, address: dict, row, times: tuple[str, ...]) -> dict:
+    """A key's entry in a document: its store, its address, the key and value, then ``times`` as ISO text."""
     return {
-        "store": permissions.TASK,
-        "dag_id": row.dag_id,
-        "run_id": row.run_id,
-        "task_id": row.task_id,
-        "map_index": row.map_index,
-        "region_id": _region_text(row.region_id),
+        "store": store,
+        **address,
         "key": row.key,
         **_value_fields(row.value),
-        "expires_at": _iso(row.expires_at),
-        "updated_at": _iso(row.updated_at),
+        **{name: _iso(getattr(row, name)) for name in times},
     }
+
+
+def task_entry(row) -> dict:
+    address = {**TaskAddress.of(row).fields(), "region_id": _region_text(row.region_id)}
+    return _entry(permissions.TASK, address, row, ("expires_at", "updated_at"))
 
 
 def asset_entry(row) -> dict:
     """``row``: an asset key with its asset's ``asset_name`` and ``asset_uri`` (as ``asset_source`` reads it)."""
-    return {
-        "store": permissions.ASSET,
-        "asset_id": row.asset_id,
-        "asset_name": row.asset_name,
-        "asset_uri": row.asset_uri,
-        "key": row.key,
-        **_value_fields(row.value),
-        "updated_at": _iso(row.updated_at),
-    }
+    address = {"asset_id": row.asset_id, "asset_name": row.asset_name, "asset_uri": row.asset_uri}
+    return _entry(permissions.ASSET, address, row, ("updated_at",))
 
 
 def event_entry(event: AuditEvent) -> dict:

@@ -4,7 +4,7 @@ expired rows (``ExpiredReferences``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from statestore_admin.airflow.config import AirflowConfig, AirflowConfigError
 from statestore_admin.airflow.models import JsonValueMixin
@@ -74,10 +74,5 @@ class ExpiredReferences:
     unreachable: int
 
     def as_dict(self) -> dict:
-        return {
-            "rows_looked_at": self.rows,
-            "exact": self.exact,
-            "objects": self.objects,
-            "inline": self.inline,
-            "unreachable": self.unreachable,
-        }
+        fields = asdict(self)
+        return {"rows_looked_at": fields.pop("rows"), **fields}  # the API's name for ``rows``

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.core import checks
 
+from statestore_admin.core.checks import positive_whole_number
+
 
 @checks.register("statestore")
 def check_worker_backend_settings(app_configs=None, **kwargs):
@@ -10,16 +12,12 @@ def check_worker_backend_settings(app_configs=None, **kwargs):
     storage Airflow's configuration names."""
     from statestore_admin.objects import store as objects
 
-    errors = []
-    limit = settings.WORKER_BACKEND_READ_MAX_BYTES
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        errors.append(
-            checks.Error(
-                f"WORKER_BACKEND_READ_MAX_BYTES is {limit!r}: it must be a whole number of bytes, 1 or more.",
-                hint="Set it to the largest value to show from an object, e.g. 1048576.",
-                id="statestore.E009",
-            )
-        )
+    errors = positive_whole_number(
+        "WORKER_BACKEND_READ_MAX_BYTES",
+        "bytes",
+        hint="Set it to the largest value to show from an object, e.g. 1048576.",
+        id="statestore.E009",
+    )
     options = settings.WORKER_BACKEND_STORAGE_OPTIONS
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
         errors.append(

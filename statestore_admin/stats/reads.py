@@ -148,14 +148,8 @@ def visible_figures(snapshot: StatsSnapshot, *, scope: Scope, stores) -> dict[st
             figures.update({name: getattr(snapshot, name) for name in TASK_FIGURES})
         else:
             totals = scoped_totals(snapshot, scope)
-            figures.update(
-                task_keys=totals.keys,
-                task_bytes=totals.bytes,
-                expired=totals.expired,
-                expiring=totals.expiring,
-                never=totals.never,
-                live=totals.live,
-            )
+            figures.update(task_keys=totals.keys, task_bytes=totals.bytes)
+            figures.update({name: getattr(totals, name) for name in ("expired", "expiring", "never", "live")})
     if ASSET in stores and scope.all_assets:
         figures.update({name: getattr(snapshot, name) for name in ASSET_FIGURES})
     return figures

@@ -27,6 +27,21 @@ DAYS = OpenApiParameter(
 )
 
 
+def insights_schema(name: str, shape, more: str, ranged: bool = False):
+    """An Insights view's schema: ``RULES``, then ``more``; ``ranged``: it takes the ``days`` parameter (422
+    when invalid)."""
+    responses = {200: shape, **ANY_STORE_ERRORS}
+    if ranged:
+        responses[422] = READ_ERRORS[422]
+    return extend_schema(
+        operation_id=f"insights_{name}",
+        tags=["statestore-admin"],
+        description=f"{RULES}\n\n{more}",
+        parameters=[DAYS] if ranged else None,
+        responses=responses,
+    )
+
+
 def days(request) -> int:
     return parsed_query(request.query_params, lambda params: insights.parse_days(params.get("days")))
 
@@ -40,20 +55,22 @@ class InsightsView(OwnView):
         scope, stores = scope_of(request.user), tuple(policies.viewable_stores(request.user))
         return timezone.now(), scope, stores, insights.latest(scope=scope, stores=stores)
 
+    def read_latest(self, request, read):
+        """The time now, the latest snapshot's figures the user may see, and ``read`` of them (one of
+        ``insights``' readers of a snapshot) for the user's scope and stores."""
+        now, scope, stores, figures = self.latest(request)
+        return now, figures, read(scope=scope, stores=stores, figures=figures)
+
 
 class InsightsSeries(InsightsView):
-    @extend_schema(
-        operation_id="insights_series",
-        tags=["statestore-admin"],
-        description=RULES
-        + """
-
-`points`: one per snapshot in the range, oldest first (at most 120: the last snapshot of each period),
+    @insights_schema(
+        "series",
+        shapes.InsightsSeries,
+        """`points`: one per snapshot in the range, oldest first (at most 120: the last snapshot of each period),
 with `task_keys`, `task_bytes`, `asset_keys`, `asset_bytes` (null: hidden). `dags`: the top 5 DAGs of the
 latest snapshot in the range (in the user's scope) by keys, with `keys` and `bytes` lists aligned with
 `points` (0: no state then). `latest`: the latest snapshot's totals.""",
-        parameters=[DAYS],
-        responses={200: shapes.InsightsSeries, **ANY_STORE_ERRORS, 422: READ_ERRORS[422]},
+        ranged=True,
     )
     def get(self, request):
         """Keys and bytes over time, per store and for the top DAGs."""
@@ -66,21 +83,16 @@ latest snapshot in the range (in the user's scope) by keys, with `keys` and `byt
 
 
 class InsightsExpiry(InsightsView):
-    @extend_schema(
-        operation_id="insights_expiry",
-        tags=["statestore-admin"],
-        description=RULES
-        + """
-
-`days`: task keys and bytes expiring on each of the next 30 days (UTC), what GC will delete then (null for
+    @insights_schema(
+        "expiry",
+        shapes.InsightsExpiry,
+        """`days`: task keys and bytes expiring on each of the next 30 days (UTC), what GC will delete then (null for
 a DAG scope or without view on task state). `by_status`: the user's task keys `expired` (awaiting GC),
 `expiring` (within 24 h), `later` and `never` (null without view on task state).""",
-        responses={200: shapes.InsightsExpiry, **ANY_STORE_ERRORS},
     )
     def get(self, request):
         """What GC will delete in the next days: the latest snapshot's expiry histogram."""
-        now, scope, stores, figures = self.latest(request)
-        expiry = insights.expiry(scope=scope, stores=stores, figures=figures)
+        now, figures, expiry = self.read_latest(request, insights.expiry)
         body = {"snapshot": figures, "days": None, "by_status": None}
         if expiry is not None:
             body |= {"days": expiry.days, "by_status": expiry.by_status}
@@ -88,41 +100,31 @@ a DAG scope or without view on task state). `by_status`: the user's task keys `e
 
 
 class InsightsSizes(InsightsView):
-    @extend_schema(
-        operation_id="insights_sizes",
-        tags=["statestore-admin"],
-        description=RULES
-        + """
-
-`buckets`: `{"store": "task"|"asset", "up_to": bytes (null: larger than the previous bucket), "keys": n}`,
+    @insights_schema(
+        "sizes",
+        shapes.InsightsSizes,
+        """`buckets`: `{"store": "task"|"asset", "up_to": bytes (null: larger than the previous bucket), "keys": n}`,
 of the stores whose whole figures the user may see.""",
-        responses={200: shapes.InsightsSizes, **ANY_STORE_ERRORS},
     )
     def get(self, request):
         """The latest snapshot's value size distribution."""
-        now, scope, stores, figures = self.latest(request)
-        buckets = insights.sizes(scope=scope, stores=stores, figures=figures)
+        now, figures, buckets = self.read_latest(request, insights.sizes)
         return Response(shapes.InsightsSizes({"snapshot": figures, "buckets": buckets}, context={"now": now}).data)
 
 
 class InsightsTop(InsightsView):
-    @extend_schema(
-        operation_id="insights_top",
-        tags=["statestore-admin"],
-        description=RULES
-        + """
-
-The latest snapshot's largest consumers, each list 10 long at most: `dags_by_keys`, `dags_by_bytes`
+    @insights_schema(
+        "top",
+        shapes.InsightsTop,
+        """The latest snapshot's largest consumers, each list 10 long at most: `dags_by_keys`, `dags_by_bytes`
 (`dag_id`, `keys`, `bytes`) and `tasks_by_keys`, `tasks_by_bytes` (`dag_id`, `task_id`, `keys`, `bytes`)
 with view on task state; `assets_by_keys`, `assets_by_bytes` (`asset_id`, `name`, `uri`, `keys`, `bytes`)
 with view on asset state; `largest`: the largest values' keys and sizes (never a value) of the stores the
 user may view. Tasks and assets are those of the user's scope among the snapshot's 50 largest.""",
-        responses={200: shapes.InsightsTop, **ANY_STORE_ERRORS},
     )
     def get(self, request):
         """Top DAGs, tasks and assets by keys and by bytes, and the largest values."""
-        now, scope, stores, figures = self.latest(request)
-        top = insights.top(scope=scope, stores=stores, figures=figures)
+        now, figures, top = self.read_latest(request, insights.top)
         lists = {name: getattr(top, name) if top else [] for name in shapes.InsightsTop.LISTS}
         return Response(shapes.InsightsTop({"snapshot": figures, **lists}, context={"now": now}).data)
 

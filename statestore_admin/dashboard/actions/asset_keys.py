@@ -10,8 +10,6 @@ from django.views.decorators.http import require_http_methods
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
-from statestore_admin.core.errors import Conflict, Invalid
-from statestore_admin.core.values import decode_json_text
 from statestore_admin.dashboard.actions import dialogs
 from statestore_admin.dashboard.actions.forms import AddAssetKeyForm
 from statestore_admin.dashboard.http.htmx import dialog, done, error_messages
@@ -38,16 +36,7 @@ def asset_key_add(request, asset_id):
     form = AddAssetKeyForm(request.POST or None)
 
     def add():
-        try:
-            row = services.set_asset_key(
-                actor=Actor.from_request(request),
-                asset_id=asset_id,
-                key=form.cleaned_data["key"],
-                value=decode_json_text(form.cleaned_data["value"]),
-                mode=services.CREATE,
-            )
-        except Conflict as exc:
-            raise Invalid({"key": str(exc)}) from None
+        row = dialogs.add_key(form, services.set_asset_key, actor=Actor.from_request(request), asset_id=asset_id)
         return f"Added {row.key!r}.", reverse("asset-detail", args=[asset_id])
 
     return dialogs.form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)

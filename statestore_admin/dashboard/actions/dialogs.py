@@ -14,7 +14,7 @@ from django.utils import timezone
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.core import formatting
-from statestore_admin.core.errors import Conflict, NotFound
+from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.core.values import decode_json_text, pretty, stored_surrogate
 from statestore_admin.dashboard.actions.forms import ValueForm, apply_errors
 from statestore_admin.dashboard.http.htmx import dialog, done
@@ -49,6 +49,21 @@ def form_action(request, form, template: str, context: dict, act):
         else:
             return done(request, message, fallback)
     return dialog(request, template, {**context, "form": form}, status=422 if request.method == "POST" else 200)
+
+
+def add_key(form, set_key, **target):
+    """Create the key an add dialog's valid ``form`` names with ``set_key`` (``services.set_task_key`` or
+    ``set_asset_key``, given the actor and the key's task or asset); a key that exists already is an error of
+    the form's key field."""
+    try:
+        return set_key(
+            **target,
+            key=form.cleaned_data["key"],
+            value=decode_json_text(form.cleaned_data["value"]),
+            mode=services.CREATE,
+        )
+    except Conflict as exc:
+        raise Invalid({"key": str(exc)}) from None
 
 
 def confirmation_context(request, store: str, listing: services.Listing | None, refs: int) -> dict:

@@ -28,8 +28,7 @@ from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.core.errors import Conflict, Invalid, NotFound
-from statestore_admin.core.values import decode_json_text
+from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.actions import dialogs
 from statestore_admin.dashboard.actions.forms import AddTaskKeyForm, ExpiryForm, expiry_text
 from statestore_admin.dashboard.http import params
@@ -95,21 +94,15 @@ def task_key_add(request, run_pk, task_id):
 
     def add():
         address = TaskAddress(run.dag_id, run.run_id, task_id, form.cleaned_data["map_index"], region_id)
+        actor = Actor.from_request(request)
         try:
-            row = services.set_task_key(
-                actor=Actor.from_request(request),
-                address=address,
-                key=form.cleaned_data["key"],
-                value=decode_json_text(form.cleaned_data["value"]),
-                expiry=form.chosen_expiry(),
-                mode=services.CREATE,
+            row = dialogs.add_key(
+                form, services.set_task_key, actor=actor, address=address, expiry=form.chosen_expiry()
             )
         except NotFound:  # the task instance went away since the form was shown
             raise Invalid(
                 {"map_index": f"The task instance {task_id} [{address.map_index}] no longer exists."}
             ) from None
-        except Conflict as exc:
-            raise Invalid({"key": str(exc)}) from None
         url = reverse("task-instance", args=[run.pk, task_id])
         return f"Added {row.key!r}.", f"{url}?{coordinate_query(row.map_index, region_id)}"
 

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from statestore_admin.airflow.router import airflow_alias
-from statestore_admin.airflow.schema import STATE_TABLES, SchemaExists, create_airflow_schema, existing_airflow_tables
+from statestore_admin.airflow.schema import SchemaExists, create_airflow_schema, has_state_tables
 
 
 class Command(BaseCommand):
@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, if_missing=False, **options):
         connection = connections[airflow_alias()]
-        if if_missing and set(STATE_TABLES) <= existing_airflow_tables(connection):
+        if if_missing and has_state_tables(connection):
             self.stdout.write("The Airflow schema is already there.")
             return
         try:

@@ -10,7 +10,7 @@ from django.db import connections
 from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.router import airflow_alias
-from statestore_admin.airflow.schema import STATE_TABLES, existing_airflow_tables
+from statestore_admin.airflow.schema import has_state_tables
 from statestore_admin.demo.accounts import (
     DEMO_OPERATOR_USERNAME,
     DEMO_TEAM_GROUP,
@@ -44,7 +44,7 @@ class Command(BaseCommand):
                 "demo_setup only prepares the embedded demo; unset DATABASE_URL, AIRFLOW_DATABASE_URL and "
                 "Airflow's [database] sql_alchemy_conn to use it."
             )
-        if set(STATE_TABLES) <= existing_airflow_tables(connections[airflow_alias()]):
+        if has_state_tables(connections[airflow_alias()]):
             self.stdout.write(
                 "Keeping the existing demo database with your changes (`STATESTORE_DEMO=1 python manage.py "
                 "demo_data` refreshes the demo keys; `make clean-demo` starts afresh)."
