@@ -1,7 +1,8 @@
 from django.core.management.base import CommandError
 
 from statestore_admin.access import scopes
-from statestore_admin.core.errors import NotFound
+from statestore_admin.access.actors import Actor
+from statestore_admin.core.errors import Invalid, NotFound
 
 
 def add_holder_arguments(parser) -> None:
@@ -25,3 +26,14 @@ def holder_of(options):
 def describe(holder) -> str:
     kind = "group" if holder.__class__.__name__ == "Group" else "user"
     return f"{kind} {holder}: {scopes.patterns_of(holder).describe()}"
+
+
+def change_scope(command, change, done: str, options, **arguments) -> None:
+    """Run ``change`` (``grants.grant`` or ``grants.revoke``) for the holder the command line names, as the
+    command's actor, and say what it did (``done``: "Added" or "Removed") and the holder's scope now."""
+    holder = holder_of(options)
+    try:
+        count = change(holder, dags=options["dags"], assets=options["assets"], actor=Actor.command(), **arguments)
+    except Invalid as exc:
+        raise CommandError(" ".join(exc.messages)) from None
+    command.stdout.write(f"{done} {count} pattern(s). Scope of {describe(holder)}.")

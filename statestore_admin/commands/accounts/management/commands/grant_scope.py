@@ -1,9 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from statestore_admin import grants
-from statestore_admin.access.actors import Actor
-from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, describe, holder_of
-from statestore_admin.core.errors import Invalid
+from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, change_scope
 
 
 class Command(BaseCommand):
@@ -23,10 +21,5 @@ class Command(BaseCommand):
             "patterns; patterns granted later replace this).",
         )
 
-    def handle(self, *args, dags, assets, unscoped, **options):
-        holder = holder_of(options)
-        try:
-            added = grants.grant(holder, dags=dags, assets=assets, unscoped=unscoped, actor=Actor.command())
-        except Invalid as exc:
-            raise CommandError(" ".join(exc.messages)) from None
-        self.stdout.write(f"Added {added} pattern(s). Scope of {describe(holder)}.")
+    def handle(self, *args, **options):
+        change_scope(self, grants.grant, "Added", options, unscoped=options["unscoped"])

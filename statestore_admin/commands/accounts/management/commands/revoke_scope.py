@@ -1,9 +1,7 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from statestore_admin import grants
-from statestore_admin.access.actors import Actor
-from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, describe, holder_of
-from statestore_admin.core.errors import Invalid
+from statestore_admin.commands.accounts.management.commands._scope_args import add_holder_arguments, change_scope
 
 
 class Command(BaseCommand):
@@ -19,10 +17,5 @@ class Command(BaseCommand):
             "--all", dest="everything", action="store_true", help="Remove every pattern, and --unscoped."
         )
 
-    def handle(self, *args, dags, assets, everything, **options):
-        holder = holder_of(options)
-        try:
-            removed = grants.revoke(holder, dags=dags, assets=assets, everything=everything, actor=Actor.command())
-        except Invalid as exc:
-            raise CommandError(" ".join(exc.messages)) from None
-        self.stdout.write(f"Removed {removed} pattern(s). Scope of {describe(holder)}.")
+    def handle(self, *args, **options):
+        change_scope(self, grants.revoke, "Removed", options, everything=options["everything"])
