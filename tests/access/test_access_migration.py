@@ -59,4 +59,6 @@ def test_local_accounts_without_a_grant_stay_unscoped_and_single_sign_on_ones_fa
 
     migrate(BEFORE)  # and back: the grants of every DAG and asset go, the rule without them returns
     assert not AccessScope.objects.filter(kind="all").exists()
-    migrate(AFTER)
+    # Forward to the latest migration, not to AFTER: the tests after this one need every later column.
+    loader = migrate(AFTER)
+    migrate([node for node in loader.graph.leaf_nodes() if node[0] == "state"])
