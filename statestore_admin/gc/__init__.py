@@ -22,7 +22,7 @@ from statestore_admin.gc.page import (
     history,
     page_cutoff,
 )
-from statestore_admin.gc.plan import BackendStatus, GcPlan, backend_status, expired_rows, parse_cutoff
+from statestore_admin.gc.plan import GcPlan, expired_rows, parse_cutoff
 from statestore_admin.gc.preview import DRY_RUN_EXACT_CAP, DryRunSummary, dry_run
 from statestore_admin.gc.result import (
     SNAPSHOT_AFTER,
@@ -45,6 +45,7 @@ from statestore_admin.gc.storage import (
     can_delete_objects,
     object_storage,
 )
+from statestore_admin.objects.backends import BackendStatus, backend_status  # whether GC may delete: the backend's rule
 
 __all__ = [
     "ADVISORY_LOCK_KEY",

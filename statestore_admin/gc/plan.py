@@ -1,7 +1,7 @@
 """What one GC run deletes and how (``GcPlan``), checked whichever face builds it; the operator's cutoff
 (``parse_cutoff``); the expired rows (``expires_at < cutoff``; ``expires_at IS NULL`` is never deleted,
-``asset_state_store`` never touched); and whether the configured backend is the metastore's, the only one
-whose rows GC deletes (``backend_status``)."""
+``asset_state_store`` never touched). Whether the configured backend is the metastore's, the only one whose
+rows GC deletes, is ``objects.backends.backend_status``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.core.errors import Invalid
 from statestore_admin.core.values import parse_datetime_aware
-from statestore_admin.objects.backends import BackendStatus, backend_status  # noqa: F401  (GC's names)
 
 
 def parse_cutoff(text: str | None, now: datetime) -> datetime:

@@ -21,9 +21,10 @@ from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
 from statestore_admin.core import counting, formatting, values
 from statestore_admin.gc import sql
-from statestore_admin.gc.plan import BackendStatus, GcPlan, backend_status, expired_rows
+from statestore_admin.gc.plan import GcPlan, expired_rows
 from statestore_admin.gc.storage import ExpiredReferences, object_storage
 from statestore_admin.objects import store as objects
+from statestore_admin.objects.backends import BackendStatus, backend_status
 from statestore_admin.records.models import GcRun, StatsSnapshotDag
 from statestore_admin.stats import snapshots as stats
 

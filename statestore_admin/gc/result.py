@@ -13,9 +13,10 @@ from datetime import datetime
 from django.utils import timezone
 
 from statestore_admin.core import formatting
-from statestore_admin.gc.plan import BackendStatus, GcPlan
+from statestore_admin.gc.plan import GcPlan
 from statestore_admin.gc.storage import OBJECTS_LEFT_BEHIND
 from statestore_admin.objects import store as objects
+from statestore_admin.objects.backends import BackendStatus
 from statestore_admin.records.models import AuditEvent, GcRun
 
 # The outcome sets, one home for every face (the command's exit codes and text, the page's messages, the

@@ -29,10 +29,11 @@ from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.audit import events as audit
 from statestore_admin.core import formatting
 from statestore_admin.gc import sql
-from statestore_admin.gc.plan import GcPlan, backend_status
+from statestore_admin.gc.plan import GcPlan
 from statestore_admin.gc.result import SNAPSHOT_AFTER, GcInterrupted, GcProgress, GcResult, Interrupter
 from statestore_admin.gc.storage import object_storage
 from statestore_admin.objects import store as objects
+from statestore_admin.objects.backends import backend_status
 from statestore_admin.records.models import AuditEvent, GcRun, StatsSnapshot
 from statestore_admin.stats import snapshots as stats
 
