@@ -52,7 +52,7 @@ from django.utils import timezone
 
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
-from statestore_admin.access.policies import require_store_wide, sees_store_wide
+from statestore_admin.access.policies import allows, require_store_wide, sees_store_wide
 from statestore_admin.airflow.config import AirflowConfigError
 from statestore_admin.airflow.models import AssetStateStore, JsonValueMixin, TaskStateStore, worker_ref_of
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
@@ -83,7 +83,7 @@ def access(user) -> OrphansAccess:
     stores = tuple(permissions.STORES)
     if not sees_store_wide(user, stores):
         return OrphansAccess(False, False)
-    return OrphansAccess(True, all(permissions.can(user, s, "delete") for s in stores))
+    return OrphansAccess(True, all(allows(user, s, "delete_object") for s in stores))
 
 
 def in_menu(user) -> bool:
