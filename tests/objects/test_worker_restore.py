@@ -11,6 +11,7 @@ from statestore_admin.exports import restore as restores
 from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 REF_KEY = "__airflow_state_ref__"
@@ -90,7 +91,7 @@ def test_the_event_page_names_objects_that_could_not_be_deleted(
     assert "1 worker-side object could not be deleted and is now orphaned" in outcome.describe("Deleted")
 
     client.force_login(operator)
-    page = client.get(f"/audit/{outcome.event.pk}/").content.decode()
+    page = flat(client.get(f"/audit/{outcome.event.pk}/").content.decode())
     assert "1 deleted after the rows" in page
     assert "1 could not be deleted and is orphaned" in page
     assert "s3://other-bucket/&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page

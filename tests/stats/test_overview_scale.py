@@ -20,6 +20,7 @@ from statestore_admin.records.models import AccessScope, StatsSnapshot, StatsSna
 from statestore_admin.state import selectors
 from statestore_admin.stats import figures as overview_figures
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -245,7 +246,7 @@ def test_largest_values_of_large_tables_need_a_snapshot(client, operator, world,
     large()
     client.force_login(operator)
     with CaptureQueriesContext(connections["airflow"]) as queries:
-        html = client.get("/overview/largest/", **HX).content.decode()
+        html = flat(client.get("/overview/largest/", **HX).content.decode())
     assert "no statistics snapshot has been taken yet" in html and "python manage.py state_store_stats" in html
     assert "ml0" not in html
     assert not any("LENGTH" in q["sql"].upper() for q in queries.captured_queries)  # no scan for sizes

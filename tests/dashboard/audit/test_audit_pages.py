@@ -20,6 +20,7 @@ from statestore_admin.records.models import AuditEvent, AuditKey
 from statestore_admin.state import services
 from statestore_admin.state.selectors import TaskAddress
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -108,7 +109,7 @@ def test_outcomes_failed_in_progress_and_unknown(op_client, run):
     pending = AuditEvent.objects.create(status="pending", **common)
     stale = AuditEvent.objects.create(status="pending", **common)
     AuditEvent.objects.filter(pk=stale.pk).update(at=now - timedelta(minutes=5))
-    page = text(op_client.get("/audit/"))
+    page = flat(text(op_client.get("/audit/")))
 
     def row(event):
         return page.split(f'href="/audit/{event.pk}/"')[1].split("</tr>")[0]
@@ -274,7 +275,7 @@ def test_restore_brings_a_deleted_key_back_and_is_audited(op_client, run):
     assert not TaskStateStore.objects.filter(key="job").exists()
     assert ">Restore<" in text(op_client.get(f"/audit/{event.pk}/"))
     dialog = op_client.get(f"/audit/{event.pk}/restore/", **HX)
-    assert dialog.status_code == 200 and "Restore 1 key" in text(dialog) and "csrfmiddlewaretoken" in text(dialog)
+    assert dialog.status_code == 200 and "Restore 1 key" in flat(text(dialog)) and "csrfmiddlewaretoken" in text(dialog)
     response = op_client.post(f"/audit/{event.pk}/restore/", **HX)
     assert response.status_code == 200, response.content
     assert json.loads(response["HX-Trigger"])["toast"]["message"] == "Restored 1 key."
@@ -288,9 +289,9 @@ def test_restore_brings_a_deleted_key_back_and_is_audited(op_client, run):
         "operator",
     )
     assert f'href="/audit/{restore.pk}/"' in text(response)
-    listing = text(op_client.get("/audit/"))
+    listing = flat(text(op_client.get("/audit/")))
     assert f"restored from #{event.pk}" in listing and f"restored by #{restore.pk}" in listing
-    assert f"restored from #{event.pk}" in text(op_client.get(f"/audit/{restore.pk}/"))
+    assert f"restored from #{event.pk}" in flat(text(op_client.get(f"/audit/{restore.pk}/")))
 
 
 def test_restore_without_htmx_redirects_to_the_restores_event(op_client, run):
@@ -454,7 +455,8 @@ def exported(document):
 def test_task_instance_download_is_exactly_what_the_confirmation_deletes(op_client, run, task_key_factory):
     params = {"run": run.pk, "task_id": "t", "map_index": "-1"}
     dialog = op_client.get("/keys/task/delete/", params, **HX)
-    link = html_lib.unescape(re.search(r'href="([^"]+)" download data-testid="download-keys"', text(dialog)).group(1))
+    found = re.search(r'href="([^"]+)" download data-testid="download-keys"', flat(text(dialog)))
+    link = html_lib.unescape(found.group(1))
     assert link.startswith("/keys/task/export/?confirmed_at=")
     task_key_factory(run, task_id="t", key="late", value=1, updated_at=timezone.now() + timedelta(seconds=1))
     entries = exported(download(op_client, link))

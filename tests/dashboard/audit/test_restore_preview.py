@@ -13,6 +13,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -62,7 +63,7 @@ def test_the_upload_previews_and_changes_nothing(op_client, run):
     TaskStateStore.objects.filter(key="offset").update(value="41", expires_at=None)  # as in the file
     events = AuditEvent.objects.count()
     response = post(op_client, content)
-    page = response.content.decode()
+    page = flat(response.content.decode())
     assert response.status_code == 200 and 'data-testid="upload-preview"' in page
     assert f'name="confirmed" value="{hashlib.sha256(content).hexdigest()}"' in page
     assert re.search(r"writes <strong>1</strong> key ", page)  # new (absent)

@@ -20,6 +20,7 @@ from statestore_admin.identity import roles
 from statestore_admin.records.models import AuditEvent, GcRun
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.factories import make_task_keys
+from tests.html import flat
 from tests.objects_helpers import file_storage
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
@@ -155,7 +156,7 @@ def test_the_preview_past_the_exact_cap_says_more_than(client, viewer, dag_run_f
     now = timezone.now()
     make_task_keys(run, gc.DRY_RUN_EXACT_CAP + 5, updated_at=now, expires_at=now - timedelta(hours=1))
     client.force_login(viewer)
-    page = client.get("/gc/").content.decode()
+    page = flat(client.get("/gc/").content.decode())
     assert "More than <strong>10,000</strong>" in page
 
 
@@ -199,17 +200,17 @@ def _run(started, outcome=GcRun.Outcome.COMPLETED, **fields):
 
 def test_last_successful_run_and_the_stale_warning(client, viewer, store):
     client.force_login(viewer)
-    page = client.get("/gc/").content.decode()
+    page = flat(client.get("/gc/").content.decode())
     assert "No successful run is recorded." in page and 'data-testid="gc-stale"' in page
     _run(store - timedelta(hours=30))
     _run(store - timedelta(hours=2), GcRun.Outcome.FAILED, message="OperationalError: boom")
-    page = client.get("/gc/").content.decode()
+    page = flat(client.get("/gc/").content.decode())
     assert re.search(r'data-testid="gc-last-success">Last successful run <time[^>]*>1\xa0day', page)
     assert 'data-testid="gc-stale"' in page  # 30 h > 26 h; the failed run does not count
     with override_settings(GC_STALE_AFTER_HOURS=48):
-        assert 'data-testid="gc-stale"' not in client.get("/gc/").content.decode()
+        assert 'data-testid="gc-stale"' not in flat(client.get("/gc/").content.decode())
     _run(store - timedelta(hours=4), GcRun.Outcome.PARTIAL)  # finished 3 h 59 min ago
-    page = client.get("/gc/").content.decode()
+    page = flat(client.get("/gc/").content.decode())
     assert re.search(r'data-testid="gc-last-success">Last successful run <time[^>]*>3\xa0hours', page)
     assert 'data-testid="gc-stale"' not in page
 
@@ -217,9 +218,9 @@ def test_last_successful_run_and_the_stale_warning(client, viewer, store):
 def test_the_backlog_warning(client, viewer, store):
     _run(store - timedelta(hours=1))
     client.force_login(viewer)
-    assert 'data-testid="gc-backlog"' not in client.get("/gc/").content.decode()  # 10 < 100,000
+    assert 'data-testid="gc-backlog"' not in flat(client.get("/gc/").content.decode())  # 10 < 100,000
     with override_settings(GC_BACKLOG_WARN_ROWS=10):
-        page = client.get("/gc/?dag_id=ml_train").content.decode()  # the warning counts every DAG
+        page = flat(client.get("/gc/?dag_id=ml_train").content.decode())  # the warning counts every DAG
         assert re.search(r'data-testid="gc-backlog">10 task state rows have expired', page)
 
 
@@ -252,7 +253,7 @@ def test_the_recipes_show_this_deployments_command(client, viewer, settings, mon
     monkeypatch.setenv("DATABASE_URL", "postgres://secret-user:secret-password@db/dash")
     monkeypatch.setenv("AIRFLOW__STATE_STORE__BACKEND", "airflow.state.metastore.MetastoreBackend")
     client.force_login(viewer)
-    page = client.get("/gc/").content.decode()
+    page = flat(client.get("/gc/").content.decode())
     assert "manage.py state_store_clean --batch-size 10000 --max-batches 500 --json" in page
     assert str(settings.BASE_DIR) in page
     environment = re.search(r'data-testid="gc-environment">(.*?)</span>', page).group(1)
@@ -268,7 +269,7 @@ def test_the_confirmation_fixes_the_cutoff_and_shows_what_would_go(client, admin
     limits = {"batch_size": "5", "max_batches": "2", "time_limit": "5"}
     response = client.get("/gc/run/", limits, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
-    page = response.content.decode()
+    page = flat(response.content.decode())
     assert re.search(r'data-testid="gc-confirm-rows"><strong>10</strong> keys have expired', page)
     assert '<input type="hidden" name="cutoff" value="date">' in page
     assert re.search(r'<button type="submit" class="secondary" data-close autofocus>Cancel</button>', page)

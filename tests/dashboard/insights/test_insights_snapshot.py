@@ -16,6 +16,7 @@ from statestore_admin.dashboard.charts import _axis, compact, size, time_labels
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import history
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
@@ -100,12 +101,12 @@ def test_gc_runs_before_the_first_snapshot_are_counted_with_the_right_verb(clien
     GcRun.objects.create(
         started_at=store, cutoff=store, batch_size=1000, outcome=GcRun.Outcome.COMPLETED, host="h", pid=1
     )
-    page = client.get("/insights/").content.decode()
+    page = flat(client.get("/insights/").content.decode())
     assert "1 GC run is recorded in the last 30 days" in page
     GcRun.objects.create(
         started_at=store, cutoff=store, batch_size=1000, outcome=GcRun.Outcome.COMPLETED, host="h", pid=2
     )
-    assert "2 GC runs are recorded in the last 30 days" in client.get("/insights/").content.decode()
+    assert "2 GC runs are recorded in the last 30 days" in flat(client.get("/insights/").content.decode())
 
 
 def test_a_size_axis_has_one_unit_and_a_count_axis_whole_quarters():

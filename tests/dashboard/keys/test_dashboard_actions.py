@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -410,6 +411,6 @@ def test_delete_from_the_key_page_moves_on(op_client, job):
 def test_deleting_worker_refs_warns_about_the_external_objects(op_client, run, task_key_factory):
     ref = task_key_factory(run, task_id="t", key="ref", value={"__airflow_state_ref__": "s3://bucket/ref"})
     job = TaskStateStore.objects.get(key="job")
-    html = op_client.get("/keys/task/delete/", {"ids": [ref.pk, job.pk]}, **HX).content.decode()
+    html = flat(op_client.get("/keys/task/delete/", {"ids": [ref.pk, job.pk]}, **HX).content.decode())
     assert "<strong>1</strong> of these keys is a worker-side reference" in html
     assert "worker-side reference" not in op_client.get("/keys/task/delete/", {"ids": job.pk}, **HX).content.decode()

@@ -14,6 +14,7 @@ from django.utils import timezone
 from statestore_admin.airflow.models import AssetStateStore, TaskInstance, TaskStateStore
 from statestore_admin.state import selectors
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -75,7 +76,7 @@ def expiry_url(name):
 
 # 10. The expiry dialog --------------------------------------------------------------------------------------
 def test_the_current_expiry_is_labelled_and_shown_in_the_users_zone(berlin, run):
-    html = berlin.get(expiry_url("job_id"), **HX).content.decode()
+    html = flat(berlin.get(expiry_url("job_id"), **HX).content.decode())
     expires = key("job_id").expires_at
     local = expires.astimezone(ZoneInfo(BERLIN))
     assert "Now:" not in html
@@ -90,13 +91,13 @@ def test_the_current_expiry_is_labelled_and_shown_in_the_users_zone(berlin, run)
 
 
 def test_a_key_that_never_expires_says_so(berlin, run):
-    html = berlin.get(expiry_url("forever"), **HX).content.decode()
+    html = flat(berlin.get(expiry_url("forever"), **HX).content.decode())
     assert "Current expiry: never (the key is kept until someone deletes it)." in html
     assert re.search(r'value="never"[^>]*checked', html)
 
 
 def test_a_passed_expiry_says_what_it_means(berlin, run):
-    html = berlin.get(expiry_url("stale"), **HX).content.decode()
+    html = flat(berlin.get(expiry_url("stale"), **HX).content.decode())
     assert "ago)</time>: passed, the next garbage collection deletes the key." in html
 
 

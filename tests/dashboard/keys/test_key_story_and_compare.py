@@ -25,6 +25,7 @@ from tests.factories import (
     make_task_instance,
     make_task_key,
 )
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 # The modules (the package re-exports functions of the same names): their bounds are patched smaller.
@@ -104,7 +105,7 @@ def test_the_story_reads_a_window_of_runs_a_page_and_says_so(signed_in, history,
     url, seen, pages = f"/keys/task/{keys[5].id}/story/", [], 0
     while url:
         response = signed_in.get(url, **HX)
-        body = response.content.decode()
+        body = flat(response.content.decode())
         assert response.status_code == 200 and body.startswith('<div id="keys-panel"')  # the panel only
         seen += story_rows(body)
         pages += 1
@@ -237,7 +238,7 @@ def test_a_comparison_reads_a_cap_of_keys_a_page_and_continues_to_the_same_answe
     unbounded, unbounded_same, one = compare_all(signed_in, url)
     assert one == 1
     monkeypatch.setattr(run_compare_module, "COMPARE_CAP", 3)
-    first = signed_in.get(url).content.decode()
+    first = flat(signed_in.get(url).content.decode())
     assert 'data-testid="compare-stopped"' in first and "at most 3 of each a page" in first
     capped, capped_same, pages = compare_all(signed_in, url)
     assert pages > 2

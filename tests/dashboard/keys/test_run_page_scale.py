@@ -20,6 +20,7 @@ from statestore_admin.state import selectors
 from statestore_admin.state.services import confirmations
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.factories import make_task_keys
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -110,12 +111,12 @@ def test_the_key_filter_is_a_prefix_in_any_case_kept_by_the_pager(client, operat
 def test_each_task_has_a_capped_count(client, operator, run):
     make_task_keys(run, selectors.TASK_COUNT_CAP + 1, task_id="big")
     client.force_login(operator)
-    html = client.get(f"/runs/{run.pk}/").content.decode()
+    html = flat(client.get(f"/runs/{run.pk}/").content.decode())
     counts = dict(
         re.findall(r'<li data-testid="task-count"><a href="[^"]+">(\w+)</a> <span class="muted">([^<]+)<', html)
     )
     assert counts == {"big": "more than 1,000 keys", "extract": "12 keys", "load": "3 keys"}
-    html = client.get(f"/runs/{run.pk}/?q=KEY_1").content.decode()  # counts of the matching keys
+    html = flat(client.get(f"/runs/{run.pk}/?q=KEY_1").content.decode())  # counts of the matching keys
     counts = dict(
         re.findall(r'<li data-testid="task-count"><a href="[^"]+">(\w+)</a> <span class="muted">([^<]+)<', html)
     )

@@ -7,6 +7,7 @@ import pytest
 
 from statestore_admin.airflow.models import TaskStateStore
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -48,9 +49,9 @@ def is_disabled(html: str, label: str) -> bool:
 def test_a_mapped_tasks_heading_opens_every_map_index(client, operator, world):
     client.force_login(operator)
     run = world["run"]
-    html = client.get(f"/runs/{run.pk}/").content.decode()
+    html = flat(client.get(f"/runs/{run.pk}/").content.decode())
     assert f'href="/runs/{run.pk}/tasks/train_fold/"' in html  # the task's heading
-    html = client.get(f"/runs/{run.pk}/tasks/train_fold/").content.decode()
+    html = flat(client.get(f"/runs/{run.pk}/tasks/train_fold/").content.decode())
     assert "no such task instance" not in html and "No keys" not in html
     assert "all map indexes" in html and "Mapped task: 2 map indexes with state." in html
     assert html.count("<table") == 1 and "<th>Map index</th>" in html  # one table, a map index column
@@ -130,14 +131,14 @@ def test_a_running_runs_pages_poll_and_a_finished_ones_do_not(client, operator, 
     client.force_login(operator)
     run, done = world["run"], world["done"]
     for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/tasks/train_fold/"):
-        html = client.get(url).content.decode()
+        html = flat(client.get(url).content.decode())
         assert 'hx-trigger="stateChanged from:body, autoRefresh, every 10s" data-auto-refresh' in html, url
         assert "This run is running: its keys refresh every 10 s (paused while this tab is hidden" in html
     for url in (f"/runs/{done.pk}/", f"/runs/{done.pk}/tasks/report/"):
-        html = client.get(url).content.decode()
+        html = flat(client.get(url).content.decode())
         assert "data-auto-refresh" not in html and "every 10s" not in html, url
         assert "This run is not running (success): its keys do not refresh on their own." in html
     # A run that finishes stops polling at its next refresh: the panel decides again.
     run.state = "success"
     run.save(update_fields=["state"])
-    assert "data-auto-refresh" not in client.get(f"/runs/{run.pk}/", **PANEL).content.decode()
+    assert "data-auto-refresh" not in flat(client.get(f"/runs/{run.pk}/", **PANEL).content.decode())

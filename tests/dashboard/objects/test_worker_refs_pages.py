@@ -21,6 +21,7 @@ from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
@@ -174,7 +175,7 @@ def test_a_reference_outside_the_base_is_never_opened(
         set_common_io(monkeypatch, "path", None)
         assert objects.storage() is None
     key = task_key_factory(run, task_id="load", map_index=2, key="passwd", value=ref_value("file:///etc/passwd"))
-    html = page(op, f"/keys/task/{key.pk}/")
+    html = flat(page(op, f"/keys/task/{key.pk}/"))
     assert "root:" not in html and "Value read from the object" not in html
     kind = "outside the base" if configured else "no storage configured"
     assert f'data-testid="reference-kind">{kind}<' in html and 'data-testid="resolve-notice"' in html
@@ -185,7 +186,7 @@ def test_dot_dot_in_a_reference_does_not_leave_the_base(op, storage, reading, ru
     write_object(tmp_path / "secret.json.gz", {"secret": "outside-the-base"})
     sneaky = f"{storage.base}/../secret.json.gz"
     key = task_key_factory(run, task_id="load", map_index=2, key="sneaky", value=ref_value(sneaky))
-    html = page(op, f"/keys/task/{key.pk}/")
+    html = flat(page(op, f"/keys/task/{key.pk}/"))
     assert "outside-the-base" not in html and 'data-testid="reference-kind">outside the base<' in html
 
 
@@ -255,12 +256,12 @@ def test_confirmations_say_the_object_is_deleted_after_the_row(
     op, storage, run, task_key_factory, asset_factory, asset_key_factory
 ):
     key = task_ref_key(storage, run, task_key_factory, value=1)
-    html = op.get("/keys/task/delete/", {"ids": key.pk}, **HX).content.decode()
+    html = flat(op.get("/keys/task/delete/", {"ids": key.pk}, **HX).content.decode())
     assert "<strong>1</strong> of these keys is a worker-side reference" in html
     assert "the row is deleted first, then its object" in html and "left behind" not in html
     asset = asset_factory(name="orders")
     asset_key_factory(asset, key="w", value=ref_value(storage.asset_ref("orders", "w")))
-    html = op.get(f"/assets/{asset.pk}/delete/", {"keys": "w"}, **HX).content.decode()
+    html = flat(op.get(f"/assets/{asset.pk}/delete/", {"keys": "w"}, **HX).content.decode())
     assert "is a worker-side reference" in html and "then its object" in html
 
 

@@ -8,12 +8,13 @@ import pytest
 
 from statestore_admin.state import search as searching
 from tests.conftest import BOTH_DATABASES
+from tests.html import flat
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 
 
 def count_of(client, params) -> list[str]:
-    html = client.get("/search/", params).content.decode()
+    html = flat(client.get("/search/", params).content.decode())
     return [re.sub(r"<[^>]+>|\s+", " ", m).split() for m in re.findall(r'data-testid="result-count">(.*?)</p>', html)]
 
 
