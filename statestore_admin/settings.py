@@ -109,11 +109,13 @@ MIDDLEWARE = [
     "statestore_admin.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",  # the cookie's, the browser's or LANGUAGE_CODE
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "statestore_admin.sso.proxy.ProxySignInMiddleware",  # the authenticating proxy's headers (off by default)
     "statestore_admin.sso.sessions.SingleSignOnSessionMiddleware",  # ends single sign-on sessions (TOKEN_IDP_MAX_AGE)
+    "statestore_admin.dashboard.languages.AccountLanguageMiddleware",  # the account's language; English for /api/
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -443,9 +445,25 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", defa
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 
 # I18n ---------------------------------------------------------------------------------------
-LANGUAGE_CODE = "en-us"
+# The pages speak the account's chosen language, else the browser's (Accept-Language), else LANGUAGE_CODE
+# (dashboard/languages.py); the APIs always answer in English. Catalogues: locale/ (docs/languages.md).
+USE_I18N = True
+LANGUAGES = [
+    ("en", "English"),
+    ("ko", "Korean"),
+    ("ja", "Japanese"),
+    ("zh-hans", "Simplified Chinese"),  # also served for zh, zh-CN and zh-SG (Django's fallbacks)
+    ("de", "German"),
+    ("fr", "French"),
+    ("es", "Spanish"),
+]
+LANGUAGE_CODE = env.str("LANGUAGE_CODE", default="en")  # one of LANGUAGES (Django's check translation.E004)
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the sign-in page's language, chosen there or before signing out
+LANGUAGE_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = SESSION_COOKIE_SECURE
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
-USE_I18N = False
 USE_TZ = True
 
 # Static files (served by WhiteNoise; nothing from a CDN) -------------------------------------

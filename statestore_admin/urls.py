@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from statestore_admin import health, metrics
-from statestore_admin.dashboard import errors
+from statestore_admin.dashboard import errors, languages
 from statestore_admin.sso import break_glass, oidc, passwords
 
 urlpatterns = [
@@ -14,6 +14,8 @@ urlpatterns = [
     path("oidc/login/", oidc.start, name="oidc_login"),
     path("oidc/callback/", oidc.callback, name="oidc_callback"),
     path("break-glass/", break_glass.view, name="break-glass"),
+    path("language/", languages.choose_language, name="choose-language"),
+    path("jsi18n/", languages.javascript_catalog, name="javascript-catalog"),
     path("admin/login/", passwords.admin_login),  # before the admin's own: LOCAL_PASSWORDS
     path("admin/", admin.site.urls),
     path("", include("statestore_admin.api.urls")),

@@ -438,3 +438,21 @@ class CacheEntry(models.Model):
         db_table = "statestore_cache"
         verbose_name, verbose_name_plural = "cache entry", "cache entries"
         default_permissions = ()  # nobody is granted anything on the cache: no permissions to list in roles
+
+
+class AccountPreferences(models.Model):
+    """What an account chose for itself (``identity.preferences``): the language of its pages, kept with the
+    account so that it follows the person to another browser (a cookie keeps it for the sign-in page)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="preferences"
+    )
+    # A code of settings.LANGUAGES, or "" for the browser's language (Accept-Language).
+    language = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        verbose_name = "account preferences"
+        verbose_name_plural = "account preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"

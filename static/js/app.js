@@ -146,7 +146,10 @@
       table.querySelectorAll("tbody input[type=checkbox]").forEach((box) => { box.checked = event.target.checked; });
     }
     if (event.target.type === "checkbox") syncSelection();
+    // The language menu (includes/_language_menu.html) applies a choice at once; its button is for no script.
+    if (event.target.matches("[data-autosubmit]")) event.target.form.requestSubmit();
   });
+  document.querySelectorAll("[data-autosubmit-button]").forEach((button) => { button.hidden = true; });
   document.addEventListener("htmx:afterSettle", syncSelection);
   // Auto-refresh (includes/_refresh.html): a poll is skipped while the tab is hidden, a dialog is open or
   // keys are selected (a refresh would drop the selection); the panel refreshes when the tab is shown again.
