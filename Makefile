@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: install install-dev run serve test test-postgres test-compat test-image lint schema clean-demo image
+.PHONY: install install-dev run serve test test-postgres test-compat test-image lint schema clean-demo image messages
 
 # Runtime requirements only (what `make run` and `make serve` need); reinstalled when requirements.txt changes.
 $(VENV)/.installed: requirements.txt
@@ -102,3 +102,15 @@ schema:
 # The demo's files only: var/dashboard.sqlite3 belongs to a dashboard on a real Airflow database.
 clean-demo:
 	rm -rf var/demo
+
+# The translation catalogues (docs/languages.md): extract every marked string into locale/<lang>/LC_MESSAGES/*.po
+# (pages and Python: django; static/js: djangojs), then compile the .mo files, which are committed so that a fresh
+# clone needs no gettext tools. Needs GNU gettext (apt-get install -y gettext). New strings arrive untranslated:
+# tests/contracts/test_catalogues.py fails until every language has them.
+LOCALES := ko ja zh_Hans de fr es
+MESSAGES_FLAGS := --no-location --no-obsolete --ignore=.venv --ignore=var --ignore=tests --ignore=bench --ignore=scripts
+messages: install-dev
+	$(PY) manage.py makemessages $(addprefix -l ,$(LOCALES)) $(MESSAGES_FLAGS) --ignore=static/js/htmx*
+	$(PY) manage.py makemessages -d djangojs $(addprefix -l ,$(LOCALES)) $(MESSAGES_FLAGS) --ignore=static/js/htmx* \
+		--ignore=staticfiles
+	$(PY) manage.py compilemessages --ignore=.venv

@@ -459,6 +459,7 @@ LANGUAGES = [
 ]
 LANGUAGE_CODE = env.str("LANGUAGE_CODE", default="en")  # one of LANGUAGES (Django's check translation.E004)
 LOCALE_PATHS = [BASE_DIR / "locale"]
+FORMAT_MODULE_PATH = ["statestore_admin.formats"]  # times and numbers per language, over Django's
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the sign-in page's language, chosen there or before signing out
 LANGUAGE_COOKIE_HTTPONLY = True
 LANGUAGE_COOKIE_SAMESITE = "Lax"

@@ -10,7 +10,7 @@ machine contract, like Airflow's own API.
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseBadRequest, HttpResponseRedirect
 from django.utils import translation
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import cache_control
@@ -58,8 +58,8 @@ def choose_language(request):
     code = request.POST.get("language", "")
     try:
         preferences.choose_language(request.user, code)
-    except Invalid:
-        code = ""
+    except Invalid as invalid:  # a language not offered: nothing changes
+        return HttpResponseBadRequest(" ".join(invalid.messages), content_type="text/plain; charset=utf-8")
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
         target = "/"

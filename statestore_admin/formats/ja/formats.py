@@ -1,0 +1,2 @@
+# "2026年11月30日 16:43"
+DATETIME_FORMAT = "Y年n月j日 H:i"
