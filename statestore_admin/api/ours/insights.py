@@ -27,16 +27,39 @@ DAYS = OpenApiParameter(
 )
 
 
-def insights_schema(name: str, shape, more: str, ranged: bool = False):
-    """An Insights view's schema: ``RULES``, then ``more``; ``ranged``: it takes the ``days`` parameter (422
-    when invalid)."""
+# What each view returns, after RULES, in the OpenAPI document.
+OUTPUTS = {
+    "series": """\
+`points`: one per snapshot in the range, oldest first (at most 120: the last snapshot of each period),
+with `task_keys`, `task_bytes`, `asset_keys`, `asset_bytes` (null: hidden). `dags`: the top 5 DAGs of the
+latest snapshot in the range (in the user's scope) by keys, with `keys` and `bytes` lists aligned with
+`points` (0: no state then). `latest`: the latest snapshot's totals.""",
+    "expiry": """\
+`days`: task keys and bytes expiring on each of the next 30 days (UTC), what GC will delete then (null for
+a DAG scope or without view on task state). `by_status`: the user's task keys `expired` (awaiting GC),
+`expiring` (within 24 h), `later` and `never` (null without view on task state).""",
+    "sizes": """\
+`buckets`: `{"store": "task"|"asset", "up_to": bytes (null: larger than the previous bucket), "keys": n}`,
+of the stores whose whole figures the user may see.""",
+    "top": """\
+The latest snapshot's largest consumers, each list 10 long at most: `dags_by_keys`, `dags_by_bytes`
+(`dag_id`, `keys`, `bytes`) and `tasks_by_keys`, `tasks_by_bytes` (`dag_id`, `task_id`, `keys`, `bytes`)
+with view on task state; `assets_by_keys`, `assets_by_bytes` (`asset_id`, `name`, `uri`, `keys`, `bytes`)
+with view on asset state; `largest`: the largest values' keys and sizes (never a value) of the stores the
+user may view. Tasks and assets are those of the user's scope among the snapshot's 50 largest.""",
+}
+
+
+def insights_schema(name: str, shape, ranged: bool = False):
+    """An Insights view's schema: ``RULES``, then what it returns (``OUTPUTS``); ``ranged``: it takes the ``days``
+    parameter (422 when invalid)."""
     responses = {200: shape, **ANY_STORE_ERRORS}
     if ranged:
         responses[422] = READ_ERRORS[422]
     return extend_schema(
         operation_id=f"insights_{name}",
         tags=["statestore-admin"],
-        description=f"{RULES}\n\n{more}",
+        description=f"{RULES}\n\n{OUTPUTS[name]}",
         parameters=[DAYS] if ranged else None,
         responses=responses,
     )
@@ -55,23 +78,16 @@ class InsightsView(OwnView):
         scope, stores = scope_of(request.user), tuple(policies.viewable_stores(request.user))
         return timezone.now(), scope, stores, insights.latest(scope=scope, stores=stores)
 
-    def read_latest(self, request, read):
-        """The time now, the latest snapshot's figures the user may see, and ``read`` of them (one of
-        ``insights``' readers of a snapshot) for the user's scope and stores."""
+    def answer(self, request, shape, read, body):
+        """``shape`` of ``body(figures, reading)``: the latest snapshot's figures the user may see, and ``read``
+        of them (one of ``insights``' readers of a snapshot) for the user's scope and stores."""
         now, scope, stores, figures = self.latest(request)
-        return now, figures, read(scope=scope, stores=stores, figures=figures)
+        reading = read(scope=scope, stores=stores, figures=figures)
+        return Response(shape(body(figures, reading), context={"now": now}).data)
 
 
 class InsightsSeries(InsightsView):
-    @insights_schema(
-        "series",
-        shapes.InsightsSeries,
-        """`points`: one per snapshot in the range, oldest first (at most 120: the last snapshot of each period),
-with `task_keys`, `task_bytes`, `asset_keys`, `asset_bytes` (null: hidden). `dags`: the top 5 DAGs of the
-latest snapshot in the range (in the user's scope) by keys, with `keys` and `bytes` lists aligned with
-`points` (0: no state then). `latest`: the latest snapshot's totals.""",
-        ranged=True,
-    )
+    @insights_schema("series", shapes.InsightsSeries, ranged=True)
     def get(self, request):
         """Keys and bytes over time, per store and for the top DAGs."""
         chosen = days(request)
@@ -82,51 +98,34 @@ latest snapshot in the range (in the user's scope) by keys, with `keys` and `byt
         return Response(shapes.InsightsSeries(body, context={"now": now}).data)
 
 
+def _expiry(figures, expiry) -> dict:
+    empty = {"days": None, "by_status": None}
+    return {"snapshot": figures, **(empty if expiry is None else {"days": expiry.days, "by_status": expiry.by_status})}
+
+
+def _top(figures, top) -> dict:
+    return {"snapshot": figures, **{name: getattr(top, name) if top else [] for name in shapes.InsightsTop.LISTS}}
+
+
 class InsightsExpiry(InsightsView):
-    @insights_schema(
-        "expiry",
-        shapes.InsightsExpiry,
-        """`days`: task keys and bytes expiring on each of the next 30 days (UTC), what GC will delete then (null for
-a DAG scope or without view on task state). `by_status`: the user's task keys `expired` (awaiting GC),
-`expiring` (within 24 h), `later` and `never` (null without view on task state).""",
-    )
+    @insights_schema("expiry", shapes.InsightsExpiry)
     def get(self, request):
         """What GC will delete in the next days: the latest snapshot's expiry histogram."""
-        now, figures, expiry = self.read_latest(request, insights.expiry)
-        body = {"snapshot": figures, "days": None, "by_status": None}
-        if expiry is not None:
-            body |= {"days": expiry.days, "by_status": expiry.by_status}
-        return Response(shapes.InsightsExpiry(body, context={"now": now}).data)
+        return self.answer(request, shapes.InsightsExpiry, insights.expiry, _expiry)
 
 
 class InsightsSizes(InsightsView):
-    @insights_schema(
-        "sizes",
-        shapes.InsightsSizes,
-        """`buckets`: `{"store": "task"|"asset", "up_to": bytes (null: larger than the previous bucket), "keys": n}`,
-of the stores whose whole figures the user may see.""",
-    )
+    @insights_schema("sizes", shapes.InsightsSizes)
     def get(self, request):
         """The latest snapshot's value size distribution."""
-        now, figures, buckets = self.read_latest(request, insights.sizes)
-        return Response(shapes.InsightsSizes({"snapshot": figures, "buckets": buckets}, context={"now": now}).data)
+        return self.answer(request, shapes.InsightsSizes, insights.sizes, lambda f, b: {"snapshot": f, "buckets": b})
 
 
 class InsightsTop(InsightsView):
-    @insights_schema(
-        "top",
-        shapes.InsightsTop,
-        """The latest snapshot's largest consumers, each list 10 long at most: `dags_by_keys`, `dags_by_bytes`
-(`dag_id`, `keys`, `bytes`) and `tasks_by_keys`, `tasks_by_bytes` (`dag_id`, `task_id`, `keys`, `bytes`)
-with view on task state; `assets_by_keys`, `assets_by_bytes` (`asset_id`, `name`, `uri`, `keys`, `bytes`)
-with view on asset state; `largest`: the largest values' keys and sizes (never a value) of the stores the
-user may view. Tasks and assets are those of the user's scope among the snapshot's 50 largest.""",
-    )
+    @insights_schema("top", shapes.InsightsTop)
     def get(self, request):
         """Top DAGs, tasks and assets by keys and by bytes, and the largest values."""
-        now, figures, top = self.read_latest(request, insights.top)
-        lists = {name: getattr(top, name) if top else [] for name in shapes.InsightsTop.LISTS}
-        return Response(shapes.InsightsTop({"snapshot": figures, **lists}, context={"now": now}).data)
+        return self.answer(request, shapes.InsightsTop, insights.top, _top)
 
 
 class InsightsGc(OwnView):

@@ -1,13 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
+from statestore_admin.airflow.management.setup import SetupCommand
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import SchemaExists, create_airflow_schema, has_state_tables
 
 
-class Command(BaseCommand):
-    requires_system_checks = []  # it creates what the Airflow database check looks for
-
+class Command(SetupCommand):
     help = (
         "Create Airflow 3.3.2's schema in an EMPTY Airflow database from the committed fixture "
         "(for the embedded demo, tests and benchmarks). Refuses any database that has Airflow tables."

@@ -17,7 +17,6 @@ holds the lock; 4 rows deleted but some of their objects could not be deleted (-
 are orphaned); 128+N stopped by signal N (130 SIGINT, 143 SIGTERM), committed batches kept.
 """
 
-import json
 import signal
 import sys
 
@@ -31,6 +30,7 @@ from statestore_admin.access.scopes import EVERYTHING
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.config import AirflowConfigError, airflow_config
 from statestore_admin.commands.gc_text import dry_run_lines
+from statestore_admin.commands.output import add_json_flag, write_json
 from statestore_admin.commands.stats_text import snapshot_line
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
@@ -84,7 +84,7 @@ class Command(BaseCommand):
             help="PostgreSQL lock_timeout of each batch (default 5).",
         )
         parser.add_argument("--top", type=int, default=10, help="Dry run: DAGs listed (default 10).")
-        parser.add_argument("--json", action="store_true", help="Print a JSON summary instead of text.")
+        add_json_flag(parser, "a summary")
         parser.add_argument(
             "--no-stats", action="store_true", help="Do not record a statistics snapshot after a real run."
         )
@@ -209,7 +209,7 @@ class Command(BaseCommand):
 
     def report(self, result: gc.GcResult, snapshot: dict | None = None):
         if self.as_json:
-            self.stdout.write(json.dumps({**result.as_dict(), "stats": snapshot}))
+            write_json(self, {**result.as_dict(), "stats": snapshot})
             return
         failed = result.outcome in gc.STOPPED
         if self.verbosity < 1 and not failed:
@@ -247,7 +247,7 @@ class Command(BaseCommand):
     def dry_run(self, plan, config, top):
         summary = gc.dry_run(plan, top=top, config=config, scope=EVERYTHING)
         if self.as_json:
-            self.stdout.write(json.dumps(summary.as_dict()))
+            write_json(self, summary.as_dict())
             return
         for line in dry_run_lines(summary):  # exact, or capped and estimated (docs/gc.md)
             self.stdout.write(line)

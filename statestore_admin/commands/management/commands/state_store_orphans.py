@@ -11,7 +11,6 @@ storage could not be listed completely (the figures are then incomplete); 2 inva
 (an invalid ``[common.io]`` option, or --delete without a configured storage).
 """
 
-import json
 import sys
 from datetime import timedelta
 
@@ -19,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from statestore_admin.access.actors import Actor
 from statestore_admin.commands.orphans_text import report_lines
+from statestore_admin.commands.output import add_json_flag, write_json
 from statestore_admin.objects import orphans
 from statestore_admin.objects import store as objects
 
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             metavar="N",
             help=f"Items listed in each sample (default {orphans.DEFAULT_SAMPLE}, at most {orphans.SAMPLE_MAX}).",
         )
-        parser.add_argument("--json", action="store_true", help="Print the report as JSON (the API's shape).")
+        add_json_flag(parser, "the report (the API's shape)")
 
     def handle(self, *args, **options):
         older_than = options["older_than"]
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         except objects.StorageError as exc:
             raise CommandError(str(exc), returncode=EXIT_USAGE) from exc
         if options["json"]:
-            self.stdout.write(json.dumps(result.as_dict()))
+            write_json(self, result.as_dict())
         else:
             for line in report_lines(result):
                 self.stdout.write(line)

@@ -9,13 +9,13 @@ they are listed), or a database error; 2 the file cannot be read or is not a val
 does not exist or cannot be restored.
 """
 
-import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from statestore_admin.access.actors import Actor
+from statestore_admin.commands.output import add_json_flag, write_json
 from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.exports import documents as exports
 from statestore_admin.exports import restore as restores
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--overwrite", action="store_true", help="Also restore keys written again since the export."
         )
-        parser.add_argument("--json", action="store_true", help="Print the outcome as one JSON object.")
+        add_json_flag(parser, "the outcome")
 
     def handle(self, *args, **options):
         self.as_json = options["json"]
@@ -85,7 +85,7 @@ class Command(BaseCommand):
 
     def report(self, outcome: restores.RestoreOutcome):
         if self.as_json:
-            self.stdout.write(json.dumps({"outcome": "restored", **outcome.as_dict()}))
+            write_json(self, {"outcome": "restored", **outcome.as_dict()})
             return
         self.stdout.write(outcome.describe())
         for item in outcome.missing:
@@ -95,7 +95,7 @@ class Command(BaseCommand):
 
     def conflicts(self, exc: Conflict):
         if self.as_json:
-            self.stdout.write(json.dumps({"outcome": "conflict", "message": str(exc), "conflicts": exc.details}))
+            write_json(self, {"outcome": "conflict", "message": str(exc), "conflicts": exc.details})
             return
         self.stderr.write(f"{exc} Use --overwrite to restore them anyway.")
         for item in exc.details:

@@ -6,7 +6,6 @@ Exit codes: 0 done; 1 the snapshot failed (recorded as failed, with the error) o
 failed).
 """
 
-import json
 import signal
 import sys
 
@@ -14,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from statestore_admin.access.actors import Actor
+from statestore_admin.commands.output import add_json_flag, write_json
 from statestore_admin.commands.stats_text import snapshot_line
 from statestore_admin.core.errors import Invalid
 from statestore_admin.stats import snapshots as stats
@@ -41,7 +41,7 @@ class Command(BaseCommand):
             metavar="DAYS",
             help=f"Delete snapshots older than DAYS days afterwards (default {stats.DEFAULT_KEEP_DAYS}, >= 1).",
         )
-        parser.add_argument("--json", action="store_true", help="Print the snapshot as JSON instead of a summary.")
+        add_json_flag(parser, "the snapshot")
 
     def handle(self, *args, **options):
         keep_days = options["keep_days"]
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         except DatabaseError as exc:
             raise CommandError(f"Pruning old snapshots failed: {exc}", returncode=EXIT_ERROR) from exc
         if options["json"]:
-            self.stdout.write(json.dumps({**stats.as_dict(snapshot), "pruned": pruned}))
+            write_json(self, {**stats.as_dict(snapshot), "pruned": pruned})
         elif options["verbosity"] >= 1:
             self.stdout.write(snapshot_line(snapshot))
             if pruned:

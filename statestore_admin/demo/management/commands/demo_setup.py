@@ -4,11 +4,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
 from statestore_admin import grants
 from statestore_admin.access.actors import Actor
+from statestore_admin.airflow.management.setup import SetupCommand
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.schema import has_state_tables
 from statestore_admin.demo.accounts import (
@@ -27,9 +28,7 @@ DEMO_ROLE_USERS = ((DEMO_VIEWER_USERNAME, VIEWER, None), (DEMO_OPERATOR_USERNAME
 DEMO_TEAM_SCOPE = {"dags": ["etl_*"], "assets": ["s3://warehouse/raw/*"]}
 
 
-class Command(BaseCommand):
-    requires_system_checks = []  # it creates what the Airflow database check looks for
-
+class Command(SetupCommand):
     help = (
         "Prepare the embedded demo in var/demo/: Airflow's schema and demo data in its airflow.sqlite3 and "
         "the demo's logins in its dashboard.sqlite3. Prints the login."
