@@ -113,4 +113,5 @@ messages: install-dev
 	$(PY) manage.py makemessages $(addprefix -l ,$(LOCALES)) $(MESSAGES_FLAGS) --ignore=static/js/htmx*
 	$(PY) manage.py makemessages -d djangojs $(addprefix -l ,$(LOCALES)) $(MESSAGES_FLAGS) --ignore=static/js/htmx* \
 		--ignore=staticfiles
+	$(PY) scripts/catalogue_headers.py locale
 	$(PY) manage.py compilemessages --ignore=.venv

@@ -73,6 +73,27 @@ def test_the_compiled_catalogue_is_the_current_one(code, domain):
         assert (got[0], {int(n): t for n, t in got[1].items()}) == (entry.msgstr, plural), entry.msgid
 
 
+PLURAL_FORMS = {
+    "ko": "nplurals=1; plural=0;",
+    "ja": "nplurals=1; plural=0;",
+    "zh-hans": "nplurals=1; plural=0;",
+    "de": "nplurals=2; plural=(n != 1);",
+    "es": "nplurals=2; plural=(n != 1);",
+    "fr": "nplurals=2; plural=(n > 1);",
+}
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("code", TRANSLATED)
+def test_the_header_names_the_language_and_its_plurals(code, domain):
+    """A fuzzy header is left out of the compiled catalogue, and with it the plural rule: "1 keys" in French."""
+    po = polib.pofile(str(catalogue(code, domain)))
+    assert not po.metadata_is_fuzzy
+    assert po.metadata["Plural-Forms"] == PLURAL_FORMS[code]
+    assert po.metadata["Language"] == to_locale(code)
+    assert po.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+
+
 def test_every_language_offered_has_its_catalogues():
     for code in TRANSLATED:
         for domain in DOMAINS:
