@@ -123,7 +123,7 @@ def task_keys_action(request, action):
     keys, their value previews only for users who may view task state (see the module's docstring); the
     POST acts on exactly the keys it listed. A refusal shows the confirmation with why (422)."""
     if action not in TASK_ACTIONS:
-        raise NotFound(f"No action {action!r} on task keys.")
+        raise NotFound(_("No action %(action)s on task keys.") % {"action": repr(action)})
     actor = Actor.from_request(request)
     try:
         if request.method == "POST":
