@@ -9,7 +9,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
-from django.utils.translation import gettext as gettext_now
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from statestore_admin import grants
@@ -93,7 +93,7 @@ class OneKindOfGrant(BaseInlineFormSet):
         kinds = {data.get("kind") for data in kept} - {None}
         if AccessScope.Kind.ALL in kinds and len(kinds) > 1:
             raise ValidationError(
-                gettext_now(
+                gettext(
                     "Give either patterns or every DAG and asset (unscoped), not both: patterns beside every DAG and "
                     "asset would restrict nothing."
                 )
@@ -162,13 +162,13 @@ class ExternalIdentityInline(admin.TabularInline):
 
     @admin.display(description=_("groups at the last sign-in"))
     def provider_groups(self, identity):
-        return ", ".join(identity.groups) or gettext_now("none")
+        return ", ".join(identity.groups) or gettext("none")
 
     @admin.display(description=_("mapped to"))
     def mapped_to(self, identity):
         granted, superuser = GroupMapping.from_settings().grants(identity.groups)
         names = sorted(granted) + (["superuser"] if superuser else [])
-        return ", ".join(names) or gettext_now("nothing (no mapped group: no access)")
+        return ", ".join(names) or gettext("nothing (no mapped group: no access)")
 
 
 class UsersWithGroups(UserAdmin):

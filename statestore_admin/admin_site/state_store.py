@@ -30,9 +30,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
-from django.utils.translation import gettext as gettext_now
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import pgettext_lazy
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
@@ -73,7 +72,7 @@ def _may(request, action: str, store: str = policies.TASK) -> bool:
 def _raise_404_if_none(obj):
     """A key or asset that is missing and one out of the user's scope answer the same 404."""
     if obj is None:
-        raise Http404(gettext_now("No such object: it may have been deleted."))
+        raise Http404(gettext("No such object: it may have been deleted."))
     return obj
 
 
@@ -106,7 +105,7 @@ class DagFilter(admin.SimpleListFilter):
         self._dag_ids = _dag_ids(request)
         super().__init__(request, params, model, model_admin)
         if len(self._dag_ids) > DAG_CHOICES:
-            self.title = gettext_now("DAG (the first %(shown)s of %(count)s; search finds the others)") % {
+            self.title = gettext("DAG (the first %(shown)s of %(count)s; search finds the others)") % {
                 "shown": DAG_CHOICES,
                 "count": f"{len(self._dag_ids):,}",
             }
@@ -175,8 +174,8 @@ class TaskKeyForm(forms.ModelForm):
         self.changes_value, self.value, self.expiry, self.seen = False, None, None, None
         self.initial_value = pretty(key.value) if self.may_edit else ""
         self.fields["new_value"].initial = self.initial_value
-        current = key.expires_at.isoformat() if key.expires_at else gettext_now("never expires")
-        unchanged = gettext_now("Unchanged (%(current)s)") % {"current": current}
+        current = key.expires_at.isoformat() if key.expires_at else gettext("never expires")
+        unchanged = gettext("Unchanged (%(current)s)") % {"current": current}
         self.fields["expiry"].choices = [(KEEP, unchanged), *expiry_choices()]
         self.fields["seen_updated_at"].initial = formatting.iso(key.updated_at)
 
@@ -213,7 +212,7 @@ class TaskKeyForm(forms.ModelForm):
 
     def _refused(self, exc: Exception, done: list[str]) -> None:
         if done:  # the value was written, then the expiry refused (a write in between): say so
-            self.add_error(None, gettext_now("The value was saved; the expiry was not changed:"))
+            self.add_error(None, gettext("The value was saved; the expiry was not changed:"))
         if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
             for name, errors in exc.message_dict.items():
                 field = FORM_FIELDS.get(name)
@@ -391,7 +390,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         if len(ids) > MAX_SELECTION:
             self.message_user(
                 request,
-                gettext_now("Select at most %(count)s keys at a time; nothing was changed.")
+                gettext("Select at most %(count)s keys at a time; nothing was changed.")
                 % {"count": f"{MAX_SELECTION:,}"},
                 messages.ERROR,
             )
