@@ -6,6 +6,7 @@ end in a database error (a 500, as in Airflow). Here it is a clear 400 for pages
 """
 
 from django.http import HttpResponseBadRequest, JsonResponse
+from django.utils.translation import gettext as _
 
 from statestore_admin.web import is_api, json_error
 
@@ -46,7 +47,9 @@ class RejectNulCharactersMiddleware:
                 {"detail": [{"type": "value_error", "loc": where, "msg": f"Value error, {MESSAGE}", "input": None}]},
                 status=422,
             )
-        return HttpResponseBadRequest(f"{MESSAGE} in {' '.join(where)}.", content_type="text/plain; charset=utf-8")
+        # Translators: where is "path", "query <field>" or "body <field>".
+        message = _("NUL characters (\\x00) are not allowed in %(where)s.") % {"where": " ".join(where)}
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 
 class DomainErrorMiddleware:

@@ -9,6 +9,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from statestore_admin import grants
@@ -92,8 +93,10 @@ class OneKindOfGrant(BaseInlineFormSet):
         kinds = {data.get("kind") for data in kept} - {None}
         if AccessScope.Kind.ALL in kinds and len(kinds) > 1:
             raise ValidationError(
-                "Give either patterns or every DAG and asset (unscoped), not both: patterns beside every DAG and "
-                "asset would restrict nothing."
+                gettext(
+                    "Give either patterns or every DAG and asset (unscoped), not both: patterns beside every DAG and "
+                    "asset would restrict nothing."
+                )
             )
 
 
@@ -152,20 +155,20 @@ class ExternalIdentityInline(admin.TabularInline):
     readonly_fields = fields
     extra = 0
     can_delete = False
-    verbose_name_plural = "Sign-in through single sign-on or the authenticating proxy"
+    verbose_name_plural = _("Sign-in through single sign-on or the authenticating proxy")
 
     def has_add_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="groups at the last sign-in")
+    @admin.display(description=_("groups at the last sign-in"))
     def provider_groups(self, identity):
-        return ", ".join(identity.groups) or "none"
+        return ", ".join(identity.groups) or gettext("none")
 
-    @admin.display(description="mapped to")
+    @admin.display(description=_("mapped to"))
     def mapped_to(self, identity):
         granted, superuser = GroupMapping.from_settings().grants(identity.groups)
         names = sorted(granted) + (["superuser"] if superuser else [])
-        return ", ".join(names) or "nothing (no mapped group: no access)"
+        return ", ".join(names) or gettext("nothing (no mapped group: no access)")
 
 
 class UsersWithGroups(UserAdmin):
@@ -202,7 +205,7 @@ class UsersWithGroups(UserAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("groups")
 
-    @admin.display(description="groups")
+    @admin.display(description=_("groups"))
     def group_names(self, user):
         return ", ".join(sorted(group.name for group in user.groups.all())) or "—"
 

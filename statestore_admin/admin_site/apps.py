@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AdminSiteConfig(AppConfig):
@@ -8,4 +9,4 @@ class AdminSiteConfig(AppConfig):
 
     name = "statestore_admin.admin_site"
     label = "admin_site"
-    verbose_name = "Django admin"
+    verbose_name = _("Django admin")

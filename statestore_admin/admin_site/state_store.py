@@ -30,6 +30,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.translation import gettext, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
@@ -70,7 +72,7 @@ def _may(request, action: str, store: str = policies.TASK) -> bool:
 def _raise_404_if_none(obj):
     """A key or asset that is missing and one out of the user's scope answer the same 404."""
     if obj is None:
-        raise Http404("No such object: it may have been deleted.")
+        raise Http404(gettext("No such object: it may have been deleted."))
     return obj
 
 
@@ -78,7 +80,7 @@ def _raise_404_if_none(obj):
 class StatusFilter(admin.SimpleListFilter):
     """The dashboard's expiry statuses (``selectors.status_filter``): each a range of the expires_at index."""
 
-    title = "expiry status"
+    title = _("expiry status")
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
@@ -96,14 +98,17 @@ class DagFilter(admin.SimpleListFilter):
     (one index probe per DAG, never a DISTINCT over the table). At most ``DAG_CHOICES`` are offered, by
     dag_id, so that the sidebar stays short whatever the number of DAGs; the others are reached by search."""
 
-    title = "DAG"
+    title = _("DAG")
     parameter_name = "dag_id"
 
     def __init__(self, request, params, model, model_admin):
         self._dag_ids = _dag_ids(request)
         super().__init__(request, params, model, model_admin)
         if len(self._dag_ids) > DAG_CHOICES:
-            self.title = f"DAG (the first {DAG_CHOICES} of {len(self._dag_ids):,}; search finds the others)"
+            self.title = gettext("DAG (the first %(shown)s of %(count)s; search finds the others)") % {
+                "shown": DAG_CHOICES,
+                "count": f"{len(self._dag_ids):,}",
+            }
 
     def lookups(self, request, model_admin):
         choices = self._dag_ids[:DAG_CHOICES]
@@ -141,17 +146,17 @@ class TaskKeyForm(forms.ModelForm):
     may_edit = False
 
     new_value = forms.CharField(
-        label="Value",
+        label=_("Value"),
         required=False,
         strip=False,
-        help_text='JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.',
+        help_text=_('JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.'),
         widget=forms.Textarea(attrs={"rows": 12, "cols": 80, "spellcheck": "false"}),
     )
-    expiry = forms.ChoiceField(label="Expiry", choices=(), widget=forms.RadioSelect, initial=KEEP)
+    expiry = forms.ChoiceField(label=_("Expiry"), choices=(), widget=forms.RadioSelect, initial=KEEP)
     expires_at_text = forms.CharField(
-        label="New expiry",
+        label=_("New expiry"),
         required=False,
-        help_text="With “At a date and time”: ISO 8601 with a time zone, e.g. 2026-12-01T00:00:00+00:00",
+        help_text=_("With “At a date and time”: ISO 8601 with a time zone, e.g. 2026-12-01T00:00:00+00:00"),
         widget=forms.TextInput(attrs={"placeholder": "2026-12-01T00:00:00+00:00", "autocomplete": "off"}),
     )
     # The version the form was opened on, exact and in UTC: Django's DateTimeField writes it in the reader's zone,
@@ -169,8 +174,9 @@ class TaskKeyForm(forms.ModelForm):
         self.changes_value, self.value, self.expiry, self.seen = False, None, None, None
         self.initial_value = pretty(key.value) if self.may_edit else ""
         self.fields["new_value"].initial = self.initial_value
-        current = key.expires_at.isoformat() if key.expires_at else "never expires"
-        self.fields["expiry"].choices = [(KEEP, f"Unchanged ({current})"), *expiry_choices()]
+        current = key.expires_at.isoformat() if key.expires_at else gettext("never expires")
+        unchanged = gettext("Unchanged (%(current)s)") % {"current": current}
+        self.fields["expiry"].choices = [(KEEP, unchanged), *expiry_choices()]
         self.fields["seen_updated_at"].initial = formatting.iso(key.updated_at)
 
     def _changes_value(self, text: str) -> bool:
@@ -206,7 +212,7 @@ class TaskKeyForm(forms.ModelForm):
 
     def _refused(self, exc: Exception, done: list[str]) -> None:
         if done:  # the value was written, then the expiry refused (a write in between): say so
-            self.add_error(None, "The value was saved; the expiry was not changed:")
+            self.add_error(None, gettext("The value was saved; the expiry was not changed:"))
         if isinstance(exc, ValidationError) and hasattr(exc, "error_dict"):
             for name, errors in exc.message_dict.items():
                 field = FORM_FIELDS.get(name)
@@ -245,30 +251,30 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         return _raise_404_if_none(super().get_object(request, object_id, from_field))
 
     # Columns --------------------------------------------------------------------------------------------
-    @admin.display(description="region")
+    @admin.display(description=_("region"))
     def region(self, obj) -> str:
         """Airflow 3.4's dynamic region of the key's task instance (a loop iteration, a mapped expansion); empty
         outside any region, which is every key on Airflow 3.3. ``map_index`` is then the index in it."""
         return str(obj.region_id) if obj.region_id.int else ""
 
-    @admin.display(description="size (characters)")
+    @admin.display(description=_("size (characters)"))
     def size(self, obj) -> int:
         size = getattr(obj, "size", None)
         return len(obj.value) if size is None else size
 
-    @admin.display(description="updated at")
+    @admin.display(description=_("updated at"))
     def updated(self, obj) -> str:
         return formatting.in_zone_text(obj.updated_at, timezone.get_current_timezone())
 
-    @admin.display(description="expires at")
+    @admin.display(description=_("expires at"))
     def expires(self, obj) -> str:
         return formatting.in_zone_text(obj.expires_at, timezone.get_current_timezone())
 
-    @admin.display(description="expiry status", ordering="expires_at")
+    @admin.display(description=_("expiry status"), ordering="expires_at")
     def expiry_status(self, obj) -> str:
         return selectors.STATUSES[selectors.status_of(obj.expires_at, timezone.now())]
 
-    @admin.display(description="value")
+    @admin.display(description=_("value"))
     def current_value(self, obj):
         return format_html('<pre class="statestore-value">{}</pre>', pretty(obj.value))
 
@@ -283,7 +289,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         if _may(request, "edit"):
             shown.remove("current_value")  # the value is in the text area
             changes.insert(0, "new_value")
-        return [(None, {"fields": shown}), ("Change", {"fields": changes})]
+        return [(None, {"fields": shown}), (pgettext_lazy("fieldset", "Change"), {"fields": changes})]
 
     def get_readonly_fields(self, request, obj=None):
         return (*IDENTITY, "current_value", "size", "updated", "expires", "expiry_status")
@@ -371,11 +377,11 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
     def has_delete_keys_permission(self, request):
         return _may(request, "delete")
 
-    @admin.action(description="Expire now (the next GC removes them)", permissions=["expire"])
+    @admin.action(description=_("Expire now (the next GC removes them)"), permissions=["expire"])
     def expire_now(self, request, queryset):
         self._act(request, queryset, services.expire_task_keys, "Expired")
 
-    @admin.action(description="Delete", permissions=["delete_keys"])
+    @admin.action(description=pgettext_lazy("action", "Delete"), permissions=["delete_keys"])
     def delete_keys(self, request, queryset):
         self._act(request, queryset, services.delete_task_keys, "Deleted")
 
@@ -384,7 +390,8 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
         if len(ids) > MAX_SELECTION:
             self.message_user(
                 request,
-                f"Select at most {MAX_SELECTION:,} keys at a time; nothing was changed.",
+                gettext("Select at most %(count)s keys at a time; nothing was changed.")
+                % {"count": f"{MAX_SELECTION:,}"},
                 messages.ERROR,
             )
             return
@@ -402,11 +409,11 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
 
 # Asset state --------------------------------------------------------------------------------------------
 class WithStateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = pgettext_lazy("filter", "state")
     parameter_name = "with_state"
 
     def lookups(self, request, model_admin):
-        return [("yes", "with keys"), ("no", "without keys")]
+        return [("yes", _("with keys")), ("no", _("without keys"))]
 
     def queryset(self, request, queryset):
         has_keys = Exists(AssetStateStore.objects.filter(asset=OuterRef("pk")))
@@ -438,13 +445,13 @@ class AssetAdmin(ReadOnlyAdmin):
     def get_object(self, request, object_id, from_field=None):
         return _raise_404_if_none(super().get_object(request, object_id, from_field))
 
-    @admin.display(description="keys")
+    @admin.display(description=_("keys"))
     def key_count(self, obj) -> int:
         return obj.key_count or 0
 
-    @admin.display(description="state")
+    @admin.display(description=pgettext_lazy("column", "state"))
     def dashboard(self, obj):
-        return format_html('<a href="{}">Keys in the dashboard</a>', reverse("asset-detail", args=[obj.pk]))
+        return format_html('<a href="{}">{}</a>', reverse("asset-detail", args=[obj.pk]), _("Keys in the dashboard"))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """An asset's page is the dashboard's (404 when missing or out of scope)."""

@@ -1,6 +1,7 @@
 """Django admin's API tokens: every user's, listed for administrators, who may revoke them."""
 
 from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy, ngettext
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import ADMIN, Actor
@@ -40,10 +41,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return policies.may_administer_tokens(request.user, "delete")
 
-    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    @admin.action(description=gettext_lazy("Revoke the selected tokens"), permissions=["change"])
     def revoke(self, request, queryset):
         tokens = list(queryset.active())
         actor = Actor.from_request(request, via=ADMIN)
         for token in tokens:
             services.revoke(token, f"revoked by {request.user.get_username()}", actor=actor)
-        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+        message = ngettext("Revoked %(count)s token(s).", "Revoked %(count)s token(s).", len(tokens))
+        self.message_user(request, message % {"count": len(tokens)}, messages.SUCCESS)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from statestore_admin.core import formatting
 from statestore_admin.dashboard.timezones import localtime, shown_in_utc
@@ -148,7 +149,11 @@ def line_chart(
     lines = []
     for index, (name, vs) in enumerate(named):
         coords = [
-            (x(t), y(v), f"{name}: {fmt(v)} at {t:%Y-%m-%d %H:%M}")
+            (
+                x(t),
+                y(v),
+                _("%(name)s: %(value)s at %(time)s") % {"name": name, "value": fmt(v), "time": f"{t:%Y-%m-%d %H:%M}"},
+            )
             for t, v in zip(times, vs, strict=True)
             if v is not None
         ]
@@ -161,10 +166,14 @@ def line_chart(
         at = [first + (last - first) * (i / (count - 1) if count > 1 else 0) for i in range(count)]
         x_ticks = [Tick(x(t), label) for t, label in zip(at, time_labels(at), strict=True)]
     rows = [[f"{t:%Y-%m-%d %H:%M}", *(fmt(vs[i]) for _, vs in named)] for i, t in enumerate(times)]
-    description = f"{title}: " + "; ".join(
-        f"{name} from {fmt(next((v for v in vs if v is not None), None))} to {fmt(vs[-1])}" for name, vs in named
+    ranges = "; ".join(
+        _("%(name)s from %(first)s to %(last)s")
+        % {"name": name, "first": fmt(next((v for v in vs if v is not None), None)), "last": fmt(vs[-1])}
+        for name, vs in named
     )
-    return LineChart(chart_id, title, description, lines, y_ticks, x_ticks, ["Time", *(n for n, _ in named)], rows)
+    description = _("%(title)s: %(lines)s") % {"title": title, "lines": ranges}
+    headers = [_("Time"), *(n for n, _values in named)]
+    return LineChart(chart_id, title, description, lines, y_ticks, x_ticks, headers, rows)
 
 
 # Vertical bars ------------------------------------------------------------------------------------
@@ -220,9 +229,17 @@ def bar_chart(
     y_ticks = [Tick(round(TOP + PLOT_H - PLOT_H * i / 4, 1), label) for i, label in enumerate(y_labels)]
     rows = rows if rows is not None else [[label, fmt(value)] for label, value, _ in items]
     biggest = max(items, key=lambda item: item[1], default=None)
-    description = f"{title}: {len(items)} bars" + (
-        f", the highest {biggest[0]} with {fmt(biggest[1])}" if biggest else ""
-    )
+    names = {"title": title, "count": len(items)}
+    if biggest:
+        names.update(label=biggest[0], value=fmt(biggest[1]))
+        description = ngettext(
+            "%(title)s: %(count)s bar, the highest %(label)s with %(value)s",
+            "%(title)s: %(count)s bars, the highest %(label)s with %(value)s",
+            len(items),
+        )
+    else:
+        description = ngettext("%(title)s: %(count)s bar", "%(title)s: %(count)s bars", len(items))
+    description %= names
     return BarChart(chart_id, title, description, bars, y_ticks, x_ticks, headers, rows, list(legend))
 
 
@@ -271,9 +288,15 @@ def hbar_chart(
         for i, (name, value, href) in enumerate(items)
     ]
     rows = rows if rows is not None else [[name, fmt(value)] for name, value, _ in items]
-    description = f"{title}: " + ", ".join(f"{name} {fmt(value)}" for name, value, _ in items[:3])
+    listed = ", ".join(f"{name} {fmt(value)}" for name, value, _ in items[:3])
+    names = {"title": title, "items": listed, "more": len(items) - 3}
     if len(items) > 3:
-        description += f" and {len(items) - 3} more"
+        description = ngettext(
+            "%(title)s: %(items)s and %(more)s more", "%(title)s: %(items)s and %(more)s more", names["more"]
+        )
+    else:
+        description = _("%(title)s: %(items)s")
+    description %= names
     return HBarChart(chart_id, title, description, bars, headers, rows, height=max(len(bars), 1) * BAR_ROW)
 
 
@@ -343,8 +366,12 @@ def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart
     for i, too_large in series.listed.items():  # listed with the numbers, as no line reaches them
         labels[i] = _("%(number)s (too large to chart)") % {"number": formatting.number(too_large)}
     rows = [(runs[i].run_id, labels[i]) for i in sorted(labels)]
-    title = "The value" if series.name == "value" else series.name
-    description = f"{title} over {formatting.plural(len(known), 'run')}: from {rows[0][1]} to {rows[-1][1]}"
+    title = _("The value") if series.name == "value" else series.name
+    description = ngettext(
+        "%(title)s over %(count)s run: from %(first)s to %(last)s",
+        "%(title)s over %(count)s runs: from %(first)s to %(last)s",
+        len(known),
+    ) % {"title": title, "count": f"{len(known):,}", "first": rows[0][1], "last": rows[-1][1]}
     return StoryChart(
         f"story-{number}",
         title,

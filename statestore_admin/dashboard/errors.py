@@ -5,11 +5,13 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponseForbidden, HttpResponseNotFound
 from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import defaults
 
 from statestore_admin.web import is_api, json_error
 
-NOT_FOUND = "Nothing here: it may have been deleted, or the address is mistyped."
+NOT_FOUND = gettext_lazy("Nothing here: it may have been deleted, or the address is mistyped.")
 
 
 def _message(exception, fallback: str) -> str:
@@ -24,7 +26,7 @@ def _message(exception, fallback: str) -> str:
 def permission_denied(request, exception=None):
     if request.headers.get("HX-Request"):
         return HttpResponseForbidden(
-            _message(exception, "You do not have permission to do that."), content_type="text/plain; charset=utf-8"
+            _message(exception, _("You do not have permission to do that.")), content_type="text/plain; charset=utf-8"
         )
     return defaults.permission_denied(request, exception, template_name="errors/403.html")
 
@@ -32,7 +34,7 @@ def permission_denied(request, exception=None):
 def not_found(request, exception=None):
     if request.headers.get("HX-Request"):
         return HttpResponseNotFound(
-            _message(exception, "Not found: it may have been deleted."), content_type="text/plain; charset=utf-8"
+            _message(exception, _("Not found: it may have been deleted.")), content_type="text/plain; charset=utf-8"
         )
     return render(request, "errors/404.html", {"message": _message(exception, NOT_FOUND)}, status=404)
 

@@ -17,6 +17,7 @@ from functools import cache
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _
 
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
@@ -75,17 +76,15 @@ def zone_name(request) -> str:
     return name if name in _known() else settings.TIME_ZONE
 
 
-def local_to_utc(
-    text: str, zone_name: str, field: str = "expires_at", empty: str = "Pick a date and time, or choose another expiry."
-) -> datetime:
+def local_to_utc(text: str, zone_name: str, field: str = "expires_at", empty: str | None = None) -> datetime:
     """The instant a date-time input of the pages means (the expiry dialog, the GC page's cutoff, the Audit
     page's Since and Until): ``text`` is what ``<input type="datetime-local">`` sends (a date and time without
     a zone, read in ``zone_name``, the zone the form was shown in, which it carries as ``tz``) or ISO 8601
     with an offset. A date and time without a zone and without ``zone_name`` is refused, as everywhere else;
-    so is a wall time the clocks skip. ``Invalid`` on ``field``."""
+    so is a wall time the clocks skip. ``Invalid`` on ``field``; ``empty``: its message for no text."""
     text = (text or "").strip()
     if not text:
-        raise Invalid({field: empty})
+        raise Invalid({field: empty or _("Pick a date and time, or choose another expiry.")})
     try:
         parsed = parse_datetime(text)
     except ValueError:  # well-formed but impossible: Feb 30, hour 25
@@ -95,14 +94,17 @@ def local_to_utc(
     zone = known_zone(zone_name)
     if zone is None:
         shown = zone_name if len(zone_name) <= 64 else zone_name[:64] + "…"
-        raise Invalid({field: f"Unknown time zone {shown!r}; reload the page."})
+        raise Invalid({field: _("Unknown time zone %(zone)s; reload the page.") % {"zone": repr(shown)}})
     local = parsed.replace(tzinfo=zone)
     try:
         instant = local.astimezone(UTC)
     except OverflowError:
-        raise Invalid({field: "That date and time is out of range."}) from None
+        raise Invalid({field: _("That date and time is out of range.")}) from None
     if instant.astimezone(zone).replace(tzinfo=None) != parsed:
-        skipped = f"{parsed:%Y-%m-%d %H:%M} does not exist in {zone_name}: the clocks skip it. Pick another time."
+        skipped = _("%(time)s does not exist in %(zone)s: the clocks skip it. Pick another time.") % {
+            "time": f"{parsed:%Y-%m-%d %H:%M}",
+            "zone": zone_name,
+        }
         raise Invalid({field: skipped})
     return instant
 

@@ -205,7 +205,7 @@ def start(request):
     """Send the browser to the provider; the sign-in under way (with the safe ``next``) goes in a signed cookie
     that only the callback receives, not in a session."""
     if not enabled():
-        raise Http404("OpenID Connect sign-in is not configured.")
+        raise Http404(_("OpenID Connect sign-in is not configured."))
     try:
         url, flow = _client().begin(request.build_absolute_uri(reverse("oidc_callback")))
     except _Failure as failure:
@@ -339,7 +339,7 @@ def callback(request):
     """The provider's answer: verified, then the person signed in and sent on, or a page saying why not. The
     sign-in's cookie goes with either answer: each one is used once."""
     if not enabled():
-        raise Http404("OpenID Connect sign-in is not configured.")
+        raise Http404(_("OpenID Connect sign-in is not configured."))
     flow = _flow(request)
     response = _callback(request, flow)
     response.delete_cookie(FLOW_COOKIE, path=reverse("oidc_callback"), samesite="Lax")

@@ -16,10 +16,11 @@ from django.contrib.auth.views import redirect_to_login
 from django.core import checks
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 
 log = logging.getLogger(__name__)
 
-REFUSED = (
+REFUSED = gettext_lazy(
     "Password sign-in is switched off for this dashboard: sign in through single sign-on. "
     "Administrators locked out can use `manage.py break_glass`."
 )

@@ -1,4 +1,5 @@
-// statestore-admin: the dialog, toasts, "select all" and copy. Everything else is htmx.
+// statestore-admin: the dialog, toasts, "select all" and copy. Everything else is htmx. The words shown come from
+// Django's JavaScript catalogue (gettext, interpolate), which base.html loads before this file.
 (function () {
   "use strict";
   const modal = () => document.getElementById("modal");
@@ -49,7 +50,7 @@
     button.type = "submit";
     button.className = "link";
     button.dataset.testid = "toast-undo";
-    button.textContent = "Undo";
+    button.textContent = gettext("Undo");
     form.append(token, button);
     return form;
   }
@@ -67,7 +68,7 @@
     close.type = "button";
     close.className = "toast-close";
     close.dataset.toastClose = "";
-    close.setAttribute("aria-label", "Dismiss notification"); // its × is drawn by toasts.css
+    close.setAttribute("aria-label", gettext("Dismiss notification")); // its × is drawn by toasts.css
     box.append(text, close);
     if (undo) box.insertBefore(undoForm(undo), close);
     toasts().append(box);
@@ -103,7 +104,7 @@
   // A refusal (4xx but 422, a form re-shown: base.html's htmx-config) or a server error (5xx): a toast saying why.
   const failed = (xhr) => {
     const text = xhr.getResponseHeader("Content-Type")?.startsWith("text/plain") ? xhr.responseText : "";
-    toast(text || "The request failed (" + xhr.status + ").", "error");
+    toast(text || interpolate(gettext("The request failed (%(status)s)."), { status: xhr.status }, true), "error");
   };
   document.addEventListener("htmx:afterRequest", (event) => {
     const status = event.detail.xhr?.status;
@@ -113,7 +114,7 @@
     if (event.detail.successful && event.detail.elt.matches?.(".toast-undo")) event.detail.elt.closest(".toast")?.remove();
   });
   document.addEventListener("htmx:responseError", (event) => failed(event.detail.xhr));
-  document.addEventListener("htmx:sendError", () => toast("The server cannot be reached.", "error"));
+  document.addEventListener("htmx:sendError", () => toast(gettext("The server cannot be reached."), "error"));
 
   document.addEventListener("click", (event) => {
     const closeToast = event.target.closest("[data-toast-close]");
@@ -131,8 +132,8 @@
     if (copy) {
       const source = document.getElementById(copy.dataset.copyFrom);
       navigator.clipboard.writeText(source.value).then(
-        () => toast("Value copied to the clipboard.", "success"),
-        () => toast("The browser refused to copy.", "error"));
+        () => toast(gettext("Value copied to the clipboard."), "success"),
+        () => toast(gettext("The browser refused to copy."), "error"));
     }
   });
   // Buttons acting on selected keys (data-needs-selection) are enabled only while a key is selected.

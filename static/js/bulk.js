@@ -24,8 +24,11 @@
     if (matching && ticked < all.length) setMatching(bar, false);
     const on = Boolean(matching?.dataset.on);
     const count = bar.querySelector("[data-selected-count]");
-    count.textContent = on ? "All " + matching.dataset.matchingLabel + " matching keys selected"
-      : ticked.toLocaleString("en-US") + " selected";
+    count.textContent = on
+      ? interpolate(ngettext("All %(count)s matching keys selected", "All %(count)s matching keys selected",
+        Number(matching.dataset.matchingCount)), { count: matching.dataset.matchingLabel }, true)
+      : interpolate(ngettext("%(count)s selected", "%(count)s selected", ticked),
+        { count: ticked.toLocaleString("en-US") }, true);
     bar.classList.toggle("has-selection", ticked > 0);
     if (matching) {
       // Offered once the whole page is ticked, when more keys match than the page shows.

@@ -5,14 +5,21 @@
 // deferred: the listeners are delegated to the document, and what htmx swaps in is set up after the swap.
 (function () {
   "use strict";
-  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  // As the server writes them (dashboard/templatetags/display.py's absolute), in the page's language.
+  const MONTHS = [
+    pgettext("abbrev. month", "Jan"), pgettext("abbrev. month", "Feb"), pgettext("abbrev. month", "Mar"),
+    pgettext("abbrev. month", "Apr"), pgettext("abbrev. month", "May"), pgettext("abbrev. month", "Jun"),
+    pgettext("abbrev. month", "Jul"), pgettext("abbrev. month", "Aug"), pgettext("abbrev. month", "Sep"),
+    pgettext("abbrev. month", "Oct"), pgettext("abbrev. month", "Nov"), pgettext("abbrev. month", "Dec"),
+  ];
   const SELECTOR = "input[type=datetime-local]";
 
   // "2026-12-31T22:00" (what the input holds: a wall time, no zone) as "31 Dec 2026, 22:00".
   function appFormat(value) {
     const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(value || "");
     if (!m) return "";
-    return Number(m[3]) + " " + MONTHS[Number(m[2]) - 1] + " " + m[1] + ", " + m[4] + ":" + m[5];
+    return interpolate(gettext("%(day)s %(month)s %(year)s, %(time)s"),
+      { day: Number(m[3]), month: MONTHS[Number(m[2]) - 1], year: m[1], time: m[4] + ":" + m[5] }, true);
   }
 
   function shownAs(input) {

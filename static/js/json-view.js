@@ -71,7 +71,9 @@
       const needle = search.value.trim().toLowerCase();
       found = needle ? highlight(tree, needle) : [];
       current = -1;
-      matches.textContent = needle ? (found.length === 1 ? "1 match" : found.length + " matches") : "";
+      matches.textContent = needle
+        ? interpolate(ngettext("%(count)s match", "%(count)s matches", found.length), { count: found.length }, true)
+        : "";
       if (found.length) showRaw(false);
       if (found.length) next();
     };

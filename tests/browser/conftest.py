@@ -67,7 +67,7 @@ def sign_in(page, live_server, user, start: str = "/login/"):
     expect(page).to_have_url(re.compile(r"/login/"))
     page.fill("#id_username", user.username)
     page.fill("#id_password", user.raw_password)
-    page.click("button[type=submit]")
+    page.click("form.login button[type=submit]")  # not the header's language menu
     expect(page.locator("h1")).to_have_text("Task & asset state")
     # The heading shows before the deferred scripts have run: a key pressed then reaches no handler.
     page.wait_for_load_state()

@@ -5,6 +5,7 @@ from functools import partial
 
 from django.core.exceptions import ValidationError
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.access import permissions, policies
@@ -37,7 +38,7 @@ def asset_key_add(request, asset_id):
 
     def add():
         row = dialogs.add_key(form, services.set_asset_key, actor=Actor.from_request(request), asset_id=asset_id)
-        return f"Added {row.key!r}.", reverse("asset-detail", args=[asset_id])
+        return _("Added %(key)s.") % {"key": repr(row.key)}, reverse("asset-detail", args=[asset_id])
 
     return dialogs.form_action(request, form, "actions/_asset_add.html", {"asset": asset}, add)
 

@@ -10,6 +10,7 @@ from functools import partial
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseNotFound
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -94,13 +95,15 @@ def confirmation_context(request, store: str, listing: services.Listing | None, 
 def _saved(key, row) -> tuple[str, str]:
     """The toast of a saved value, and its level: with what became of the replaced reference's object when
     the user asked to delete it (a failure is a warning: the object is an orphan)."""
-    message, deletes = f"Saved the value of {key.key!r}.", getattr(row, "objects", None)
+    deletes, names = getattr(row, "objects", None), {"key": repr(key.key)}
     if deletes is None:
-        return message, "success"
+        return _("Saved the value of %(key)s.") % names, "success"
     if deletes.deleted:
-        message += " Its worker-side object was deleted."
+        message = _("Saved the value of %(key)s. Its worker-side object was deleted.") % names
     elif deletes.missing:
-        message += " Its worker-side object was already gone."
+        message = _("Saved the value of %(key)s. Its worker-side object was already gone.") % names
+    else:
+        message = _("Saved the value of %(key)s.") % names
     return message + deletes.describe(), "warning" if deletes.failed_count else "success"
 
 
@@ -122,7 +125,9 @@ def edit_value(request, store: str, template: str, fetch, save: partial, fallbac
     form = ValueForm(request.POST or None, initial={"value": pretty(key.value), "seen_updated_at": key.updated_at})
     conflict = None
     if request.method == "POST" and request.POST.get("keep") == "current":
-        return done(request, f"Kept the current value of {key.key!r}; nothing was written.", fallback)
+        return done(
+            request, _("Kept the current value of %(key)s; nothing was written.") % {"key": repr(key.key)}, fallback
+        )
     if request.method == "POST" and form.is_valid():
         try:
             row = save(
@@ -146,7 +151,8 @@ def edit_value(request, store: str, template: str, fetch, save: partial, fallbac
             if row.written:
                 message, level = _saved(key, row)
                 return done(request, message, fallback, level)
-            return done(request, f"The value of {key.key!r} is unchanged: nothing was written.", fallback, "info")
+            message = _("The value of %(key)s is unchanged: nothing was written.") % {"key": repr(key.key)}
+            return done(request, message, fallback, "info")
     status = 422 if request.method == "POST" else 200
     reference = objects.classify(key.worker_ref, objects.storage()) if isinstance(key.worker_ref, str) else None
     context = {
@@ -172,7 +178,7 @@ def _still_there(fetch) -> bool:
 def _gone(request):
     """The key was deleted while its editor was open (or is not the user's to see: the same answer):
     nothing is saved, and the dialog closes with the message (a 404, as for any key that is not there)."""
-    message = "The key was deleted after you opened it: nothing was saved."
+    message = _("The key was deleted after you opened it: nothing was saved.")
     if not request.htmx:
         raise NotFound(message)
     response = HttpResponseNotFound(message, content_type="text/plain; charset=utf-8")

@@ -12,7 +12,8 @@ from datetime import datetime
 from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
@@ -40,10 +41,10 @@ def expiry_text(at: datetime | None, now: datetime) -> str:
     """What an expiry means, for a message after it was set: "expires on 30 Dec 2026, 17:43 (in 4 weeks)"
     in the user's time zone, "never expires", or "has expired: …" for a time that has passed."""
     if at is None:
-        return "never expires"
+        return _("never expires")
     if at <= now:
-        return f"has expired ({absolute(at)}): the next garbage collection deletes it"
-    return f"expires on {absolute(at)} ({relative(at, now)})"
+        return _("has expired (%(at)s): the next garbage collection deletes it") % {"at": absolute(at)}
+    return _("expires on %(at)s (%(relative)s)") % {"at": absolute(at), "relative": relative(at, now)}
 
 
 def _zone(name: str) -> zoneinfo.ZoneInfo | None:
@@ -57,19 +58,19 @@ class ExpiryFields(forms.Form):
     expiry = forms.ChoiceField(choices=(), widget=forms.RadioSelect, initial=DEFAULT)
     expires_at = forms.CharField(
         required=False,
-        label="Expires at",
+        label=gettext_lazy("Expires at"),
         widget=forms.DateTimeInput(attrs={"type": "datetime-local", "autocomplete": "off"}),
     )
     tz = forms.CharField(required=False, widget=forms.HiddenInput)
     confirm_past = forms.BooleanField(
-        required=False, label="Yes, expire it now: the next garbage collection deletes the key."
+        required=False, label=gettext_lazy("Yes, expire it now: the next garbage collection deletes the key.")
     )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["expiry"].choices = expiry_choices()
         self.fields["tz"].initial = active_zone_name()
-        self.fields["expires_at"].help_text = f"In your time zone, {self.zone_name}."
+        self.fields["expires_at"].help_text = _("In your time zone, %(zone)s.") % {"zone": self.zone_name}
         self.quick_days = QUICK_DAYS
         self.instant = None  # the chosen expiry's time once valid
         self.asks_past = False  # the chosen time has passed: the form asks to confirm it
@@ -104,7 +105,7 @@ class ExpiryFields(forms.Form):
             self.asks_past = True
             self.add_error(
                 "expires_at",
-                "This time has passed: tick the box below to expire the key now, or pick a later time.",
+                _("This time has passed: tick the box below to expire the key now, or pick a later time."),
             )
         return cleaned
 
@@ -117,7 +118,7 @@ def value_field() -> forms.CharField:
     return forms.CharField(
         strip=False,
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}),
-        help_text='JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.',
+        help_text=gettext_lazy('JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.'),
     )
 
 
@@ -132,7 +133,9 @@ class NewKeyFields(forms.Form):
 
     key = key_field()
     value = value_field()
-    keep_blanks = forms.BooleanField(required=False, label="Keep the blanks: the key really starts or ends with them.")
+    keep_blanks = forms.BooleanField(
+        required=False, label=gettext_lazy("Keep the blanks: the key really starts or ends with them.")
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -143,15 +146,28 @@ class NewKeyFields(forms.Form):
         key = cleaned.get("key") or ""
         if key != key.strip() and not cleaned.get("keep_blanks"):
             self.asks_blanks = True
-            where = " and ".join(
-                side for side, blank in (("starts", key[0].isspace()), ("ends", key[-1].isspace())) if blank
-            )
-            self.add_error(
-                "key",
-                f"The key {where} with a blank ({key!r}): a task reading {key.strip()!r} would not find it. "
-                "Remove the blanks, or tick the box to keep them.",
-            )
+            self.add_error("key", _blanks_message(key))
         return cleaned
+
+
+def _blanks_message(key: str) -> str:
+    names = {"key": repr(key), "stripped": repr(key.strip())}
+    if key[0].isspace() and key[-1].isspace():
+        message = _(
+            "The key starts and ends with a blank (%(key)s): a task reading %(stripped)s would not find it. "
+            "Remove the blanks, or tick the box to keep them."
+        )
+    elif key[0].isspace():
+        message = _(
+            "The key starts with a blank (%(key)s): a task reading %(stripped)s would not find it. "
+            "Remove the blanks, or tick the box to keep them."
+        )
+    else:
+        message = _(
+            "The key ends with a blank (%(key)s): a task reading %(stripped)s would not find it. "
+            "Remove the blanks, or tick the box to keep them."
+        )
+    return message % names
 
 
 class InstantField(forms.CharField):
@@ -197,22 +213,29 @@ def _ranges(numbers: list[int]) -> str:
 class AddTaskKeyForm(NewKeyFields, ExpiryFields):
     """``map_indexes``: those of the task's instances in the run; the key goes to one of them."""
 
-    map_index = forms.TypedChoiceField(coerce=int, choices=(), label="Map index")
+    map_index = forms.TypedChoiceField(coerce=int, choices=(), label=gettext_lazy("Map index"))
 
     field_order = ["key", "keep_blanks", "value", "map_index", "expiry", "expires_at", "confirm_past"]
 
     def __init__(self, *args, task_id: str, map_indexes: list[int], **kwargs):
         super().__init__(*args, **kwargs)
         field = self.fields["map_index"]
-        field.choices = [(i, "−1 (not mapped)" if i == -1 else str(i)) for i in map_indexes]
+        field.choices = [(i, _("−1 (not mapped)") if i == -1 else str(i)) for i in map_indexes]
         if map_indexes == [-1]:
-            where = f"{task_id} is not mapped in this run: its only map index is −1."
+            where = _("%(task_id)s is not mapped in this run: its only map index is −1.") % {"task_id": task_id}
         elif map_indexes:
-            where = f"{task_id} has map indexes {_ranges(map_indexes)} in this run."
+            where = _("%(task_id)s has map indexes %(indexes)s in this run.") % {
+                "task_id": task_id,
+                "indexes": _ranges(map_indexes),
+            }
         else:
-            where = f"{task_id} has no task instance in this run: a key needs one."
-        field.help_text = "The task instance the key belongs to."
-        field.error_messages["invalid_choice"] = f"No map index %(value)s: {where}"
+            where = _("%(task_id)s has no task instance in this run: a key needs one.") % {"task_id": task_id}
+        field.help_text = _("The task instance the key belongs to.")
+        # Django puts the refused value in %(value)s: it stays a placeholder here.
+        field.error_messages["invalid_choice"] = _("No map index %(value)s: %(where)s") % {
+            "value": "%(value)s",
+            "where": where,
+        }
         if not map_indexes:
             field.error_messages["required"] = where
 

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from statestore_admin.access import policies
@@ -144,9 +145,9 @@ def audit_restore(request, event_id):
 
 def _read_upload(upload) -> bytes:
     if upload is None:
-        raise Invalid({"file": "Choose an export file (.json)."})
+        raise Invalid({"file": _("Choose an export file (.json).")})
     if upload.size > MAX_UPLOAD_BYTES:
-        raise Invalid({"file": f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB."})
+        raise Invalid({"file": _("The file is larger than %(size)s MB.") % {"size": MAX_UPLOAD_BYTES // (1024 * 1024)}})
     return upload.read()
 
 
@@ -156,7 +157,7 @@ def audit_restore_file(request):
     (``restores.preview_document``), and the restore (``restores.restore_document``) happens only when the
     same file is sent again with the preview's ``confirmed`` digest of it. On any error nothing changes."""
     if not policies.restorable_stores(request.user):
-        raise Forbidden("Restoring needs the add, change and delete permissions on a store.")
+        raise Forbidden(_("Restoring needs the add, change and delete permissions on a store."))
     overwrite = request.POST.get("overwrite") in ("1", "on")
     errors, conflicts, message = [], [], ""
     actor = Actor.from_request(request)

@@ -22,6 +22,7 @@ from functools import partial
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.access import permissions, policies
@@ -70,7 +71,10 @@ def task_key_expiry(request, key_id):
             expiry=form.chosen_expiry(),
             seen_updated_at=form.cleaned_data.get("seen_updated_at"),
         )
-        return f"{key.key!r} {expiry_text(row.expires_at, timezone.now())}.", reverse("task-key", args=[key.id])
+        when = expiry_text(row.expires_at, timezone.now())
+        # Translators: a key's name, then what its expiry means ("never expires", "expires on …").
+        message = _("%(key)s %(when)s.") % {"key": repr(key.key), "when": when}
+        return message, reverse("task-key", args=[key.id])
 
     context = {"key": key, "now": timezone.now()}
     return dialogs.form_action(request, form, "actions/_task_expiry.html", context, save)
@@ -101,10 +105,13 @@ def task_key_add(request, run_pk, task_id):
             )
         except NotFound:  # the task instance went away since the form was shown
             raise Invalid(
-                {"map_index": f"The task instance {task_id} [{address.map_index}] no longer exists."}
+                {
+                    "map_index": _("The task instance %(task_id)s [%(map_index)s] no longer exists.")
+                    % {"task_id": task_id, "map_index": address.map_index}
+                }
             ) from None
         url = reverse("task-instance", args=[run.pk, task_id])
-        return f"Added {row.key!r}.", f"{url}?{coordinate_query(row.map_index, region_id)}"
+        return _("Added %(key)s.") % {"key": repr(row.key)}, f"{url}?{coordinate_query(row.map_index, region_id)}"
 
     context = {"run": run, "task_id": task_id, "region_id": region_id if region_id != SENTINEL_REGION_ID else None}
     return dialogs.form_action(request, form, "actions/_task_add.html", context, add)
@@ -116,7 +123,7 @@ def task_keys_action(request, action):
     keys, their value previews only for users who may view task state (see the module's docstring); the
     POST acts on exactly the keys it listed. A refusal shows the confirmation with why (422)."""
     if action not in TASK_ACTIONS:
-        raise NotFound(f"No action {action!r} on task keys.")
+        raise NotFound(_("No action %(action)s on task keys.") % {"action": repr(action)})
     actor = Actor.from_request(request)
     try:
         if request.method == "POST":

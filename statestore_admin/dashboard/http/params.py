@@ -5,6 +5,8 @@ answers a plain 400 instead, since its file would not be what was asked for (``m
 
 from uuid import UUID
 
+from django.utils.translation import gettext as _
+
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core import pagination
 from statestore_admin.core.errors import Invalid
@@ -43,7 +45,7 @@ def map_index(params, name: str = "map_index") -> int | None:
     except ValueError:
         value = None
     if value is None or not -1 <= value <= exports.MAX_INT:
-        raise Invalid({name: f"{name} is a whole number from -1, or all."})
+        raise Invalid({name: _("%(name)s is a whole number from -1, or all.") % {"name": name}})
     return value
 
 
@@ -53,9 +55,9 @@ def whole_number(value, field: str) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise Invalid({field: f"{value!r} is not a number."}) from None
+        raise Invalid({field: _("%(value)s is not a number.") % {"value": repr(value)}}) from None
     if not pagination.MIN_INT <= number <= pagination.MAX_INT:
-        raise Invalid({field: f"{value!r} is out of range."})
+        raise Invalid({field: _("%(value)s is out of range.") % {"value": repr(value)}})
     return number
 
 
@@ -69,7 +71,11 @@ def region_id(params, name: str = "region_id") -> UUID | None:
     try:
         return UUID(raw)
     except ValueError:
-        message = f"{name} {raw[:80]!r} is not a region id (a UUID such as {SENTINEL_REGION_ID})."
+        message = _("%(name)s %(value)s is not a region id (a UUID such as %(example)s).") % {
+            "name": name,
+            "value": repr(raw[:80]),
+            "example": SENTINEL_REGION_ID,
+        }
         raise Invalid({name: message}) from None
 
 

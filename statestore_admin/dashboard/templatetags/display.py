@@ -20,8 +20,10 @@ from datetime import UTC, datetime, timedelta
 from django import template
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
 from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
 
 from statestore_admin.core import formatting
 from statestore_admin.dashboard.timezones import active_zone_name, localtime, shown_in_utc
@@ -36,17 +38,23 @@ def relative(value: datetime, now: datetime) -> str:
     """ "5 minutes ago", "in 3 days", "just now" (within a minute either way): the largest unit only, as
     the exact time is on hover."""
     if abs(value - now) < JUST_NOW:
-        return "just now"
+        return _("just now")
     if value > now:
-        return f"in {timesince(now, value, depth=1)}"
-    return f"{timesince(value, now, depth=1)} ago"
+        return _("in %(time)s") % {"time": timesince(now, value, depth=1)}
+    return _("%(time)s ago") % {"time": timesince(value, now, depth=1)}
 
 
 def absolute(value: datetime, seconds: bool = False) -> str:
     """The time in the active (the user's) time zone: "30 Nov 2026, 16:43" (":28" with seconds); in UTC, saying
     so, where that zone has no such time: "31 Dec 9999, 23:59 UTC"."""
     local = localtime(value)
-    text = f"{local.day} {local:%b} {local.year:04d}, {local:%H:%M}" + (f":{local:%S}" if seconds else "")
+    # Translators: a date and time, "30 Nov 2026, 16:43"; the month is its three-letter abbreviation.
+    text = _("%(day)s %(month)s %(year)s, %(time)s") % {
+        "day": local.day,
+        "month": MONTHS_3[local.month].title(),  # as Django's "M" date format
+        "year": f"{local.year:04d}",
+        "time": f"{local:%H:%M:%S}" if seconds else f"{local:%H:%M}",
+    }
     return f"{text} UTC" if shown_in_utc(local) else text
 
 

@@ -4,19 +4,20 @@ so a sorted list can be shared; changing it starts again at the first page."""
 
 from django import template
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 register = template.Library()
 
 SORT_CHOICES = [
-    ("", "Map index, then key"),
-    ("key", "Key (A–Z, key_2 before key_10)"),
-    ("-key", "Key (Z–A)"),
-    ("size", "Size (smallest first)"),
-    ("-size", "Size (largest first)"),
-    ("updated", "Updated (oldest first)"),
-    ("-updated", "Updated (newest first)"),
-    ("expiry", "Expiry (soonest first, never last)"),
-    ("-expiry", "Expiry (never first)"),
+    ("", _("Map index, then key")),
+    ("key", _("Key (A–Z, key_2 before key_10)")),
+    ("-key", _("Key (Z–A)")),
+    ("size", _("Size (smallest first)")),
+    ("-size", _("Size (largest first)")),
+    ("updated", _("Updated (oldest first)")),
+    ("-updated", _("Updated (newest first)")),
+    ("expiry", _("Expiry (soonest first, never last)")),
+    ("-expiry", _("Expiry (never first)")),
 ]
 
 

@@ -4,6 +4,7 @@
 from django import template
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow import ui_links
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
@@ -45,18 +46,18 @@ def airflow_link(dag_id=None, run_id=None, task_id=None, map_index=-1, asset_id=
     an Airflow 3.4 ``coordinate`` in a region, that iteration or map position), a run or a DAG, by the
     arguments given; nothing when Airflow's UI address is not known."""
     if asset_id is not None:
-        url, what = ui_links.asset_url(asset_id), "this asset's state"
+        url, what = ui_links.asset_url(asset_id), _("this asset's state")
     elif task_id is not None and coordinate is not None and coordinate.in_region:
         url = ui_links.task_instance_url(
             dag_id, run_id, task_id, coordinate.public_map_index, coordinate.region_id, coordinate.index
         )
-        what = f"this task instance's state ({coordinate.label})"
+        what = _("this task instance's state (%(coordinate)s)") % {"coordinate": coordinate.label}
     elif task_id is not None:
-        url, what = ui_links.task_instance_url(dag_id, run_id, task_id, map_index), "this task instance's state"
+        url, what = ui_links.task_instance_url(dag_id, run_id, task_id, map_index), _("this task instance's state")
         if map_index is None:
-            what = "this task's mapped instances"
+            what = _("this task's mapped instances")
     elif run_id is not None:
-        url, what = ui_links.run_url(dag_id, run_id), "this DAG run"
+        url, what = ui_links.run_url(dag_id, run_id), _("this DAG run")
     else:
-        url, what = ui_links.dag_url(dag_id), "this DAG"
+        url, what = ui_links.dag_url(dag_id), _("this DAG")
     return {"url": url, "what": what}

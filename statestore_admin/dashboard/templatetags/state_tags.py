@@ -6,6 +6,8 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
 from statestore_admin.core.status import STATUSES, status_of
 from statestore_admin.core.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
@@ -21,7 +23,12 @@ OPEN_LEVELS = 2
 def status(expires_at, now=None):
     """A badge: expired / expiring / never / live."""
     state = status_of(expires_at, now or timezone.now())
-    label = {"expired": "expired", "expiring": "expiring", "never": "never", "live": "live"}[state]
+    label = {
+        "expired": pgettext("status", "expired"),
+        "expiring": pgettext("status", "expiring"),
+        "never": pgettext("status", "never"),
+        "live": pgettext("status", "live"),
+    }[state]
     return format_html('<span class="badge badge-{}" title="{}">{}</span>', state, STATUSES[state], label)
 
 
@@ -44,7 +51,7 @@ def _node(value, depth: int, open_levels: int | None, after="") -> str:
                 for i, (k, v) in enumerate(value.items())
             ),
         )
-        count = f"{len(value)} key{'s' if len(value) != 1 else ''}"
+        count = ngettext("%(count)s key", "%(count)s keys", len(value)) % {"count": len(value)}
         return _fold("{", "}", count, items, depth, len(value), open_levels, after)
     if isinstance(value, list) and value:
         last = len(value) - 1
@@ -53,7 +60,7 @@ def _node(value, depth: int, open_levels: int | None, after="") -> str:
             "<li>{}</li>",
             ((_node(v, depth + 1, open_levels, COMMA if i < last else ""),) for i, v in enumerate(value)),
         )
-        count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
+        count = ngettext("%(count)s item", "%(count)s items", len(value)) % {"count": len(value)}
         return _fold("[", "]", count, items, depth, len(value), open_levels, after)
     if isinstance(value, dict | list):
         return format_html('<span class="j-punct">{}</span>{}', "{}" if isinstance(value, dict) else "[]", after)
@@ -86,10 +93,12 @@ def json_tree(text):
     surrogate = stored_surrogate(text) if isinstance(text, str) else None
     notice = (
         format_html(
-            '<p class="warning" data-testid="lone-surrogate">This value holds {}: half of a UTF-16 surrogate pair, '
-            "which is not a character. It is shown as its JSON escape; the dashboard does not write such values, "
-            "so an edit must replace it.</p>",
-            surrogate,
+            '<p class="warning" data-testid="lone-surrogate">{}</p>',
+            _(
+                "This value holds %(surrogate)s: half of a UTF-16 surrogate pair, which is not a character. It is "
+                "shown as its JSON escape; the dashboard does not write such values, so an edit must replace it."
+            )
+            % {"surrogate": surrogate},
         )
         if surrogate
         else ""
@@ -100,9 +109,8 @@ def json_tree(text):
 def _json_tree(text):
     if isinstance(text, str) and json_depth(text) > MAX_DEPTH:
         return format_html(
-            '<p class="warning">Arrays and objects nest more than {} levels deep: shown as raw text.</p>'
-            '<pre class="code">{}</pre>',
-            MAX_DEPTH,
+            '<p class="warning">{}</p><pre class="code">{}</pre>',
+            _("Arrays and objects nest more than %(depth)s levels deep: shown as raw text.") % {"depth": MAX_DEPTH},
             text,
         )
     try:

@@ -11,6 +11,8 @@ import json
 
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
@@ -22,18 +24,23 @@ from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time,
 from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import selectors
 
-OUTCOMES = {"done": "done", "failed": "failed", "pending": "in progress", "unknown": "outcome unknown"}
+OUTCOMES = {
+    "done": pgettext_lazy("outcome", "done"),
+    "failed": pgettext_lazy("outcome", "failed"),
+    "pending": pgettext_lazy("outcome", "in progress"),
+    "unknown": pgettext_lazy("outcome", "outcome unknown"),
+}
 FILTER_LABELS = {
-    "actor": "Actor",
-    "action": "Action",
-    "via": "Via",
-    "dag_id": "DAG id",
-    "run_id": "Run id",
-    "task_id": "Task id",
-    "asset_id": "Asset id",
-    "key": "Key",
-    "since": "Since",
-    "until": "Until",
+    "actor": _("Actor"),
+    "action": _("Action"),
+    "via": pgettext_lazy("audit filter", "Via"),
+    "dag_id": _("DAG id"),
+    "run_id": _("Run id"),
+    "task_id": _("Task id"),
+    "asset_id": _("Asset id"),
+    "key": _("Key"),
+    "since": pgettext_lazy("audit filter", "Since"),
+    "until": pgettext_lazy("audit filter", "Until"),
 }
 TIME_FILTERS = ("since", "until")
 

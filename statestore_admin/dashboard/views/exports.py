@@ -12,6 +12,7 @@ from functools import wraps
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
@@ -34,7 +35,9 @@ def in_format(view):
     def wrapper(request, *args, **kwargs):
         chosen = request.GET.get("format") or "json"
         if chosen not in exports.FORMATS:
-            return bad_request(Invalid({"format": f"Unknown format {chosen!r}: use json or csv."}))
+            return bad_request(
+                Invalid({"format": _("Unknown format %(format)s: use json or csv.") % {"format": repr(chosen)}})
+            )
         return view(request, *args, chosen=chosen, **kwargs)
 
     return wrapper
@@ -123,7 +126,7 @@ def asset_keys_export(request, asset_id):
     keys = None if request.GET.get("all") == "1" else request.GET.getlist("keys")
     try:
         if keys == []:
-            raise Invalid({"keys": "Select at least one key."})
+            raise Invalid({"keys": _("Select at least one key.")})
         confirmed_at = parse_datetime_aware(request.GET.get("confirmed_at", ""), "confirmed_at")
     except ValidationError as exc:
         return bad_request(exc)

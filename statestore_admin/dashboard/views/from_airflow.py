@@ -11,6 +11,7 @@ import re
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
@@ -28,9 +29,12 @@ def _ids(request, *names) -> dict:
     for name in names:
         value = request.GET.get(name, "")
         if not value:
-            errors[name] = f"The link from Airflow has no {name}."
+            errors[name] = _("The link from Airflow has no %(name)s.") % {"name": name}
         elif _UNFILLED.match(value):
-            errors[name] = f"Airflow did not fill {value} in the link: this page of Airflow has no {name}."
+            errors[name] = _("Airflow did not fill %(value)s in the link: this page of Airflow has no %(name)s.") % {
+                "value": value,
+                "name": name,
+            }
         values[name] = value
     if errors:
         raise Invalid(errors)
@@ -46,7 +50,8 @@ def _map_index(request) -> dict:
     if not raw or _UNFILLED.match(raw):
         return {}
     if not re.fullmatch(r"-1|\d{1,9}", raw):  # Airflow's map indexes: -1, or a position that fits its integer column
-        raise Invalid({"map_index": f"map_index {raw[:40]!r} is not a map index (-1 or a whole number from 0)."})
+        message = _("map_index %(value)s is not a map index (-1 or a whole number from 0).") % {"value": repr(raw[:40])}
+        raise Invalid({"map_index": message})
     return {"map_index": int(raw)}
 
 
@@ -59,7 +64,11 @@ def from_airflow(request, destination):
     view = _DESTINATIONS.get(destination)
     if view is None:
         known = ", ".join(_DESTINATIONS)
-        return invalid_page(request, Invalid(f"Unknown Airflow page {destination!r}: use one of {known}."))
+        message = _("Unknown Airflow page %(page)s: use one of %(known)s.") % {
+            "page": repr(destination),
+            "known": known,
+        }
+        return invalid_page(request, Invalid(message))
     try:
         url, query = view(request)
     except Invalid as exc:
@@ -77,7 +86,7 @@ def _nav(request):
 def _dag(request):
     dag_id = _ids(request, "dag_id")["dag_id"]
     if "/" in dag_id:  # Airflow's DAG ids never hold "/" (its KEY_REGEX), and no page could name one
-        raise NotFound(f"No DAG {dag_id!r}.")
+        raise NotFound(_("No DAG %(dag_id)s.") % {"dag_id": repr(dag_id)})
     return reverse("dag-runs", args=[dag_id]), {}
 
 
@@ -112,7 +121,9 @@ def _task_instance(request):
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
     task_id = ids["task_id"]
     if "/" in task_id:  # Airflow's task ids never hold "/", as task_instance_lookup says
-        raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
+        raise NotFound(
+            _("No task %(task_id)s in DAG run %(run_id)s.") % {"task_id": repr(task_id), "run_id": repr(run.run_id)}
+        )
     if map_index:
         view = selectors.task_view(run, task_id, str(map_index["map_index"]), size=1)
         if view.regional and view.task_instance is None and not view.has_keys:
@@ -124,7 +135,8 @@ def _task_instance(request):
 def _asset(request):
     raw = _ids(request, "asset_id")["asset_id"]
     if not raw.isdigit() or len(raw) > 18:  # a bigint
-        raise Invalid({"asset_id": f"asset_id {raw[:40]!r} is not an asset id (a whole number)."})
+        message = _("asset_id %(value)s is not an asset id (a whole number).") % {"value": repr(raw[:40])}
+        raise Invalid({"asset_id": message})
     asset = selectors.get_asset(int(raw), scope=scope_of(request.user))
     return reverse("asset-detail", args=[asset.pk]), {}
 

@@ -26,6 +26,8 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin import gc
@@ -43,10 +45,22 @@ from statestore_admin.state import selectors
 DEFAULT_BATCH_SIZE = 1_000
 DEFAULT_MAX_BATCHES = 100
 DEFAULT_TIME_LIMIT = 10
-LIMITS = {  # field: (label, default, maximum)
-    "batch_size": ("The batch size", DEFAULT_BATCH_SIZE, gc.PAGE_MAX_BATCH_SIZE),
-    "max_batches": ("The batch limit", DEFAULT_MAX_BATCHES, gc.PAGE_MAX_BATCHES),
-    "time_limit": ("The time limit", DEFAULT_TIME_LIMIT, gc.PAGE_MAX_SECONDS),
+LIMITS = {  # field: (message when out of range, default, maximum)
+    "batch_size": (
+        gettext_lazy("The batch size must be a whole number from 1 to %(maximum)s."),
+        DEFAULT_BATCH_SIZE,
+        gc.PAGE_MAX_BATCH_SIZE,
+    ),
+    "max_batches": (
+        gettext_lazy("The batch limit must be a whole number from 1 to %(maximum)s."),
+        DEFAULT_MAX_BATCHES,
+        gc.PAGE_MAX_BATCHES,
+    ),
+    "time_limit": (
+        gettext_lazy("The time limit must be a whole number from 1 to %(maximum)s."),
+        DEFAULT_TIME_LIMIT,
+        gc.PAGE_MAX_SECONDS,
+    ),
 }
 PREVIEW_FIELDS = ("cutoff", "age", "unit", "before", "dag_id")
 DAG_CHOICES = 500  # the DAG field's list of existing DAGs: one index probe each
@@ -69,7 +83,7 @@ COMMAND_ENVIRONMENT = (
 
 
 def _limit(params, name: str, errors: dict) -> int:
-    label, default, maximum = LIMITS[name]
+    refusal, default, maximum = LIMITS[name]
     text = (params.get(name) or "").strip()
     if not text:
         return default
@@ -78,7 +92,7 @@ def _limit(params, name: str, errors: dict) -> int:
     except ValueError:
         value = None
     if value is None or not 1 <= value <= maximum:
-        errors[name] = [f"{label} must be a whole number from 1 to {maximum:,}."]
+        errors[name] = [refusal % {"maximum": f"{maximum:,}"}]
         return default
     return value
 
@@ -89,7 +103,7 @@ def _before(params) -> str:
     text = (params.get("before") or "").strip()
     if not text or params.get("cutoff") != "date":
         return text  # page_cutoff refuses a date typed for another cutoff
-    empty = "Pick a date and time, or choose another cutoff."
+    empty = _("Pick a date and time, or choose another cutoff.")
     return local_to_utc(text, params.get("tz") or "", "before", empty).isoformat()
 
 
@@ -120,7 +134,7 @@ def _values(params) -> dict[str, str]:
     values["cutoff"] = values["cutoff"] or "now"
     values["before"] = as_wall_time(values["before"])  # a link's ISO 8601 cutoff, in the reader's zone
     values["unit"] = values["unit"] or "days"
-    for name, (_, default, _) in LIMITS.items():
+    for name, (_refusal, default, _maximum) in LIMITS.items():
         values[name] = values[name] or str(default)
     return values
 
@@ -178,7 +192,7 @@ def gc_page(request):
         "health": gc.health(now, scope=scope, backlog=preview if whole_store_now else None),
         "runs": gc.history(request.GET.get("runs"), scope=scope),
         "may_run": gc.access(request.user).run,
-        "limits": {name: maximum for name, (_, _, maximum) in LIMITS.items()},
+        "limits": {name: maximum for name, (*_rest, maximum) in LIMITS.items()},
         "schedule": schedule(),
         "now": now,
         "zone": active_zone_name(),
@@ -209,7 +223,10 @@ def gc_run(request):
     except (gc.GcNotMigrated, gc.GcMisconfigured) as exc:
         messages.error(request, str(exc))
     except DatabaseError as exc:
-        messages.error(request, f"GC failed: {exc}. Committed batches are kept; the run is recorded as failed.")
+        messages.error(
+            request,
+            _("GC failed: %(error)s. Committed batches are kept; the run is recorded as failed.") % {"error": exc},
+        )
     else:
         _report(request, result)
         taken = gc.snapshot_after(result, actor=actor)  # the figures Insights and the overview show follow the run
@@ -228,10 +245,16 @@ def _partial(result: gc.GcResult) -> str:
     options)."""
     plan = result.plan
     if plan.max_batches is not None and result.batches >= plan.max_batches:
-        reached = f"{LIMITS['max_batches'][0]} ({formatting.plural(plan.max_batches, 'batch', 'batches')})"
-    else:
-        reached = f"{LIMITS['time_limit'][0]} ({plan.time_limit:g} s)"
-    return f"It stopped at {reached[0].lower() + reached[1:]}: expired keys remain; run GC again to go on."
+        return _("It stopped at the batch limit (%(batches)s): expired keys remain; run GC again to go on.") % {
+            "batches": _batches(plan.max_batches)
+        }
+    return _("It stopped at the time limit (%(seconds)s s): expired keys remain; run GC again to go on.") % {
+        "seconds": f"{plan.time_limit:g}"
+    }
+
+
+def _batches(n: int) -> str:
+    return ngettext("%(count)s batch", "%(count)s batches", n) % {"count": f"{n:,}"}
 
 
 def _report(request, result: gc.GcResult) -> None:
@@ -239,10 +262,13 @@ def _report(request, result: gc.GcResult) -> None:
     if outcome in gc.WITHOUT_DELETING:
         level, text = messages.WARNING, result.message
     else:
-        text = (
-            f"GC run #{result.record.pk}: deleted {formatting.plural(result.rows_deleted, 'expired task state row')} "
-            f"in {formatting.plural(result.batches, 'batch', 'batches')}, {formatting.duration(result.duration)}."
-        )
+        rows = ngettext("%(count)s expired task state row", "%(count)s expired task state rows", result.rows_deleted)
+        text = _("GC run #%(run)s: deleted %(rows)s in %(batches)s, %(duration)s.") % {
+            "run": result.record.pk,
+            "rows": rows % {"count": f"{result.rows_deleted:,}"},
+            "batches": _batches(result.batches),
+            "duration": formatting.duration(result.duration),
+        }
         if outcome == GcRun.Outcome.PARTIAL:
             text += " " + _partial(result)
         elif result.message:
@@ -250,7 +276,7 @@ def _report(request, result: gc.GcResult) -> None:
         if result.object_deletes is not None:
             text += " " + result.object_deletes.summary()
         elif result.objects_left_behind:
-            text += " Their worker-side objects were left behind, as Airflow's GC leaves them."
+            text += " " + _("Their worker-side objects were left behind, as Airflow's GC leaves them.")
         failed_objects = result.objects_failed > 0
         level = messages.SUCCESS if outcome == GcRun.Outcome.COMPLETED and not failed_objects else messages.WARNING
     messages.add_message(request, level, text)

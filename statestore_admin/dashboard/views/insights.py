@@ -11,7 +11,9 @@ from datetime import date
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
+from django.utils import dateformat, timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from statestore_admin.access import policies
@@ -40,27 +42,40 @@ def _url(name: str, arg) -> str:
 
 def _day_label(day: str) -> str:
     """A UTC day of the expiry histogram ("2026-12-03") as the app writes dates: "3 Dec"."""
-    parsed = date.fromisoformat(day)
-    return f"{parsed.day} {parsed:%b}"
+    return dateformat.format(date.fromisoformat(day), "j M")  # the month's name in the reader's language
 
 
 def _bucket_label(up_to: int | None, previous: int | None) -> str:
     if up_to is None:
-        return f"> {size(previous)}" if previous is not None else "any"
+        return f"> {size(previous)}" if previous is not None else _("any")
     return f"≤ {size(up_to)}"
 
 
-# The top lists' charts: (list, the table's header, a row's name, a row's link).
+# The top lists' charts: (list, the table's header, the titles by keys and by bytes, a row's name, a row's link).
 TOP_LISTS = (
-    ("dags", "DAG", lambda r: r["dag_id"], lambda r: _url("dag-runs", r["dag_id"])),
-    ("tasks", "Task", lambda r: f"{r['dag_id']} › {r['task_id']}", lambda r: ""),
+    (
+        "dags",
+        gettext_lazy("DAG"),
+        {"keys": gettext_lazy("DAGs by keys"), "bytes": gettext_lazy("DAGs by bytes")},
+        lambda r: r["dag_id"],
+        lambda r: _url("dag-runs", r["dag_id"]),
+    ),
+    (
+        "tasks",
+        gettext_lazy("Task"),
+        {"keys": gettext_lazy("Tasks by keys"), "bytes": gettext_lazy("Tasks by bytes")},
+        lambda r: f"{r['dag_id']} › {r['task_id']}",
+        lambda r: "",
+    ),
     (
         "assets",
-        "Asset",
+        gettext_lazy("Asset"),
+        {"keys": gettext_lazy("Assets by keys"), "bytes": gettext_lazy("Assets by bytes")},
         lambda r: r["name"] or r["uri"] or str(r["asset_id"]),
         lambda r: _url("asset-detail", r.get("asset_id")),
     ),
 )
+SIZES_TITLES = {TASK: gettext_lazy("Task values by size"), ASSET: gettext_lazy("Asset values by size")}
 
 
 def charts(data: insights.Insights) -> dict:
@@ -69,16 +84,16 @@ def charts(data: insights.Insights) -> dict:
     points = data.series.points
     times = [localtime(p.taken_at) for p in points]  # labels in the user's time zone
     if data.access.task:
-        out["task_keys"] = _total("task_keys", "Task keys", times, points)
-        out["task_bytes"] = _total("task_bytes", "Task state bytes", times, points, fmt=size)
+        out["task_keys"] = _total("task_keys", _("Task keys"), _("task keys"), times, points)
+        out["task_bytes"] = _total("task_bytes", _("Task state bytes"), _("task bytes"), times, points, fmt=size)
         dags = data.series.dags
-        out["dag_keys"] = line_chart("dag-keys", "Top DAGs: keys", times, [(d.dag_id, d.keys) for d in dags])
+        out["dag_keys"] = line_chart("dag-keys", _("Top DAGs: keys"), times, [(d.dag_id, d.keys) for d in dags])
         out["dag_bytes"] = line_chart(
-            "dag-bytes", "Top DAGs: bytes", times, [(d.dag_id, d.bytes) for d in dags], fmt=size
+            "dag-bytes", _("Top DAGs: bytes"), times, [(d.dag_id, d.bytes) for d in dags], fmt=size
         )
     if data.access.asset_wide:
-        out["asset_keys"] = _total("asset_keys", "Asset keys", times, points)
-        out["asset_bytes"] = _total("asset_bytes", "Asset state bytes", times, points, fmt=size)
+        out["asset_keys"] = _total("asset_keys", _("Asset keys"), _("asset keys"), times, points)
+        out["asset_bytes"] = _total("asset_bytes", _("Asset state bytes"), _("asset bytes"), times, points, fmt=size)
     if data.expiry is not None:
         out.update(_expiry_charts(data.expiry))
     for store in (TASK, ASSET):
@@ -88,9 +103,7 @@ def charts(data: insights.Insights) -> dict:
             for b in buckets:
                 items.append((_bucket_label(b.up_to, previous), b.keys, "s2" if store == TASK else "s3"))
                 previous = b.up_to
-            out[f"sizes_{store}"] = bar_chart(
-                f"sizes-{store}", f"{store.capitalize()} values by size", items, ["Size", "Keys"]
-            )
+            out[f"sizes_{store}"] = bar_chart(f"sizes-{store}", str(SIZES_TITLES[store]), items, [_("Size"), _("Keys")])
     if data.top is not None:
         out.update(_top_charts(data.top))
     if data.gc_runs:
@@ -98,9 +111,9 @@ def charts(data: insights.Insights) -> dict:
     return out
 
 
-def _total(name: str, title: str, times, points, fmt=compact):
-    """A figure of the snapshots over time: ``name`` is the snapshots' field, the chart's id and its line's name."""
-    line = (name.replace("_", " "), [getattr(p, name) for p in points])
+def _total(name: str, title: str, line_name: str, times, points, fmt=compact):
+    """A figure of the snapshots over time: ``name`` is the snapshots' field and the chart's id."""
+    line = (line_name, [getattr(p, name) for p in points])
     return line_chart(name.replace("_", "-"), title, times, [line], fmt=fmt)
 
 
@@ -109,23 +122,23 @@ def _expiry_charts(expiry) -> dict:
     if expiry.days is not None:
         out["expiry"] = bar_chart(
             "expiry",
-            "Task keys expiring on each of the next 30 days",
+            _("Task keys expiring on each of the next 30 days"),
             [(_day_label(d.day), d.keys, "s1") for d in expiry.days],
-            ["Day (UTC)", "Keys", "Bytes"],
+            [_("Day (UTC)"), _("Keys"), _("Bytes")],
             every=5,
             rows=[[d.day, compact(d.keys), size(d.bytes)] for d in expiry.days],
         )
     labels = {
         status.EXPIRED: status.STATUSES[status.EXPIRED],
         status.EXPIRING: status.STATUSES[status.EXPIRING],
-        "later": "expiring later",
-        "never": "never expire",
+        "later": _("expiring later"),
+        "never": _("never expire"),
     }
     out["status"] = hbar_chart(
         "status",
-        "Task keys by expiry",
-        [(labels[k], v, "") for k, v in expiry.by_status.items()],
-        ["Expiry", "Keys"],
+        _("Task keys by expiry"),
+        [(str(labels[k]), v, "") for k, v in expiry.by_status.items()],
+        [_("Expiry"), _("Keys")],
     )
     return out
 
@@ -133,15 +146,15 @@ def _expiry_charts(expiry) -> dict:
 def _top_charts(top) -> dict:
     """The largest DAGs, tasks and assets, by keys and by bytes."""
     out = {}
-    for kind, header, name_of, url_of in TOP_LISTS:
+    for kind, header, titles, name_of, url_of in TOP_LISTS:
         for by, fmt in (("keys", compact), ("bytes", size)):
             name = f"{kind}_by_{by}"
             rows = getattr(top, name)
             out[name] = hbar_chart(
                 name.replace("_", "-"),
-                f"{header}s by {by}",
+                str(titles[by]),
                 [(name_of(r), r[by], url_of(r)) for r in rows],
-                [header, "Keys", "Bytes"],
+                [str(header), _("Keys"), _("Bytes")],
                 fmt=fmt,
                 rows=[[name_of(r), compact(r["keys"]), size(r["bytes"])] for r in rows],
             )
@@ -161,13 +174,13 @@ def _gc_charts(runs) -> dict:
         ]
         for r in runs
     ]
-    headers = ["Started", "Outcome", "Rows deleted", "Duration", "Batches"]
+    headers = [_("Started"), _("Outcome"), _("Rows deleted"), _("Duration"), _("Batches")]
     every = max(1, len(runs) // 6)
     started = time_labels([localtime(r.started_at) for r in runs])
     out = {}
     for name, title, value_of, fmt in (
-        ("gc_rows", "Rows deleted per GC run", lambda r: r.rows_deleted, compact),
-        ("gc_duration", "GC run duration", lambda r: r.duration_seconds or 0, duration),
+        ("gc_rows", _("Rows deleted per GC run"), lambda r: r.rows_deleted, compact),
+        ("gc_duration", _("GC run duration"), lambda r: r.duration_seconds or 0, duration),
     ):
         items = [
             (label, value_of(r), OUTCOME_CSS.get(r.outcome, "bad")) for label, r in zip(started, runs, strict=True)
@@ -182,13 +195,13 @@ def cards(figures: insights.Latest) -> list[tuple[str, str, str]]:
     """(figure, label, test id) of the totals the user may see."""
     shown = []
     for name, label, fmt in (
-        ("task_keys", "task keys", "{:,}".format),
-        ("task_bytes", "task state", size),
-        ("expired", "expired, awaiting GC", "{:,}".format),
-        ("expiring", "expiring in 24 h", "{:,}".format),
-        ("never", "never expire", "{:,}".format),
-        ("asset_keys", "asset keys", "{:,}".format),
-        ("asset_bytes", "asset state", size),
+        ("task_keys", _("task keys"), "{:,}".format),
+        ("task_bytes", _("task state"), size),
+        ("expired", _("expired, awaiting GC"), "{:,}".format),
+        ("expiring", _("expiring in 24 h"), "{:,}".format),
+        ("never", _("never expire"), "{:,}".format),
+        ("asset_keys", _("asset keys"), "{:,}".format),
+        ("asset_bytes", _("asset state"), size),
     ):
         value = getattr(figures, name)
         if value is not None:
@@ -233,10 +246,13 @@ def take_snapshot(request):
     except Conflict as exc:
         messages.warning(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Statistics snapshot #{snapshot.pk} taken in {duration(snapshot.duration_seconds)}: "
-            f"{formatting.plural(snapshot.task_keys, 'task key')}, "
-            f"{formatting.plural(snapshot.asset_keys, 'asset key')}.",
-        )
+        task_keys = ngettext("%(count)s task key", "%(count)s task keys", snapshot.task_keys)
+        asset_keys = ngettext("%(count)s asset key", "%(count)s asset keys", snapshot.asset_keys)
+        message = _("Statistics snapshot #%(snapshot)s taken in %(duration)s: %(task_keys)s, %(asset_keys)s.") % {
+            "snapshot": snapshot.pk,
+            "duration": duration(snapshot.duration_seconds),
+            "task_keys": task_keys % {"count": f"{snapshot.task_keys:,}"},
+            "asset_keys": asset_keys % {"count": f"{snapshot.asset_keys:,}"},
+        }
+        messages.success(request, message)
     return redirect("insights")

@@ -5,6 +5,7 @@ from functools import partial
 from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
@@ -67,9 +68,9 @@ def search(request):
             "statuses": searching.STATUSES,
             "matches": searching.MATCHES,
             "dag_matches": [
-                ("contains", "contains (as on the DAG list)"),
-                ("prefix", "starts with"),
-                ("exact", "exact"),
+                ("contains", _("contains (as on the DAG list)")),
+                ("prefix", _("starts with")),
+                ("exact", _("exact")),
             ],
             "budget": searching.time_budget(),
             "regions": selectors.regions_enabled(),  # Airflow 3.4: the loop iteration filter

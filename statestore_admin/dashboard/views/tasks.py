@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
@@ -126,7 +127,9 @@ def task_instance_lookup(request):
     run = selectors.find_run(request.GET.get("dag_id", ""), request.GET.get("run_id", ""), scope=scope_of(request.user))
     task_id = request.GET.get("task_id", "")
     if not task_id or "/" in task_id:  # Airflow's task ids are never empty and never hold "/"
-        raise NotFound(f"No task {task_id!r} in DAG run {run.run_id!r}.")
+        raise NotFound(
+            _("No task %(task_id)s in DAG run %(run_id)s.") % {"task_id": repr(task_id), "run_id": repr(run.run_id)}
+        )
     try:
         region_id = params.region_id(request.GET)
     except Invalid as exc:

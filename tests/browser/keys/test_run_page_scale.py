@@ -150,7 +150,7 @@ def test_the_run_page_screenshots(browser, live_server, operator, deployment, sc
     page.goto(f"{live_server.url}/login/")
     page.fill("#id_username", operator.username)
     page.fill("#id_password", operator.raw_password)
-    page.click("button[type=submit]")
+    page.click("form.login button[type=submit]")  # not the header's language menu
     expect(page.locator("h1")).to_have_text("Task & asset state")
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/?sort=")
     load = page.locator("section.task-group", has=page.locator("h2 a", has_text=re.compile("^load$")))

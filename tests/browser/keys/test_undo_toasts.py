@@ -108,7 +108,7 @@ def test_on_a_phone_the_undo_toast_and_the_value_tools_fit(browser, live_server,
     page.goto(f"{live_server.url}/login/")
     page.fill("#id_username", operator.username)
     page.fill("#id_password", operator.raw_password)
-    page.click("button[type=submit]")
+    page.click("form.login button[type=submit]")  # not the header's language menu
     page.goto(f"{live_server.url}/keys/task/{TaskStateStore.objects.get(key='offset').pk}/")
     expect(page.locator("[data-json-tools]")).to_be_visible()
     page.get_by_test_id("expire-now").click()

@@ -34,7 +34,7 @@ def signed_in(page, live_server, operator, deployment):
     page.goto(f"{live_server.url}/login/")
     page.fill("#id_username", operator.username)
     page.fill("#id_password", operator.raw_password)
-    page.click("button[type=submit]")
+    page.click("form.login button[type=submit]")  # not the header's language menu
     expect(page.locator("h1")).to_have_text("Task & asset state")
     return page
 
