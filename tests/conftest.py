@@ -2,6 +2,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections
+from django.utils import translation
 
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
@@ -11,6 +12,15 @@ from statestore_admin.records.models import AccessScope
 from . import factories
 
 BOTH_DATABASES = ["default", "airflow"]
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in LANGUAGE_CODE: Django's LocaleMiddleware leaves the language of the last request it
+    served active in the thread (a server activates one at every request; a test calls functions between them)."""
+    translation.deactivate()
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(scope="session")

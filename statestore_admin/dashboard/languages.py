@@ -32,10 +32,13 @@ class AccountLanguageMiddleware:
 
     def __call__(self, request):
         code = API_LANGUAGE if is_api(request) else preferences.language_of(request.user)
-        if code:
-            translation.activate(code)
+        if not code:
+            return self.get_response(request)
+        with translation.override(code):  # the language LocaleMiddleware chose comes back afterwards
             request.LANGUAGE_CODE = translation.get_language()
-        return self.get_response(request)
+            response = self.get_response(request)
+            response.headers.setdefault("Content-Language", request.LANGUAGE_CODE)  # LocaleMiddleware's setdefault
+        return response
 
 
 def languages() -> list[tuple[str, str]]:

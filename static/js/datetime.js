@@ -5,21 +5,29 @@
 // deferred: the listeners are delegated to the document, and what htmx swaps in is set up after the swap.
 (function () {
   "use strict";
-  // As the server writes them (dashboard/templatetags/display.py's absolute), in the page's language.
-  const MONTHS = [
-    pgettext("abbrev. month", "Jan"), pgettext("abbrev. month", "Feb"), pgettext("abbrev. month", "Mar"),
-    pgettext("abbrev. month", "Apr"), pgettext("abbrev. month", "May"), pgettext("abbrev. month", "Jun"),
-    pgettext("abbrev. month", "Jul"), pgettext("abbrev. month", "Aug"), pgettext("abbrev. month", "Sep"),
-    pgettext("abbrev. month", "Oct"), pgettext("abbrev. month", "Nov"), pgettext("abbrev. month", "Dec"),
-  ];
+  // The page's language writes a time with Django's date format letters (DATETIME_FORMAT, in the JavaScript
+  // catalogue) and its month abbreviations (on <html>, from the server): as display.py's absolute() does.
+  const MONTHS = (document.documentElement.dataset.months || "jan,feb,mar,apr,may,jun,jul,aug,sep,oct,nov,dec")
+    .split(",");
   const SELECTOR = "input[type=datetime-local]";
 
   // "2026-12-31T22:00" (what the input holds: a wall time, no zone) as "31 Dec 2026, 22:00".
   function appFormat(value) {
     const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})/.exec(value || "");
     if (!m) return "";
-    return interpolate(gettext("%(day)s %(month)s %(year)s, %(time)s"),
-      { day: Number(m[3]), month: MONTHS[Number(m[2]) - 1], year: m[1], time: m[4] + ":" + m[5] }, true);
+    const month = MONTHS[Number(m[2]) - 1];
+    const letters = {
+      j: String(Number(m[3])), d: m[3], n: String(Number(m[2])), m: m[2], Y: m[1], H: m[4], i: m[5],
+      b: month, M: month.charAt(0).toUpperCase() + month.slice(1),
+    };
+    const pattern = get_format("DATETIME_FORMAT");
+    let text = "";
+    for (let k = 0; k < pattern.length; k++) {
+      const letter = pattern[k];
+      if (letter === "\\") text += pattern[++k] || "";
+      else text += Object.prototype.hasOwnProperty.call(letters, letter) ? letters[letter] : letter;
+    }
+    return text;
   }
 
   function shownAs(input) {

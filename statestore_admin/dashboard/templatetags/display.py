@@ -21,6 +21,7 @@ from django import template
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.dates import MONTHS_3
+from django.utils.formats import date_format, get_format
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
@@ -45,17 +46,25 @@ def relative(value: datetime, now: datetime) -> str:
 
 
 def absolute(value: datetime, seconds: bool = False) -> str:
-    """The time in the active (the user's) time zone: "30 Nov 2026, 16:43" (":28" with seconds); in UTC, saying
-    so, where that zone has no such time: "31 Dec 9999, 23:59 UTC"."""
+    """The time in the active (the user's) time zone, in the language's format (``statestore_admin/formats``):
+    "30 Nov 2026, 16:43" (":28" with seconds), "2026년 11월 30일 16:43"; in UTC, saying so, where that zone has no
+    such time: "31 Dec 9999, 23:59 UTC"."""
     local = localtime(value)
-    # Translators: a date and time, "30 Nov 2026, 16:43"; the month is its three-letter abbreviation.
-    text = _("%(day)s %(month)s %(year)s, %(time)s") % {
-        "day": local.day,
-        "month": MONTHS_3[local.month].title(),  # as Django's "M" date format
-        "year": f"{local.year:04d}",
-        "time": f"{local:%H:%M:%S}" if seconds else f"{local:%H:%M}",
-    }
+    text = date_format(local, datetime_pattern(seconds))
     return f"{text} UTC" if shown_in_utc(local) else text
+
+
+def datetime_pattern(seconds: bool = False) -> str:
+    """The active language's ``DATETIME_FORMAT`` (Django's date format letters), with seconds where asked."""
+    pattern = get_format("DATETIME_FORMAT")
+    return pattern.replace("H:i", "H:i:s") if seconds else pattern
+
+
+@register.simple_tag
+def month_abbreviations() -> str:
+    """The twelve months as the language abbreviates them ("jan,feb,…", "janv.,févr.,…"), for static/js/datetime.js
+    to write a picked time as the pages do."""
+    return ",".join(str(MONTHS_3[month]) for month in range(1, 13))
 
 
 def utc_title(value: datetime) -> str:
