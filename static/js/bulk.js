@@ -5,6 +5,8 @@
 // confirmation lists every matching key. Unticking a key goes back to the ticked keys.
 (function () {
   "use strict";
+  // A count as the pages write it: thousands grouped by three with the language's separator (statestore_admin/formats).
+  const grouped = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, get_format("THOUSAND_SEPARATOR"));
   const boxes = (panel) => [...panel.querySelectorAll("tbody input[name=ids]")];
 
   function setMatching(bar, on) {
@@ -28,7 +30,7 @@
       ? interpolate(ngettext("All %(count)s matching keys selected", "All %(count)s matching keys selected",
         Number(matching.dataset.matchingCount)), { count: matching.dataset.matchingLabel }, true)
       : interpolate(ngettext("%(count)s selected", "%(count)s selected", ticked),
-        { count: ticked.toLocaleString("en-US") }, true);
+        { count: grouped(ticked) }, true);
     bar.classList.toggle("has-selection", ticked > 0);
     if (matching) {
       // Offered once the whole page is ticked, when more keys match than the page shows.

@@ -1133,6 +1133,17 @@ def root_cases(w) -> list[Case]:
         # Single sign-on's two steps answer everyone (they are how one signs in): 404 while it is off (no OIDC_ISSUER).
         Case("oidc/login/", "GET", "/oidc/login/", face=PUBLIC, ok=status(404)),
         Case("oidc/callback/", "GET", "/oidc/callback/", face=PUBLIC, ok=status(404)),
+        # The language menu answers everyone (the sign-in page has it too): a cookie, and the account's choice for
+        # whoever is signed in; back to the page it was chosen on. The scripts' strings are no secret either.
+        Case(
+            "language/",
+            "POST",
+            "/language/",
+            face=PUBLIC,
+            data={"language": "de", "next": "/"},
+            ok=Expect(302, "/", exact=True),
+        ),
+        Case("jsi18n/", "GET", "/jsi18n/?language=de", face=PUBLIC),
     ]
 
 

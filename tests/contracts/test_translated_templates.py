@@ -25,7 +25,7 @@ _TAG = re.compile(r"{%.*?%}", re.S)
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _ENTITY = re.compile(r"&[a-zA-Z]+;|&#x?[0-9a-fA-F]+;")
 PLACEHOLDER = "\u00a7"
-READ_ATTRIBUTES = {"title", "aria-label", "placeholder", "alt", "label", "aria-description"}
+READ_ATTRIBUTES = {"title", "aria-label", "placeholder", "alt", "label", "aria-description", "data-label"}
 CODE = {"code", "kbd", "pre", "samp", "script", "style"}
 
 

@@ -41,8 +41,6 @@ from statestore_admin.state.selectors import TaskAddress
 
 # action: (button, toast verb); what each does is said in people's words by actions/_effect.html
 TASK_ACTIONS = {"delete": ("Delete", "Deleted"), "expire": ("Expire", "Expired")}
-# The bulk expiry's confirmation (task_keys_expiry): a form as well as a list, so not one of TASK_ACTIONS' URLs.
-EXPIRY_ACTION = ("Set the expiry of", "Set the expiry of")
 
 
 @require_http_methods(["GET", "POST"])
@@ -171,11 +169,9 @@ def _apply(request, actor: Actor, action: str, **options) -> services.Outcome:
 
 def _confirm(request, action: str, preview: services.Preview | None, errors: list[str], form=None, status: int = 200):
     """The confirmation of an action on several task keys; ``form``: the expiry's fields (``expiry``)."""
-    label, _ = TASK_ACTIONS.get(action, EXPIRY_ACTION)
     refs = preview.listing.refs if preview and action == "delete" else 0
     context = {
         "run": preview.run if preview else None,
-        "label": label,
         "action": action,
         "errors": errors,
         **dialogs.confirmation_context(request, permissions.TASK, preview.listing if preview else None, refs),
