@@ -453,7 +453,7 @@ def _target(index: int, entry) -> Target:
                 given = entry.get(name)
                 if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
                     raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
-                refuse_surrogate(given, name, f'"{name}"')
+                refuse_surrogate(given, name, name)
             map_index = _integer(entry, "map_index", -1, MAX_INT, default=-1)
             region_id = _region(entry)
             raw_expiry = entry.get("expires_at")
