@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 PREFIX_LENGTH = 12
 
@@ -68,7 +69,8 @@ class ApiToken(models.Model):
         if expires_in is None:
             expires_in = max_age()
         if expires_in <= timedelta(0) or expires_in > max_age():
-            raise ValueError(f"A token expires after at most {settings.API_TOKEN_MAX_AGE_DAYS} days.")
+            message = _("A token expires after at most %(days)s days.")
+            raise ValueError(message % {"days": settings.API_TOKEN_MAX_AGE_DAYS})
         token = "ssa_" + secrets.token_urlsafe(32)
         now = timezone.now()
         record = cls.objects.create(

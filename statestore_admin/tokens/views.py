@@ -14,6 +14,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_cache_control
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
 from statestore_admin.access.actors import Actor
@@ -24,7 +26,7 @@ LIFETIMES = (30, 90, 365)  # days offered on the page, capped at API_TOKEN_MAX_A
 NEW_TOKEN = "tokens.new_token"  # session key: the token just created, sealed, shown once by the GET that follows
 PAD_COOKIE = "tokens_new_key"  # the browser's half: the pad that unseals it
 PAD_MAX_AGE = 60  # seconds: the redirect follows at once
-UNSHOWABLE = (
+UNSHOWABLE = gettext_lazy(
     "The new token cannot be shown here (it was created in another browser or over a minute ago): "
     "revoke it and create another."
 )
@@ -42,11 +44,11 @@ def api_tokens(request):
         if "revoke" in request.POST:
             pk = request.POST.get("revoke", "").strip()
             if not pk.isascii() or not pk.isdigit():  # not a token's id: there is nothing to look up
-                messages.error(request, "Nothing revoked: choose the token to revoke in the list below.")
+                messages.error(request, _("Nothing revoked: choose the token to revoke in the list below."))
                 return redirect("api-tokens")
             token = get_object_or_404(ApiToken.objects.active(), pk=int(pk), user=request.user)
             services.revoke(token, f"revoked by {request.user.get_username()}", actor=Actor.from_request(request))
-            messages.success(request, f"Revoked token {token.prefix}….")
+            messages.success(request, _("Revoked token %(prefix)s….") % {"prefix": token.prefix})
             return redirect("api-tokens")
         choices = lifetimes()
         try:
@@ -54,9 +56,9 @@ def api_tokens(request):
         except ValueError:
             days = -1
         if days not in choices:
-            messages.error(request, f"Choose a lifetime of {', '.join(map(str, choices))} days.")
+            messages.error(request, _("Choose a lifetime of %(days)s days.") % {"days": ", ".join(map(str, choices))})
             return redirect("api-tokens")
-        _, token = services.issue(
+        _record, token = services.issue(
             request.user,
             request.POST.get("name", "").strip(),
             expires_in=timedelta(days=days),
