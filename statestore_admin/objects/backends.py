@@ -139,7 +139,7 @@ def _worker_backend_mode(worker_backend: str) -> BackendMode:
     the objects (a configured ``[common.io]`` storage, ``WORKER_BACKEND_READ``)."""
     store = objects.storage()
     reading = objects.read_enabled()
-    parts = [BACKEND_MODES["worker"]]
+    parts = [str(BACKEND_MODES["worker"])]
     is_object_storage = worker_backend == objects.PROVIDER_BACKEND
     if not is_object_storage:
         message = _(
@@ -201,7 +201,7 @@ def backend_modes(by_name: dict) -> list[BackendMode]:
     backend = by_name.get(("state_store", "backend"))
     if backend:
         custom = None if backend == METASTORE_BACKEND else _custom_backend_mode(backend)
-        modes.append(custom or BackendMode("metastore", BACKEND_MODES["metastore"], details={"backend": backend}))
+        modes.append(custom or BackendMode("metastore", str(BACKEND_MODES["metastore"]), details={"backend": backend}))
     worker_backend = by_name.get(("workers", "state_store_backend"))
     if worker_backend:
         modes.append(_worker_backend_mode(worker_backend))
