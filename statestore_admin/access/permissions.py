@@ -5,6 +5,8 @@ Assign them to users or groups in the Django admin (``/admin/``): for example
 ``airflow | task state store | Can view task state store``.
 """
 
+from django.utils.translation import gettext as _
+
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.core.errors import Forbidden
@@ -35,4 +37,21 @@ def require(who, store: str, action: str) -> None:
             return
         who = who.user
     if not can(who, store, action):
-        raise Forbidden(f"You do not have permission to {action} {store} state.")
+        raise Forbidden(refusal(store, action))
+
+
+def refusal(store: str, action: str) -> str:
+    """ "You do not have permission to view task state.": one whole sentence per store and permission."""
+    sentences = {
+        (TASK, "view"): _("You do not have permission to view task state."),
+        (TASK, "add"): _("You do not have permission to add task state."),
+        (TASK, "change"): _("You do not have permission to change task state."),
+        (TASK, "delete"): _("You do not have permission to delete task state."),
+        (ASSET, "view"): _("You do not have permission to view asset state."),
+        (ASSET, "add"): _("You do not have permission to add asset state."),
+        (ASSET, "change"): _("You do not have permission to change asset state."),
+        (ASSET, "delete"): _("You do not have permission to delete asset state."),
+    }
+    if (store, action) in sentences:
+        return sentences[store, action]
+    return _("You do not have permission to %(action)s %(store)s state.") % {"action": action, "store": store}

@@ -24,6 +24,8 @@ everything).
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
@@ -74,14 +76,25 @@ def require(who, store: str, action: str) -> None:
         return
     user = _user(who)
     if action == "edit" and permissions.can(user, store, "change"):
+        if store == TASK:
+            raise Forbidden(
+                _(
+                    "Editing a value needs the permission to view task state as well as to change it: ask an "
+                    "administrator for “Can view task state store”."
+                )
+            )
         raise Forbidden(
-            f"Editing a value needs the permission to view {store} state as well as to change it: "
-            f"ask an administrator for “Can view {store} state store”."
+            _(
+                "Editing a value needs the permission to view asset state as well as to change it: ask an "
+                "administrator for “Can view asset state store”."
+            )
         )
     if action == SET:
-        raise Forbidden(f"You do not have permission to add or change {store} state.")
+        if store == TASK:
+            raise Forbidden(_("You do not have permission to add or change task state."))
+        raise Forbidden(_("You do not have permission to add or change asset state."))
     missing = next(perm for perm in STORE_ACTIONS[action] if not permissions.can(user, store, perm))
-    raise Forbidden(f"You do not have permission to {missing} {store} state.")
+    raise Forbidden(permissions.refusal(store, missing))
 
 
 def require_write(who, store: str, created: bool) -> None:
@@ -111,7 +124,7 @@ def require_any_view(who) -> list[str]:
     """The stores ``who`` may view; Forbidden if none (the pages and lists that span both stores)."""
     stores = viewable_stores(who)
     if not stores:
-        raise Forbidden("You do not have permission to view task or asset state.")
+        raise Forbidden(_("You do not have permission to view task or asset state."))
     return stores
 
 
@@ -163,7 +176,7 @@ def may_view_gc(who) -> bool:
 
 
 def require_view_gc(who) -> None:
-    require_store_wide(who, "Garbage collection")
+    require_store_wide(who, _("Garbage collection"))
 
 
 def may_run_gc(who) -> bool:
@@ -173,7 +186,9 @@ def may_run_gc(who) -> bool:
 def require_run_gc(who) -> None:
     require_view_gc(who)
     if not may_run_gc(who):
-        raise Forbidden("Running garbage collection needs delete on task state and “Can add GC run” (the Admin role).")
+        raise Forbidden(
+            _("Running garbage collection needs delete on task state and “Can add GC run” (the Admin role).")
+        )
 
 
 def may_take_snapshot(who) -> bool:
@@ -196,7 +211,7 @@ def may_manage_scopes(who) -> bool:
 
 def require_manage_scopes(who) -> None:
     if not may_manage_scopes(who):
-        raise Forbidden("Only a superuser may grant or revoke access scopes.")
+        raise Forbidden(_("Only a superuser may grant or revoke access scopes."))
 
 
 def may_change_accounts(user) -> bool:

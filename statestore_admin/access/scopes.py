@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from statestore_admin.core.errors import Forbidden, Invalid
 from statestore_admin.core.patterns import glob_q, glob_regex, validate_pattern
@@ -76,20 +77,25 @@ class Scope:
     def require_dag(self, dag_id: str) -> None:
         """Forbidden for a DAG named out of scope (as Airflow's auth manager answers, whether it exists or not)."""
         if not self.allows_dag(dag_id):
-            raise Forbidden(f"You do not have access to DAG {dag_id!r}.")
+            raise Forbidden(_("You do not have access to DAG %(dag_id)r.") % {"dag_id": dag_id})
 
     def require_unrestricted(self, what: str) -> None:
         if self.restricted:
-            raise Forbidden(f"{what} spans every DAG and asset: a user with a scope may not use it.")
+            message = _("%(what)s spans every DAG and asset: a user with a scope may not use it.")
+            raise Forbidden(message % {"what": what})
 
     def describe(self) -> str:
         if not self.restricted:
-            return "every DAG and asset"
-        dags = "every DAG" if self.all_dags else ("DAGs " + ", ".join(self.dags) if self.dags else "no DAG")
-        assets = (
-            "every asset" if self.all_assets else ("assets " + ", ".join(self.assets) if self.assets else "no asset")
-        )
-        return f"{dags}; {assets}"
+            return _("every DAG and asset")
+        if self.all_dags:
+            dags = _("every DAG")
+        else:
+            dags = _("DAGs %(patterns)s") % {"patterns": ", ".join(self.dags)} if self.dags else _("no DAG")
+        if self.all_assets:
+            assets = _("every asset")
+        else:
+            assets = _("assets %(patterns)s") % {"patterns": ", ".join(self.assets)} if self.assets else _("no asset")
+        return _("%(dags)s; %(assets)s") % {"dags": dags, "assets": assets}
 
 
 EVERYTHING = Scope()
@@ -175,8 +181,6 @@ def _managed_from_outside(user) -> bool:
 
 def rule_for(user) -> str:
     """Which rule gives ``user`` their scope, in words (Django's admin shows it on the user's page)."""
-    from django.utils.translation import gettext as _
-
     if user.is_superuser:
         return _("Superuser: every DAG and asset, never scoped.")
     if _managed_from_outside(user):
@@ -208,9 +212,14 @@ def find_holder(name: str, kind: str | None = None):
     group = Group.objects.filter(name=name).first() if kind in (None, "group") else None
     user = usernames.find(name) if kind in (None, "user") else None
     if group and user:
-        raise Invalid(f"Both a group and a user are called {name!r}: say which with --group or --user.")
+        message = _("Both a group and a user are called %(name)r: say which with --group or --user.")
+        raise Invalid(message % {"name": name})
     if not group and not user:
-        raise NotFound(f"No {kind or 'group or user'} called {name!r}.")
+        missing = {
+            "group": _("No group called %(name)r."),
+            "user": _("No user called %(name)r."),
+        }.get(kind, _("No group or user called %(name)r."))
+        raise NotFound(missing % {"name": name})
     return group or user
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from django.db import router, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.actors import Actor
 from statestore_admin.audit import events
@@ -57,9 +58,9 @@ def prune(
     one day or a batch size under 1."""
     errors = {}
     if not isinstance(older_than, timedelta) or older_than < MIN_AGE:
-        errors["older_than"] = "Keep at least one day of audit events: the age must be 1 day or more."
+        errors["older_than"] = _("Keep at least one day of audit events: the age must be 1 day or more.")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        errors["batch_size"] = "The batch size must be 1 or more."
+        errors["batch_size"] = _("The batch size must be 1 or more.")
     if errors:
         raise Invalid(errors)
     result = PruneResult(cutoff=(now or timezone.now()) - older_than, dry_run=dry_run)

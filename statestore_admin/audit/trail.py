@@ -16,6 +16,7 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import RowNumber
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.permissions import ASSET, TASK
@@ -53,9 +54,9 @@ class AuditQuery:
         values = {name: (params.get(name) or "").strip() for name in AUDIT_FILTERS}
         errors = {}
         if values["action"] and values["action"] not in AuditEvent.Action.values:
-            errors["action"] = f"One of {', '.join(AuditEvent.Action.values)}."
+            errors["action"] = _("One of %(choices)s.") % {"choices": ", ".join(AuditEvent.Action.values)}
         if values["via"] and values["via"] not in AuditEvent.Via.values:
-            errors["via"] = f"One of {', '.join(AuditEvent.Via.values)}."
+            errors["via"] = _("One of %(choices)s.") % {"choices": ", ".join(AuditEvent.Via.values)}
         asset_id = None
         if values["asset_id"]:
             try:
@@ -63,14 +64,14 @@ class AuditQuery:
             except ValueError:
                 asset_id = None
             if asset_id is None or not 1 <= asset_id < 2**31:
-                errors["asset_id"] = "An asset id is a whole number from 1 to 2147483647."
+                errors["asset_id"] = _("An asset id is a whole number from 1 to 2147483647.")
         times = {}
         for name in ("since", "until"):
             raw = params.get(name) or ""  # empty: no bound; anything else must be a date and time as it is
             if raw:
                 try:
                     if raw != raw.strip():
-                        raise Invalid({name: "A date and time without surrounding spaces."})
+                        raise Invalid({name: _("A date and time without surrounding spaces.")})
                     times[name] = parse_datetime_aware(raw, name)
                 except ValidationError as exc:
                     errors[name] = exc.message_dict[name][0]
@@ -102,7 +103,7 @@ def get_audit_event(event_id: int, *, scope: Scope) -> AuditEvent:
     try:
         return AuditEvent.objects.select_related("restored_from").filter(visible_events_q(scope)).get(pk=event_id)
     except (AuditEvent.DoesNotExist, ValueError, TypeError):
-        raise NotFound(f"Audit event {event_id} not found") from None
+        raise NotFound(_("Audit event %(id)s not found") % {"id": event_id}) from None
 
 
 def viewable_audit_event(event_id: int, *, user) -> AuditEvent:

@@ -18,6 +18,8 @@ from django.db import DatabaseError, connections, transaction
 from django.db.models import IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from statestore_admin.airflow.availability import query_timeout
 from statestore_admin.airflow.router import airflow_alias
@@ -60,14 +62,32 @@ class Statistics:
         """Where an estimate comes from, for people: "from statistics last refreshed 3 days ago", "… never
         refreshed (the table was never analysed): it may be far off"."""
         if self.never:
-            return "from statistics never refreshed (the table was never analysed): it may be far off"
-        text = "from the planner's statistics"
+            return _("from statistics never refreshed (the table was never analysed): it may be far off")
+        age = None
         if self.analysed_at is not None:
             age = formatting.age(max(((now or timezone.now()) - self.analysed_at).total_seconds(), 0))
-            text = f"from statistics last refreshed {age} ago"
-        if self.stale:
-            text += f", {formatting.plural(self.modified_since, 'row')} changed since: it may be far off"
-        return text
+        if not self.stale and age:
+            return _("from statistics last refreshed %(age)s ago") % {"age": age}
+        if not self.stale:
+            return _("from the planner's statistics")
+        words = {"age": age, "count": formatting.count(self.modified_since)}
+        if age:
+            return (
+                ngettext(
+                    "from statistics last refreshed %(age)s ago, %(count)s row changed since: it may be far off",
+                    "from statistics last refreshed %(age)s ago, %(count)s rows changed since: it may be far off",
+                    self.modified_since,
+                )
+                % words
+            )
+        return (
+            ngettext(
+                "from the planner's statistics, %(count)s row changed since: it may be far off",
+                "from the planner's statistics, %(count)s rows changed since: it may be far off",
+                self.modified_since,
+            )
+            % words
+        )
 
 
 def table_statistics(table: str, using: str | None = None) -> Statistics | None:
@@ -108,7 +128,7 @@ def _short(n: int) -> str:
         return f"{n / 1_000_000:.1f}M"
     if n >= 10_000:
         return f"{n / 1_000:.0f}k"
-    return f"{n:,}"
+    return formatting.count(n)
 
 
 @dataclass(frozen=True)
@@ -129,7 +149,7 @@ class Figure:
         if self.value is None:
             return ""
         if self.how == EXACT and self.counted_in_budget:
-            return "counted exactly"
+            return _("counted exactly")
         if self.how == ESTIMATED and self.statistics is not None:
             return self.statistics.basis()
         return ""
@@ -147,10 +167,10 @@ class Figure:
         if self.value is None:
             return ""
         if self.how == ESTIMATED:
-            return f"≈ {_short(self.value)}"
+            return _("≈ %(count)s") % {"count": _short(self.value)}
         if self.how == CAPPED:
-            return f"more than {self.value:,}"
-        return f"{self.value:,}"
+            return _("more than %(count)s") % {"count": formatting.count(self.value)}
+        return formatting.count(self.value)
 
 
 def count_up_to(rows: QuerySet, limit: int) -> int:

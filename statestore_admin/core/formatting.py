@@ -15,6 +15,12 @@ A missing figure (None) is "–" in text; a missing time is None (null in JSON, 
 """
 
 from datetime import UTC, datetime, tzinfo
+from decimal import Decimal
+
+from django.utils import dateformat
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 MISSING = "–"
 SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB")
@@ -26,18 +32,18 @@ def size(n: float | int | None) -> str:
     if n is None:
         return MISSING
     if abs(n) < 1024:
-        return f"{int(n):,} B"
+        return _("%(count)s B") % {"count": _localized(int(n))}
     exponent = 1
     while exponent < len(SIZE_UNITS) and abs(n) >= 1024 ** (exponent + 1):
         exponent += 1
-    return f"{n / 1024**exponent:,.1f} {SIZE_UNITS[exponent - 1]}"
+    return _in_unit(n / 1024**exponent, exponent)
 
 
 def count(n: float | int | None) -> str:
     """A count with thousands separators: 12345 → "12,345" (a fraction keeps one decimal: "1,234.5")."""
     if n is None:
         return MISSING
-    return f"{n:,}" if isinstance(n, int) else f"{n:,.1f}"
+    return _localized(n) if isinstance(n, int) else _localized(n, 1)
 
 
 def short_count(n: float | int | None) -> str:
@@ -51,7 +57,24 @@ def short_count(n: float | int | None) -> str:
 
 
 def _one_decimal(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".")
+    return _localized(value, 1, strip=True, grouping=False)
+
+
+def _localized(value: float | int, decimals: int | None = None, *, strip: bool = False, grouping: bool = True) -> str:
+    """``value`` in the reader's number conventions, grouped ("1,234.5" in English, "1.234,5" in German), rounded
+    as Python rounds (``number_format`` alone cuts extra decimals off instead); ``strip`` drops trailing zeros."""
+    if decimals is None:
+        return number_format(value, use_l10n=True, force_grouping=grouping)
+    text = f"{value:.{decimals}f}"
+    if strip and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    places = len(text.partition(".")[2])
+    return number_format(Decimal(text), places, use_l10n=True, force_grouping=grouping)
+
+
+def _in_unit(value: float, exponent: int) -> str:
+    """A size already divided by 1024**exponent, with one decimal and its unit: "1.5 MiB"."""
+    return _("%(size)s %(unit)s") % {"size": _localized(value, 1), "unit": SIZE_UNITS[exponent - 1]}
 
 
 def iso(value: datetime | None) -> str | None:
@@ -95,10 +118,10 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return MISSING
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return _("%(seconds)s s") % {"seconds": _localized(seconds, 1, grouping=False)}
     if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+        return _("%(minutes)s min") % {"minutes": _localized(seconds / 60, 1, grouping=False)}
+    return _("%(hours)s h") % {"hours": _localized(seconds / 3600, 1, grouping=False)}
 
 
 def age(seconds: float | None) -> str:
@@ -106,17 +129,20 @@ def age(seconds: float | None) -> str:
     if seconds is None:
         return MISSING
     if seconds < 90:
-        return f"{seconds:.0f} s"
+        return _("%(seconds)s s") % {"seconds": _localized(seconds, 0, grouping=False)}
     if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
+        return _("%(minutes)s min") % {"minutes": _localized(seconds / 60, 0, grouping=False)}
     if seconds < 24 * 3600:
-        return f"{seconds / 3600:.0f} h"
-    days = _one_decimal(seconds / 86400)
-    return f"{days} day" if days == "1" else f"{days} days"
+        return _("%(hours)s h") % {"hours": _localized(seconds / 3600, 0, grouping=False)}
+    days = float(f"{seconds / 86400:.1f}")
+    # A fraction of a day takes the plural ("1.5 days"); ngettext needs an integer to choose the form.
+    return ngettext("%(days)s day", "%(days)s days", 1 if days == 1 else 2) % {"days": _one_decimal(days)}
 
 
 def plural(n: int, word: str, plural: str | None = None) -> str:
-    """The count and the word it counts: "1 key", "12,345 keys", plural(2, "entry", "entries")."""
+    """The count and the English word it counts: "1 key", "12,345 keys", plural(2, "entry", "entries"). For
+    management commands' output, which stays English; text for people goes through ``ngettext`` with ``count``:
+    ``ngettext("%(count)s key", "%(count)s keys", n) % {"count": count(n)}``."""
     return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
@@ -148,12 +174,12 @@ def size_in(n: float | int | None, unit: int) -> str:
     exponent = 1
     while 1024**exponent < unit:
         exponent += 1
-    return f"{n / unit:,.1f} {SIZE_UNITS[exponent - 1]}"
+    return _in_unit(n / unit, exponent)
 
 
 def chart_time(value: datetime) -> str:
     """A time on a chart's axis, short, in the zone ``value`` is in (the reader's): "30 Nov 16:43"."""
-    return f"{value.day} {value:%b %H:%M}"
+    return dateformat.format(value, "j M H:i")
 
 
 def number(value: float | int) -> str:
@@ -165,5 +191,5 @@ def number(value: float | int) -> str:
         mantissa = f"{digits[0]}.{digits[1:4]}".rstrip("0").rstrip(".")
         return f"{'-' if value < 0 else ''}{mantissa}e+{len(digits) - 1}"
     if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    return f"{value:,.3f}".rstrip("0").rstrip(".")
+        return _localized(int(value))
+    return _localized(value, 3, strip=True)

@@ -4,6 +4,7 @@ them, so neither imports the other for them.
 """
 
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from statestore_admin.core.errors import Invalid
 
@@ -13,11 +14,11 @@ MAX_PATTERN = 250
 def validate_pattern(pattern: str) -> str:
     """A non-empty glob of printable characters; ``Invalid`` otherwise."""
     if not isinstance(pattern, str) or not pattern.strip():
-        raise Invalid("A pattern is a non-empty glob such as etl_* or ml_training.")
+        raise Invalid(_("A pattern is a non-empty glob such as etl_* or ml_training."))
     if len(pattern) > MAX_PATTERN:
-        raise Invalid(f"A pattern has at most {MAX_PATTERN} characters.")
+        raise Invalid(_("A pattern has at most %(limit)s characters.") % {"limit": MAX_PATTERN})
     if not pattern.isprintable():
-        raise Invalid("A pattern has printable characters only.")
+        raise Invalid(_("A pattern has printable characters only."))
     return pattern
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 EXPIRING_WINDOW = timedelta(hours=24)
 
 EXPIRED, EXPIRING, NEVER, LIVE = "expired", "expiring", "never", "live"
 STATUSES = {
-    EXPIRED: "expired, awaiting GC",
-    EXPIRING: "expiring within 24 h",
-    NEVER: "never expires",
-    LIVE: "not expired",
+    EXPIRED: gettext_lazy("expired, awaiting GC"),
+    EXPIRING: gettext_lazy("expiring within 24 h"),
+    NEVER: gettext_lazy("never expires"),
+    LIVE: gettext_lazy("not expired"),
 }
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.translation import gettext
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow.config import AirflowConfig, airflow_config
 from statestore_admin.core.errors import Invalid
@@ -29,26 +29,27 @@ def _invalid(field: str, message: str, code: str) -> Invalid:
 
 def clean_key(key: str, field: str = "key") -> str:
     if not isinstance(key, str) or key == "":
-        raise _invalid(field, "A key is required.", "key_required")
+        raise _invalid(field, _("A key is required."), "key_required")
     if len(key) > MAX_KEY_LENGTH:
-        raise _invalid(
-            field, f"A key has at most {MAX_KEY_LENGTH} characters; this one has {len(key)}.", "key_too_long"
-        )
+        message = _("A key has at most %(limit)s characters; this one has %(length)s.")
+        raise _invalid(field, message % {"limit": MAX_KEY_LENGTH, "length": len(key)}, "key_too_long")
     if "\x00" in key:
-        raise _invalid(field, "A key cannot contain the NUL character.", "key_nul")
-    refuse_surrogate(key, field, "The key")
+        raise _invalid(field, _("A key cannot contain the NUL character."), "key_nul")
+    refuse_surrogate(key, field)
     return key
 
 
-def refuse_surrogate(text: str, field: str, what: str) -> None:
-    """``Invalid`` (code ``surrogate``) when a name (a key, a DAG, run or task id) holds a lone surrogate."""
+def refuse_surrogate(text: str, field: str, name: str | None = None) -> None:
+    """``Invalid`` (code ``surrogate``) when a key, or the field ``name`` (a DAG, run or task id), holds a lone
+    surrogate."""
     found = _SURROGATE.search(text)
     if found:
-        raise _invalid(
-            field,
-            f"{what} contains a lone surrogate ({surrogate_name(found.group())}) at character {found.start() + 1}.",
-            "surrogate",
-        )
+        where = {"code": surrogate_name(found.group()), "position": found.start() + 1, "name": name}
+        if name is None:
+            message = _("The key contains a lone surrogate (%(code)s) at character %(position)s.")
+        else:
+            message = _('"%(name)s" contains a lone surrogate (%(code)s) at character %(position)s.')
+        raise _invalid(field, message % where, "surrogate")
 
 
 # Lone surrogates ------------------------------------------------------------------------------------
@@ -78,7 +79,12 @@ def stored_surrogate(text: str) -> str | None:
         except ValueError:
             pass
     found = _SURROGATE.search(text)
-    return f"a lone surrogate ({surrogate_name(found.group())}) at character {found.start() + 1}" if found else None
+    if found is None:
+        return None
+    return _("a lone surrogate (%(code)s) at character %(position)s") % {
+        "code": surrogate_name(found.group()),
+        "position": found.start() + 1,
+    }
 
 
 def lone_surrogate(value) -> str | None:
@@ -91,7 +97,10 @@ def lone_surrogate(value) -> str | None:
         if isinstance(item, str):
             found = _SURROGATE.search(item)
             if found:
-                return f"a lone surrogate ({surrogate_name(found.group())}) {'in the key' if is_name else 'at'} {path}"
+                where = {"code": surrogate_name(found.group()), "path": path}
+                if is_name:
+                    return _("a lone surrogate (%(code)s) in the key %(path)s") % where
+                return _("a lone surrogate (%(code)s) at %(path)s") % where
         elif isinstance(item, dict):
             for name, child in reversed(list(item.items())):
                 member = _member(path, str(name))
@@ -139,35 +148,34 @@ def value_depth(value, limit: int = MAX_DEPTH) -> int:
 
 
 def too_deep(field: str = "value") -> Invalid:
-    return _invalid(
-        field,
-        f"Arrays and objects nest more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are allowed.",
-        "too_deep",
-    )
+    message = _("Arrays and objects nest more than %(limit)s levels deep; at most %(limit)s are allowed.")
+    return _invalid(field, message % {"limit": MAX_DEPTH}, "too_deep")
 
 
 def encode_value(value, max_bytes: int | None = None, field: str = "value") -> str:
     """The text Airflow stores for ``value`` (``json.dumps``), after Airflow's checks and ours (nesting at
     most ``MAX_DEPTH`` levels)."""
     if value is None:
-        raise _invalid(field, "null is not a storable value.", "null")
+        raise _invalid(field, _("null is not a storable value."), "null")
     if value_depth(value) > MAX_DEPTH:
         raise too_deep(field)
     where = lone_surrogate(value)
     if where:
-        raise _invalid(field, f"The value contains {where}: it cannot be encoded as UTF-8.", "surrogate")
+        message = _("The value contains %(where)s: it cannot be encoded as UTF-8.") % {"where": where}
+        raise _invalid(field, message, "surrogate")
     try:
         text = json.dumps(value, allow_nan=False)
     except ValueError:
-        raise _invalid(field, "NaN and Infinity are not valid JSON values.", "non_finite") from None
+        raise _invalid(field, _("NaN and Infinity are not valid JSON values."), "non_finite") from None
     except TypeError as exc:
-        raise _invalid(field, f"Not a JSON value: {exc}", "not_json") from None
+        raise _invalid(field, _("Not a JSON value: %(error)s") % {"error": exc}, "not_json") from None
     limit = airflow_config().max_value_storage_bytes if max_bytes is None else max_bytes
     size = len(text.encode())
     if limit and size > limit:
         error = _invalid(
             field,
-            f"The value is {size} bytes as JSON; [state_store] max_value_storage_bytes allows {limit}.",
+            _("The value is %(size)s bytes as JSON; [state_store] max_value_storage_bytes allows %(limit)s.")
+            % {"size": size, "limit": limit},
             "too_large",
         )
         error.limit = limit
@@ -179,10 +187,8 @@ class DuplicateKey(ValueError):
     """A JSON object names the same key twice (``json`` would silently keep the last one)."""
 
     def __init__(self, key: str):
-        super().__init__(
-            f"The object names the key {json.dumps(key, ensure_ascii=False)} twice; "
-            "only one value per key can be stored: remove the other."
-        )
+        message = _("The object names the key %(key)s twice; only one value per key can be stored: remove the other.")
+        super().__init__(message % {"key": json.dumps(key, ensure_ascii=False)})
 
 
 def _unique_pairs(pairs: list[tuple[str, object]]) -> dict:
@@ -211,7 +217,7 @@ def decode_json_text(text: str, field: str = "value"):
     except DuplicateKey as exc:
         raise _invalid(field, str(exc), "duplicate_key") from None
     except ValueError as exc:
-        raise _invalid(field, f"Not valid JSON: {exc}", "json_invalid") from None
+        raise _invalid(field, _("Not valid JSON: %(error)s") % {"error": exc}, "json_invalid") from None
 
 
 def _no_constant(name: str):
@@ -317,9 +323,11 @@ def hidden_symbol(char: str) -> str:
 
 
 def hidden_name(char: str) -> str:
+    code = f"U+{ord(char):04X}"
     if _SURROGATE.match(char):
-        return f"U+{ord(char):04X} lone surrogate"
-    return f"U+{ord(char):04X} {unicodedata.name(char, 'control character')}"
+        return _("%(code)s lone surrogate") % {"code": code}
+    name = unicodedata.name(char, None)  # Unicode's own names stay as Unicode spells them
+    return f"{code} {name}" if name else _("%(code)s control character") % {"code": code}
 
 
 def visible_segments(text: str) -> list[tuple[str, str | None]]:
@@ -361,7 +369,7 @@ class Expiry:
         try:
             return now + timedelta(days=days)
         except OverflowError:  # past 9999-12-31, where Python's (and Airflow's writers') datetimes end
-            message = gettext(
+            message = _(
                 "Airflow's [state_store] default_retention_days (%(days)s days) puts the default expiry past "
                 "9999-12-31: choose a date and time, or never."
             )
@@ -376,13 +384,13 @@ def parse_datetime_aware(text: str, field: str = "expires_at") -> datetime:
     except ValueError:  # well-formed but impossible: month 13, Feb 30, hour 25, offset +25:00
         parsed = None
     if parsed is None:
-        raise Invalid({field: "Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00."})
+        raise Invalid({field: _("Not a date and time; use ISO 8601, e.g. 2026-12-01T00:00:00+00:00.")})
     if timezone.is_naive(parsed):
-        raise Invalid({field: "Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous."})
+        raise Invalid({field: _("Give a time zone (e.g. +00:00 or Z): a naive date and time is ambiguous.")})
     try:
         return parsed.astimezone(UTC)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise Invalid({field: "That date and time is out of range."}) from None
+        raise Invalid({field: _("That date and time is out of range.")}) from None
 
 
 def expiry_choices() -> list[tuple[str, str]]:
@@ -391,13 +399,13 @@ def expiry_choices() -> list[tuple[str, str]]:
     try:
         days = airflow_config().default_retention_days
         default = (
-            f"Default ({days} days, [state_store] default_retention_days)"
+            _("Default (%(days)s days, [state_store] default_retention_days)") % {"days": days}
             if days
-            else "Default (never: [state_store] default_retention_days = 0)"
+            else _("Default (never: [state_store] default_retention_days = 0)")
         )
     except ValidationError:
-        default = "Default ([state_store] default_retention_days is invalid)"
-    return [(DEFAULT, default), (NEVER, "Never expires"), (AT, "At a date and time")]
+        default = _("Default ([state_store] default_retention_days is invalid)")
+    return [(DEFAULT, default), (NEVER, _("Never expires")), (AT, _("At a date and time"))]
 
 
 def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") -> Expiry:
@@ -407,4 +415,4 @@ def expiry_from_form(mode: str, at_text: str = "", field: str = "expires_at") ->
         return Expiry(NEVER)
     if mode == AT:
         return Expiry(AT, parse_datetime_aware(at_text or "", field))
-    raise Invalid({"expiry": f"Unknown expiry choice {mode!r}."})
+    raise Invalid({"expiry": _("Unknown expiry choice %(mode)r.") % {"mode": mode}})

@@ -37,6 +37,7 @@ from uuid import UUID
 
 from django.db.models import F, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
@@ -352,27 +353,29 @@ def read_document(data: bytes | str):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise Invalid({"file": "The file is not UTF-8 text."}) from None
+            raise Invalid({"file": _("The file is not UTF-8 text.")}) from None
     if json_depth(data, DOCUMENT_DEPTH) > DOCUMENT_DEPTH:
-        raise Invalid({"file": f"The file's JSON nests more than {MAX_DEPTH} levels deep in a value."})
+        message = _("The file's JSON nests more than %(limit)s levels deep in a value.")
+        raise Invalid({"file": message % {"limit": MAX_DEPTH}})
     try:
         return loads(data)
     except DuplicateKey as exc:
-        raise Invalid({"file": f"The file is not a valid export: {exc}"}) from None
+        raise Invalid({"file": _("The file is not a valid export: %(error)s") % {"error": exc}}) from None
     except RecursionError:
-        raise Invalid({"file": "The file's JSON is nested too deeply."}) from None
+        raise Invalid({"file": _("The file's JSON is nested too deeply.")}) from None
     except ValueError as exc:
-        raise Invalid({"file": f"The file is not valid JSON: {exc}"}) from None
+        raise Invalid({"file": _("The file is not valid JSON: %(error)s") % {"error": exc}}) from None
 
 
 def _integer(entry: dict, name: str, low: int, high: int, default=None) -> int:
     """An integer field of an entry: one that is not an integer, and one out of the column's range, each
     named as such."""
     given = entry.get(name, default)
+    words = {"name": name, "low": low, "high": high}
     if not isinstance(given, int) or isinstance(given, bool):
-        raise Invalid({name: f'"{name}" must be an integer from {low} to {high}.'})
+        raise Invalid({name: _('"%(name)s" must be an integer from %(low)s to %(high)s.') % words})
     if not low <= given <= high:
-        raise Invalid({name: f'"{name}" is out of range: it must be from {low} to {high}.'})
+        raise Invalid({name: _('"%(name)s" is out of range: it must be from %(low)s to %(high)s.') % words})
     return given
 
 
@@ -386,7 +389,7 @@ def _region(entry: dict) -> UUID:
             raise ValueError
         return UUID(given)
     except ValueError:
-        raise Invalid({"region_id": '"region_id" must be a UUID, or null outside any region.'}) from None
+        raise Invalid({"region_id": _('"region_id" must be a UUID, or null outside any region.')}) from None
 
 
 @dataclass
@@ -423,28 +426,30 @@ class Target:
 def parse_document(document) -> list:
     """The restore targets of a document; ``Invalid`` naming the first bad entry, before anything changes."""
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise Invalid({"file": f'Not a statestore-admin export: expected {{"format": "{FORMAT}", ...}}.'})
+        message = _('Not a statestore-admin export: expected {"format": "%(format)s", ...}.')
+        raise Invalid({"file": message % {"format": FORMAT}})
     if document.get("version") != VERSION:
-        raise Invalid({"file": f"Unsupported export version {document.get('version')!r}; this version reads 1."})
+        message = _("Unsupported export version %(version)r; this version reads 1.")
+        raise Invalid({"file": message % {"version": document.get("version")}})
     entries = document.get("keys")
     if not isinstance(entries, list):
-        raise Invalid({"file": '"keys" must be a list.'})
+        raise Invalid({"file": _('"keys" must be a list.')})
     return [_target(index, entry) for index, entry in enumerate(entries)]
 
 
 def _target(index: int, entry) -> Target:
     where = f"keys[{index}]"
     if not isinstance(entry, dict):
-        raise Invalid({"file": f"{where} is not an object."})
+        raise Invalid({"file": _("%(where)s is not an object.") % {"where": where}})
     store = entry.get("store")
     if store not in (permissions.TASK, permissions.ASSET):
-        raise Invalid({"file": f'{where}: "store" must be "task" or "asset".'})
+        raise Invalid({"file": _('%(where)s: "store" must be "task" or "asset".') % {"where": where}})
     try:
         key = clean_key(entry.get("key"))
         if "value_json" in entry:
             text = entry["value_json"]
             if not isinstance(text, str):
-                raise Invalid({"value": '"value_json" must be a string.'})
+                raise Invalid({"value": _('"value_json" must be a string.')})
             encode_value(decode_json_text(text))  # the same limits as any write
         else:
             text = encode_value(entry.get("value"))
@@ -452,8 +457,9 @@ def _target(index: int, entry) -> Target:
             for name in ("dag_id", "run_id", "task_id"):
                 given = entry.get(name)
                 if not isinstance(given, str) or not given or len(given) > ID_LENGTH or "\x00" in given:
-                    raise Invalid({name: f'"{name}" must be a string of 1 to {ID_LENGTH} characters, without NUL.'})
-                refuse_surrogate(given, name, f'"{name}"')
+                    message = _('"%(name)s" must be a string of 1 to %(limit)s characters, without NUL.')
+                    raise Invalid({name: message % {"name": name, "limit": ID_LENGTH}})
+                refuse_surrogate(given, name, name)
             map_index = _integer(entry, "map_index", -1, MAX_INT, default=-1)
             region_id = _region(entry)
             raw_expiry = entry.get("expires_at")
@@ -473,4 +479,4 @@ def _target(index: int, entry) -> Target:
         return Target(store=store, key=key, state=(text, None), asset_id=asset_id, ident=str(index))
     except (Invalid, ValueError) as exc:
         message = "; ".join(m for ms in exc.message_dict.values() for m in ms) if isinstance(exc, Invalid) else str(exc)
-        raise Invalid({"file": f"{where}: {message}"}) from None
+        raise Invalid({"file": _("%(where)s: %(message)s") % {"where": where, "message": message}}) from None

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
@@ -61,22 +63,43 @@ class RestoreOutcome:
         }
 
     def describe(self) -> str:
-        parts = [f"Restored {self.restored} key{'s' if self.restored != 1 else ''}"]
+        restored = ngettext("Restored %(count)s key", "Restored %(count)s keys", self.restored)
+        parts = [restored % {"count": self.restored}]
         if self.unchanged:
-            parts.append(f"{self.unchanged} already as recorded")
+            parts.append(_("%(count)s already as recorded") % {"count": self.unchanged})
         if self.kept:
-            parts.append(f"{len(self.kept)} kept as they are now")
+            parts.append(_("%(count)s kept as they are now") % {"count": len(self.kept)})
         if self.missing:
-            parts.append(f"{len(self.missing)} not restored: {self.missing[0]['reason']}")
+            missing = {"count": len(self.missing), "reason": self.missing[0]["reason"]}
+            parts.append(_("%(count)s not restored: %(reason)s") % missing)
         if self.dangling:
-            n = len(self.dangling)
-            count = f"{n}{' or more' if n >= objects.FAILED_NAMED else ''}"
-            parts.append(
-                f"{count} restored reference{'s' if n != 1 else ''} point{'s' if n == 1 else ''} at a "
-                f"worker-side object that no longer exists (deleted after its row), e.g. {self.dangling[0]}: "
-                "tasks read no value there"
-            )
+            parts.append(self._dangling())
         return "; ".join(parts) + "."
+
+    def _dangling(self) -> str:
+        n = len(self.dangling)
+        words = {"count": n, "ref": self.dangling[0]}
+        if n >= objects.FAILED_NAMED:  # only the first ones were looked for
+            return (
+                ngettext(
+                    "%(count)s or more restored reference points at a worker-side object that no longer exists "
+                    "(deleted after its row), e.g. %(ref)s: tasks read no value there",
+                    "%(count)s or more restored references point at a worker-side object that no longer exists "
+                    "(deleted after its row), e.g. %(ref)s: tasks read no value there",
+                    n,
+                )
+                % words
+            )
+        return (
+            ngettext(
+                "%(count)s restored reference points at a worker-side object that no longer exists (deleted after its "
+                "row), e.g. %(ref)s: tasks read no value there",
+                "%(count)s restored references point at a worker-side object that no longer exists (deleted after its "
+                "row), e.g. %(ref)s: tasks read no value there",
+                n,
+            )
+            % words
+        )
 
 
 def restore_event(
@@ -91,25 +114,25 @@ def restore_event(
     event = selectors.get_audit_event(event_id, scope=scope_of(actor))
     if not event.restorable:
         reason = {
-            Action.GC: "Garbage collection follows Airflow's rules and is not restorable.",
-            Action.ORPHANS: "Deleted orphans were objects without rows: there is nothing to restore.",
-            Action.PRUNE: "Pruned audit events are not restored: the prune only records its counts.",
-            Action.TOKEN: "An issued API token is not a key: revoke it instead.",
-            Action.REVOKE: "A revoked API token stays revoked: create a new one instead.",
-            Action.GRANT: "A granted access scope is not a key: revoke it instead.",
-            Action.UNGRANT: "A revoked access scope is not a key: grant it again instead.",
-        }.get(event.action, "This change failed and changed nothing: there is nothing to restore.")
+            Action.GC: _("Garbage collection follows Airflow's rules and is not restorable."),
+            Action.ORPHANS: _("Deleted orphans were objects without rows: there is nothing to restore."),
+            Action.PRUNE: _("Pruned audit events are not restored: the prune only records its counts."),
+            Action.TOKEN: _("An issued API token is not a key: revoke it instead."),
+            Action.REVOKE: _("A revoked API token stays revoked: create a new one instead."),
+            Action.GRANT: _("A granted access scope is not a key: revoke it instead."),
+            Action.UNGRANT: _("A revoked access scope is not a key: grant it again instead."),
+        }.get(event.action, _("This change failed and changed nothing: there is nothing to restore."))
         raise Invalid({"event": reason})
     _require_few_enough(actor, event.key_count, "event", f"--event {event.pk}")
     targets = []
     for key in event.keys.all().iterator(chunk_size=audit.CHUNK):
         if key.truncated:
-            raise Invalid({"event": f"The recorded value of {key.key!r} is truncated; it cannot be restored."})
+            message = _("The recorded value of %(key)r is truncated; it cannot be restored.")
+            raise Invalid({"event": message % {"key": key.key}})
         surrogate = stored_surrogate(key.before_value) if key.before_value is not None else None
         if surrogate:  # restored, it would be a value that no write of the dashboard may make
-            raise Invalid(
-                {"event": f"The recorded value of {key.key!r} holds {surrogate}; lone surrogates cannot be restored."}
-            )
+            message = _("The recorded value of %(key)r holds %(surrogate)s; lone surrogates cannot be restored.")
+            raise Invalid({"event": message % {"key": key.key, "surrogate": surrogate}})
         targets.append(
             Target(
                 store=event.store,
@@ -192,13 +215,12 @@ def _require_few_enough(actor: Actor, count: int, field: str, argument: str) -> 
     limit = settings.RESTORE_MAX_KEYS
     if actor.is_system or count <= limit:
         return
-    raise Invalid(
-        {
-            field: f"This restore holds {count} keys; a restore from a page or the API holds at most {limit} "
-            f"(RESTORE_MAX_KEYS). Nothing was restored: run `manage.py state_store_restore {argument}` on the "
-            "server, which has no limit."
-        }
+    message = _(
+        "This restore holds %(count)s keys; a restore from a page or the API holds at most %(limit)s "
+        "(RESTORE_MAX_KEYS). Nothing was restored: run `manage.py state_store_restore %(argument)s` on the "
+        "server, which has no limit."
     )
+    raise Invalid({field: message % {"count": count, "limit": limit, "argument": argument}})
 
 
 def _same(current: audit.KeyState | None, wanted: audit.KeyState | None, store: str) -> bool:
@@ -244,7 +266,8 @@ def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
         return
     outside = sorted({t.dag_id for t in targets if t.store == permissions.TASK and not allowed.allows_dag(t.dag_id)})
     if outside:
-        raise Forbidden(f"Nothing was restored: you do not have access to {', '.join(map(str, outside[:5]))}.")
+        message = _("Nothing was restored: you do not have access to %(dags)s.")
+        raise Forbidden(message % {"dags": ", ".join(map(str, outside[:5]))})
 
 
 def _require_regions(targets: list[Target], field: str) -> None:
@@ -255,12 +278,12 @@ def _require_regions(targets: list[Target], field: str) -> None:
     schema = schema_of(connections[airflow_alias()])
     first = targets[0]
     if not schema.regions:
-        raise Invalid(
-            {
-                field: f"Nothing was restored: {first.key!r} belongs to region {first.region_id} of "
-                f"{first.dag_id!r} / {first.run_id!r}, and {schema.name} has no regions."
-            }
+        message = _(
+            "Nothing was restored: %(key)r belongs to region %(region)s of %(dag_id)r / %(run_id)r, and %(airflow)s "
+            "has no regions."
         )
+        words = {"key": first.key, "region": first.region_id, "dag_id": first.dag_id, "run_id": first.run_id}
+        raise Invalid({field: message % {**words, "airflow": schema.name}})
     wanted = sorted({t.region_id for t in targets})
     runs = {}
     for start in range(0, len(wanted), audit.CHUNK):
@@ -271,20 +294,19 @@ def _require_regions(targets: list[Target], field: str) -> None:
         )
     for target in targets:
         found = runs.get(target.region_id)
+        words = {"region": target.region_id, "key": target.key, "dag_id": target.dag_id, "run_id": target.run_id}
         if found is None:
-            raise Invalid(
-                {
-                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} does not "
-                    f"exist (any more) in {target.dag_id!r} / {target.run_id!r}."
-                }
+            message = _(
+                "Nothing was restored: region %(region)s of %(key)r does not exist (any more) in %(dag_id)r / "
+                "%(run_id)r."
             )
+            raise Invalid({field: message % words})
         if found != (target.dag_id, target.run_id):
-            raise Invalid(
-                {
-                    field: f"Nothing was restored: region {target.region_id} of {target.key!r} belongs to "
-                    f"{found[0]!r} / {found[1]!r}, not to {target.dag_id!r} / {target.run_id!r}."
-                }
+            message = _(
+                "Nothing was restored: region %(region)s of %(key)r belongs to %(other_dag_id)r / "
+                "%(other_run_id)r, not to %(dag_id)r / %(run_id)r."
             )
+            raise Invalid({field: message % {**words, "other_dag_id": found[0], "other_run_id": found[1]}})
 
 
 def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
@@ -299,11 +321,12 @@ def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
 
 def _raise_conflicts(conflicts: list[dict]) -> None:
     if conflicts:
-        raise Conflict(
-            f"{len(conflicts)} key{'s were' if len(conflicts) != 1 else ' was'} written again since; "
-            "nothing was restored. Choose per key, or overwrite.",
-            conflicts,
+        message = ngettext(
+            "%(count)s key was written again since; nothing was restored. Choose per key, or overwrite.",
+            "%(count)s keys were written again since; nothing was restored. Choose per key, or overwrite.",
+            len(conflicts),
         )
+        raise Conflict(message % {"count": len(conflicts)}, conflicts)
 
 
 def _plan(store, targets, overwrite, resolutions, scope: Scope, result: RestoreOutcome | None = None):
@@ -387,7 +410,8 @@ def _locate_tasks(targets: list[Target]) -> list[tuple[object, str]]:
     located = []
     for target in targets:
         if target.run_pk is None:
-            located.append((None, f"the DAG run {target.run_id!r} of {target.dag_id!r} no longer exists"))
+            message = _("the DAG run %(run_id)r of %(dag_id)r no longer exists")
+            located.append((None, message % {"run_id": target.run_id, "dag_id": target.dag_id}))
         else:
             coordinates = (target.run_pk, target.task_id, target.region_id, target.map_index, target.key)
             located.append((rows.get(coordinates), ""))
@@ -405,7 +429,7 @@ def _locate_assets(targets: list[Target], assets: set[int]) -> list[tuple[object
     return [
         (rows.get((t.asset_id, t.key)), "")
         if t.asset_id in assets
-        else (None, f"the asset with id {t.asset_id} no longer exists")
+        else (None, _("the asset with id %(id)s no longer exists") % {"id": t.asset_id})
         for t in targets
     ]
 

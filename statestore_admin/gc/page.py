@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from statestore_admin.access import policies
 from statestore_admin.access.scopes import Scope
@@ -24,7 +26,7 @@ PAGE_MAX_BATCH_SIZE = 10_000
 PAGE_MAX_BATCHES = 1_000
 PAGE_MAX_SECONDS = 20
 HISTORY_PAGE_SIZE = 25
-CUTOFF_KINDS = {"now": "now", "age": "an age", "date": "a date"}
+CUTOFF_KINDS = {"now": gettext_lazy("now"), "age": gettext_lazy("an age"), "date": gettext_lazy("a date")}
 AGE_UNITS = {"hours": timedelta(hours=1), "days": timedelta(days=1)}
 
 
@@ -49,39 +51,61 @@ def page_cutoff(kind: str | None, *, age: str | None, unit: str | None, before: 
     one typed would answer another question. ``Invalid`` on field cutoff, age or before."""
     kind = kind or "now"
     if kind not in CUTOFF_KINDS:
-        raise Invalid({"cutoff": f"Unknown cutoff {kind!r}: choose now, an age or a date."})
-    others = (("age", age, "an age"), ("date", before, "a date"))
-    typed = [label for name, text, label in others if name != kind and text]
+        raise Invalid({"cutoff": _("Unknown cutoff %(kind)r: choose now, an age or a date.") % {"kind": kind}})
+    typed = tuple(name for name, text in (("age", age), ("date", before)) if name != kind and text)
     if typed:
-        raise Invalid(
-            {
-                "cutoff": f"The cutoff chosen is {CUTOFF_KINDS[kind]} but {' and '.join(typed)} is filled in: "
-                "choose the option you typed into, or clear the other field."
-            }
-        )
+        raise Invalid({"cutoff": _mixed_cutoff(kind, typed)})
     if kind == "now":
         return now
     if kind == "date":
         if not before:
-            raise Invalid({"before": "Pick a date and time, or choose another cutoff."})
+            raise Invalid({"before": _("Pick a date and time, or choose another cutoff.")})
         return parse_cutoff(before, now)
     try:
         amount = float(age or "")
     except ValueError:
         amount = None
     if amount is None or not math.isfinite(amount) or amount <= 0:
-        raise Invalid({"age": "The age must be a number above 0."})
+        raise Invalid({"age": _("The age must be a number above 0.")})
     if unit not in AGE_UNITS:
-        raise Invalid({"age": "The age is in hours or days."})
+        raise Invalid({"age": _("The age is in hours or days.")})
     try:
         return now - AGE_UNITS[unit] * amount
     except OverflowError:
-        raise Invalid({"age": "This age reaches before the year 1."}) from None
+        raise Invalid({"age": _("This age reaches before the year 1.")}) from None
+
+
+def _mixed_cutoff(kind: str, typed: tuple[str, ...]) -> str:
+    """The cutoff chosen is one kind, but the field of another (``typed``) is filled in."""
+    if kind == "age":
+        return _(
+            "The cutoff chosen is an age but a date is filled in: choose the option you typed into, or clear the "
+            "other field."
+        )
+    if kind == "date":
+        return _(
+            "The cutoff chosen is a date but an age is filled in: choose the option you typed into, or clear the "
+            "other field."
+        )
+    if typed == ("age",):
+        return _(
+            "The cutoff chosen is now but an age is filled in: choose the option you typed into, or clear the "
+            "other field."
+        )
+    if typed == ("date",):
+        return _(
+            "The cutoff chosen is now but a date is filled in: choose the option you typed into, or clear the "
+            "other field."
+        )
+    return _(
+        "The cutoff chosen is now but an age and a date is filled in: choose the option you typed into, or clear "
+        "the other field."
+    )
 
 
 def history(cursor: str | None, *, scope: Scope, size: int = HISTORY_PAGE_SIZE) -> Page:
     """The recorded runs, newest first, a page after ``cursor``. Unscoped users only (GC spans every DAG)."""
-    scope.require_unrestricted("Garbage collection")
+    scope.require_unrestricted(_("Garbage collection"))
     return paginate(GcRun.objects.all(), ["-started_at", "-id"], cursor, size)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.core.errors import Invalid
@@ -21,10 +22,10 @@ def parse_cutoff(text: str | None, now: datetime) -> datetime:
     if not text:
         return now
     if text != text.strip():
-        raise Invalid({"before": "A date and time without surrounding spaces."})
+        raise Invalid({"before": _("A date and time without surrounding spaces.")})
     cutoff = parse_datetime_aware(text, "before")
     if cutoff > now:
-        raise Invalid({"before": "This is in the future; garbage collection only deletes what has expired."})
+        raise Invalid({"before": _("This is in the future; garbage collection only deletes what has expired.")})
     return cutoff
 
 
@@ -50,23 +51,23 @@ class GcPlan:
     def __post_init__(self):
         errors = {}
         if not isinstance(self.cutoff, datetime) or timezone.is_naive(self.cutoff):
-            errors["cutoff"] = "The cutoff must be a timezone-aware date and time."
+            errors["cutoff"] = _("The cutoff must be a timezone-aware date and time.")
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 0:
-            errors["batch_size"] = "The batch size must be a whole number, 0 or more (0: one statement)."
+            errors["batch_size"] = _("The batch size must be a whole number, 0 or more (0: one statement).")
         if not _is_number(self.sleep) or self.sleep < 0:
-            errors["sleep"] = "The pause between batches must be 0 seconds or more."
+            errors["sleep"] = _("The pause between batches must be 0 seconds or more.")
         if self.max_batches is not None and (
             not isinstance(self.max_batches, int) or isinstance(self.max_batches, bool) or self.max_batches < 1
         ):
-            errors["max_batches"] = "The maximum number of batches must be 1 or more (or none)."
+            errors["max_batches"] = _("The maximum number of batches must be 1 or more (or none).")
         if not _is_number(self.lock_timeout) or self.lock_timeout <= 0:
-            errors["lock_timeout"] = "The lock timeout must be more than 0 seconds."
+            errors["lock_timeout"] = _("The lock timeout must be more than 0 seconds.")
         if self.time_limit is not None and (not _is_number(self.time_limit) or self.time_limit <= 0):
-            errors["time_limit"] = "The time limit must be more than 0 seconds (or none)."
+            errors["time_limit"] = _("The time limit must be more than 0 seconds (or none).")
         if not isinstance(self.dag_ids, tuple) or not all(isinstance(d, str) and d for d in self.dag_ids):
-            errors["dag_ids"] = "DAG ids must be non-empty strings."
+            errors["dag_ids"] = _("DAG ids must be non-empty strings.")
         if not isinstance(self.with_objects, bool):
-            errors["with_objects"] = "Whether to delete worker-side objects is true or false."
+            errors["with_objects"] = _("Whether to delete worker-side objects is true or false.")
         if errors:
             raise Invalid(errors)
 

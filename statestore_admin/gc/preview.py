@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import connections
 from django.db.models import Count, Max, Min
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.config import AirflowConfig
@@ -90,7 +91,7 @@ class DryRunSummary:
     def message(self) -> str:
         if self.backend.is_metastore:
             return ""
-        return f"Nothing would be deleted: [state_store] backend is {self.backend.reason}."
+        return _("Nothing would be deleted: [state_store] backend is %(reason)s.") % {"reason": self.backend.reason}
 
     @property
     def snapshot_age_seconds(self) -> float | None:
@@ -175,7 +176,7 @@ def dry_run(
     sample its first rows. With a backend other than the metastore's nothing would be deleted: the summary
     says so and counts nothing.
     """
-    scope.require_unrestricted("Garbage collection")
+    scope.require_unrestricted(_("Garbage collection"))
     store = object_storage(config) if plan.with_objects else None  # GcMisconfigured
     status = backend_status(config)
     if not status.is_metastore:

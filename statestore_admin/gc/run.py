@@ -21,6 +21,7 @@ from functools import cache
 
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -235,8 +236,9 @@ class SnapshotAfter:
     def describe(self) -> str:
         """What the faces say when no snapshot was taken."""
         if self.skipped:
-            return f"No statistics snapshot after this run (the GC run itself is done): {self.error}"
-        return f"Statistics snapshot failed (the GC run itself is done): {self.error}"
+            message = _("No statistics snapshot after this run (the GC run itself is done): %(error)s")
+            return message % {"error": self.error}
+        return _("Statistics snapshot failed (the GC run itself is done): %(error)s") % {"error": self.error}
 
     def as_dict(self) -> dict:
         """What ``state_store_clean --json`` says of it (its ``stats``)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from django.utils.translation import gettext as _
+
 from statestore_admin.airflow.config import AirflowConfig, AirflowConfigError
 from statestore_admin.airflow.models import JsonValueMixin
 from statestore_admin.objects import store as objects
@@ -31,18 +33,24 @@ def object_storage(config: AirflowConfig | None = None) -> objects.Storage:
     try:
         store = objects.Storage.from_config(config)
     except AirflowConfigError as exc:
-        raise GcMisconfigured(f"Cannot delete worker-side objects: {exc} Nothing was deleted.") from exc
+        raise GcMisconfigured(_cannot_delete(exc)) from exc
     if store is None:
         raise GcMisconfigured(
-            "Cannot delete worker-side objects: the Airflow configuration has no [common.io] "
-            "state_store_objectstorage_path (AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH). "
-            "Nothing was deleted."
+            _(
+                "Cannot delete worker-side objects: the Airflow configuration has no [common.io] "
+                "state_store_objectstorage_path (AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH). "
+                "Nothing was deleted."
+            )
         )
     try:
         store.filesystem()
     except objects.StorageError as exc:
-        raise GcMisconfigured(f"Cannot delete worker-side objects: {exc} Nothing was deleted.") from exc
+        raise GcMisconfigured(_cannot_delete(exc)) from exc
     return store
+
+
+def _cannot_delete(exc: Exception) -> str:
+    return _("Cannot delete worker-side objects: %(error)s Nothing was deleted.") % {"error": exc}
 
 
 def can_delete_objects(config: AirflowConfig | None = None) -> bool:

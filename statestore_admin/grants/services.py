@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group
 from django.db import router, transaction
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -42,11 +43,11 @@ def grant(holder, *, dags: list[str] = (), assets: list[str] = (), unscoped: boo
     patterns = [(AccessScope.Kind.DAG, validate_pattern(p)) for p in dags]
     patterns += [(AccessScope.Kind.ASSET, validate_pattern(p)) for p in assets]
     if unscoped and patterns:
-        raise Invalid("Give either patterns (--dags, --assets) or --unscoped, not both.")
+        raise Invalid(_("Give either patterns (--dags, --assets) or --unscoped, not both."))
     if unscoped:
         patterns = [(AccessScope.Kind.ALL, "*")]
     if not patterns:
-        raise Invalid("Give at least one pattern with --dags or --assets, or --unscoped.")
+        raise Invalid(_("Give at least one pattern with --dags or --assets, or --unscoped."))
     rows = AccessScope.objects.filter(**holder_filter(holder))
     added = []
     with transaction.atomic(using=router.db_for_write(AccessScope)):
@@ -54,7 +55,7 @@ def grant(holder, *, dags: list[str] = (), assets: list[str] = (), unscoped: boo
         removed = list(replaced.values_list("kind", "pattern"))
         replaced.delete()
         for kind, pattern in patterns:
-            _, created = AccessScope.objects.get_or_create(**holder_filter(holder), kind=kind, pattern=pattern)
+            _scope, created = AccessScope.objects.get_or_create(**holder_filter(holder), kind=kind, pattern=pattern)
             if created:
                 added.append((kind, pattern))
         _record(actor, AuditEvent.Action.GRANT, holder, added=added, removed=removed)
@@ -77,7 +78,7 @@ def revoke(
     rows = AccessScope.objects.filter(**holder_filter(holder))
     if not everything:
         if not dags and not assets and not unscoped:
-            raise Invalid("Give the patterns to remove with --dags or --assets, or --all.")
+            raise Invalid(_("Give the patterns to remove with --dags or --assets, or --all."))
         rows = rows.filter(
             Q(kind=AccessScope.Kind.DAG, pattern__in=list(dags))
             | Q(kind=AccessScope.Kind.ASSET, pattern__in=list(assets))

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.identity import usernames
 from statestore_admin.records.models import BreakGlassLink
@@ -44,13 +45,13 @@ def issue(user, minutes: int, *, actor) -> str:
 
 def _usable(link: BreakGlassLink | None) -> BreakGlassLink:
     if link is None:
-        raise Unusable("This break-glass link is unknown. Make a new one with `manage.py break_glass`.")
+        raise Unusable(_("This break-glass link is unknown. Make a new one with `manage.py break_glass`."))
     if link.used is not None:
-        raise Unusable("This break-glass link was already used: each link signs in once. Make a new one.")
+        raise Unusable(_("This break-glass link was already used: each link signs in once. Make a new one."))
     if link.expires <= timezone.now():
-        raise Unusable("This break-glass link has expired. Make a new one with `manage.py break_glass`.")
+        raise Unusable(_("This break-glass link has expired. Make a new one with `manage.py break_glass`."))
     if not (link.user.is_active and link.user.is_superuser):
-        raise Unusable(f"{link.user.get_username()!r} is no longer an active superuser.")
+        raise Unusable(_("%(name)r is no longer an active superuser.") % {"name": link.user.get_username()})
     return link
 
 

@@ -22,6 +22,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.core.errors import Invalid
 from statestore_admin.identity import usernames
@@ -72,12 +73,12 @@ class NoAccess(Exception):
 
     def __init__(self, identity: Identity):
         self.identity = identity
-        groups = ", ".join(identity.groups) or "none"
-        super().__init__(
-            f"{identity.username} signed in through {identity.described}, but none of their groups ({groups}) "
-            "gives access to the state store dashboard. Ask its administrators to map one of them "
-            "(OIDC_GROUP_ROLES)."
+        groups = ", ".join(identity.groups) or _("none")
+        message = _(
+            "%(name)s signed in through %(how)s, but none of their groups (%(groups)s) gives access to the state "
+            "store dashboard. Ask its administrators to map one of them (OIDC_GROUP_ROLES)."
         )
+        super().__init__(message % {"name": identity.username, "how": identity.described, "groups": groups})
 
 
 @dataclass(frozen=True)
@@ -125,13 +126,13 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None, *,
     mapping = mapping or GroupMapping.from_settings()
     username = (identity.username or "").strip()
     if not username:
-        raise Refused(f"{identity.described} did not say who you are (no user name in its answer).")
+        raise Refused(_("%(how)s did not say who you are (no user name in its answer).") % {"how": identity.described})
     if len(username) > USERNAME_MAX:
-        raise Refused(f"The user name from {identity.described} is longer than {USERNAME_MAX} characters.")
+        message = _("The user name from %(how)s is longer than %(limit)s characters.")
+        raise Refused(message % {"how": identity.described, "limit": USERNAME_MAX})
     if usernames.unsafe_characters(username + identity.email + "".join(identity.groups)):
-        raise Refused(
-            f"{identity.described} sent control characters or invisible formatting in who you are or your groups."
-        )
+        message = _("%(how)s sent control characters or invisible formatting in who you are or your groups.")
+        raise Refused(message % {"how": identity.described})
     # The proxy vouches for the name itself: names that look alike are one person (identity.usernames).
     subject = identity.subject or usernames.canonical(username)
     granted, superuser = mapping.grants(identity.groups)
@@ -145,11 +146,11 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None, *,
             taken = usernames.look_alikes(username)
             if taken:
                 # Linking by name would let whoever controls that name at the provider take a local account.
-                raise Refused(
-                    f"A dashboard account named {usernames.visible(taken[0].username)!r} already exists and is not "
-                    f"linked to "
-                    f"{identity.described}. An administrator can rename or remove it in /admin/."
+                message = _(
+                    "A dashboard account named %(name)r already exists and is not linked to %(how)s. An "
+                    "administrator can rename or remove it in /admin/."
                 )
+                raise Refused(message % {"name": usernames.visible(taken[0].username), "how": identity.described})
             try:
                 user = usernames.create(username, email=identity.email[:254])
             except Invalid as exc:  # made meanwhile by another sign-in
@@ -158,7 +159,7 @@ def sign_in_identity(identity: Identity, mapping: GroupMapping | None = None, *,
         link.subject = subject
         user = link.user
         if not user.is_active:
-            raise Refused(f"The dashboard account {user.username!r} is deactivated.")
+            raise Refused(_("The dashboard account %(name)r is deactivated.") % {"name": user.username})
         link.groups = sorted(set(identity.groups))
         link.last_sign_in = timezone.now()
         link.last_sign_in_from = actor.host[:255]

@@ -7,17 +7,23 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, airflow_config
 from statestore_admin.objects import store as objects
 
 BACKEND_MODES = {
-    "metastore": "State lives in these tables: what you see here is what tasks read.",
-    "custom": "A custom [state_store] backend keeps state elsewhere, not in Airflow's metastore: these tables may "
-    "be empty or stale. Garbage collection and every page and API here see only the metastore tables (GC deletes "
-    "nothing while this backend is configured).",
-    "worker": "A worker-side backend stores the values elsewhere: the values here are references "
-    '({"__airflow_state_ref__": …}).',
+    "metastore": gettext_lazy("State lives in these tables: what you see here is what tasks read."),
+    "custom": gettext_lazy(
+        "A custom [state_store] backend keeps state elsewhere, not in Airflow's metastore: these tables may be empty "
+        "or stale. Garbage collection and every page and API here see only the metastore tables (GC deletes nothing "
+        "while this backend is configured)."
+    ),
+    "worker": gettext_lazy(
+        "A worker-side backend stores the values elsewhere: the values here are references "
+        '({"__airflow_state_ref__": …}).'
+    ),
 }
 BACKEND_DOCS = "docs/worker-backends.md"
 # What a [state_store] backend may define (Airflow's BaseStoreBackend); the dashboard calls none of them.
@@ -102,16 +108,22 @@ def _custom_backend_mode(backend: str) -> BackendMode | None:
         return None
     found = inspect_backend_class(backend)
     if found.importable:
-        defined = ", ".join(found.methods) if found.methods else "none of " + ", ".join(BACKEND_METHODS)
-        how = (
-            f"{backend} is importable here; it defines {defined}. The dashboard reads only the metastore tables, "
-            "so these methods are not called."
-        )
+        if found.methods:
+            how = _(
+                "%(backend)s is importable here; it defines %(methods)s. The dashboard reads only the metastore "
+                "tables, so these methods are not called."
+            )
+        else:
+            how = _(
+                "%(backend)s is importable here; it defines none of %(methods)s. The dashboard reads only the "
+                "metastore tables, so these methods are not called."
+            )
+        how %= {"backend": backend, "methods": ", ".join(found.methods or BACKEND_METHODS)}
     else:
-        how = (
-            f"{backend} cannot be imported in the dashboard's environment ({found.error}); the dashboard would not "
+        how = _(
+            "%(backend)s cannot be imported in the dashboard's environment (%(error)s); the dashboard would not "
             "call it anyway: it reads only the metastore tables."
-        )
+        ) % {"backend": backend, "error": found.error}
     details = {
         "backend": backend,
         "importable": found.importable,
@@ -127,29 +139,23 @@ def _worker_backend_mode(worker_backend: str) -> BackendMode:
     the objects (a configured ``[common.io]`` storage, ``WORKER_BACKEND_READ``)."""
     store = objects.storage()
     reading = objects.read_enabled()
-    parts = [BACKEND_MODES["worker"]]
+    parts = [str(BACKEND_MODES["worker"])]
     is_object_storage = worker_backend == objects.PROVIDER_BACKEND
     if not is_object_storage:
-        parts.append(
-            f"{worker_backend} is not Airflow's object-storage backend (common.io): the dashboard knows only that "
+        message = _(
+            "%(backend)s is not Airflow's object-storage backend (common.io): the dashboard knows only that "
             "backend's layout, and shows these references as they are."
         )
+        parts.append(message % {"backend": worker_backend})
     if store is None:
         parts.append(
-            "The dashboard's Airflow configuration names no [common.io] state_store_objectstorage_path: it can "
-            "neither read nor delete the objects, and deleting a row here leaves its object behind (an orphan)."
-        )
-    else:
-        compression = f", {store.compression}-compressed" if store.compression else ""
-        parts.append(
-            f"Objects are under {store.base}{compression}: the dashboard deletes a deleted row's object after the "
-            "row (Airflow's order)"
-            + (
-                ", and key pages show the value read from the object (WORKER_BACKEND_READ is on)."
-                if reading
-                else "; reading them is off (WORKER_BACKEND_READ), so key pages show the reference only."
+            _(
+                "The dashboard's Airflow configuration names no [common.io] state_store_objectstorage_path: it can "
+                "neither read nor delete the objects, and deleting a row here leaves its object behind (an orphan)."
             )
         )
+    else:
+        parts.append(_storage_sentence(store, reading))
     details = {
         "backend": worker_backend,
         "object_storage_backend": is_object_storage,
@@ -161,13 +167,41 @@ def _worker_backend_mode(worker_backend: str) -> BackendMode:
     return BackendMode("worker", " ".join(parts), BACKEND_DOCS, details)
 
 
+def _storage_sentence(store: objects.Storage, reading: bool) -> str:
+    """Where the objects are, that the dashboard deletes them after their rows, and whether key pages read them."""
+    words = {"base": store.base, "compression": store.compression}
+    if store.compression and reading:
+        message = _(
+            "Objects are under %(base)s, %(compression)s-compressed: the dashboard deletes a deleted row's object "
+            "after the row (Airflow's order), and key pages show the value read from the object (WORKER_BACKEND_READ "
+            "is on)."
+        )
+    elif store.compression:
+        message = _(
+            "Objects are under %(base)s, %(compression)s-compressed: the dashboard deletes a deleted row's object "
+            "after the row (Airflow's order); reading them is off (WORKER_BACKEND_READ), so key pages show the "
+            "reference only."
+        )
+    elif reading:
+        message = _(
+            "Objects are under %(base)s: the dashboard deletes a deleted row's object after the row (Airflow's "
+            "order), and key pages show the value read from the object (WORKER_BACKEND_READ is on)."
+        )
+    else:
+        message = _(
+            "Objects are under %(base)s: the dashboard deletes a deleted row's object after the row (Airflow's "
+            "order); reading them is off (WORKER_BACKEND_READ), so key pages show the reference only."
+        )
+    return message % words
+
+
 def backend_modes(by_name: dict) -> list[BackendMode]:
     """The overview's configuration lines, from the ``[state_store]`` options (``(section, key) -> value``)."""
     modes = []
     backend = by_name.get(("state_store", "backend"))
     if backend:
         custom = None if backend == METASTORE_BACKEND else _custom_backend_mode(backend)
-        modes.append(custom or BackendMode("metastore", BACKEND_MODES["metastore"], details={"backend": backend}))
+        modes.append(custom or BackendMode("metastore", str(BACKEND_MODES["metastore"]), details={"backend": backend}))
     worker_backend = by_name.get(("workers", "state_store_backend"))
     if worker_backend:
         modes.append(_worker_backend_mode(worker_backend))

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 from uuid import UUID
 
 import fsspec.utils
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
@@ -129,7 +130,7 @@ def walk(fs, store: objects.Storage, report: OrphanReport) -> Iterator[Obj]:
 
     def on_error(exc: BaseException) -> None:
         if not isinstance(exc, FileNotFoundError):  # a directory deleted meanwhile, or no object yet
-            report.error(f"Listing failed: {type(exc).__name__}: {exc}")
+            report.error(_("Listing failed: %(error)s") % {"error": f"{type(exc).__name__}: {exc}"})
 
     for _root, _dirs, files in fs.walk(base_path, detail=True, on_error=on_error):
         for name, info in sorted(files.items()):

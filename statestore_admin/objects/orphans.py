@@ -49,6 +49,7 @@ from types import SimpleNamespace
 from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
@@ -100,7 +101,7 @@ def in_menu(user) -> bool:
 
 def require_view(who) -> None:
     """``who``: a user or an ``Actor`` (a command acting as the system may do everything)."""
-    require_store_wide(who, "The orphans report", tuple(permissions.STORES))
+    require_store_wide(who, _("The orphans report"), tuple(permissions.STORES))
 
 
 def require_delete(who) -> None:
@@ -298,7 +299,7 @@ def _scan_rows(storage: objects.Storage | None, fs, report: OrphanReport) -> set
     risky: set[str] | None = set()
     check_errors = 0
     for store, rows in ((permissions.TASK, _task_rows()), (permissions.ASSET, _asset_rows())):
-        for _, row in rows:
+        for _text, row in rows:
             reference = _reference(store, row, storage)
             if reference is None:
                 continue
@@ -332,7 +333,8 @@ def _scan_rows(storage: objects.Storage | None, fs, report: OrphanReport) -> set
             except Exception as exc:  # the storage's own errors: the reference is not counted
                 check_errors += 1
                 report.unchecked += 1
-                report.error(f"Checking {reference.ref} failed: {type(exc).__name__}: {exc}")
+                failure = {"ref": reference.ref, "error": f"{type(exc).__name__}: {exc}"}
+                report.error(_("Checking %(ref)s failed: %(error)s") % failure)
                 continue
             if not exists:
                 report.dangling.add(item)
@@ -375,7 +377,7 @@ def report(
     result.storage = storage
     if delete and storage is None:
         raise objects.StorageError(
-            result.config_error or "No [common.io] state_store_objectstorage_path is configured: nothing to delete."
+            result.config_error or _("No [common.io] state_store_objectstorage_path is configured: nothing to delete.")
         )
     fs = None
     if storage is not None:
@@ -422,7 +424,7 @@ def _scan_objects(fs, storage, result: OrphanReport, risky, *, now, delete: bool
         raise
     except Exception as exc:  # the storage's own errors while listing: the report says so
         error = exc
-        result.error(f"Listing failed: {type(exc).__name__}: {exc}")
+        result.error(_("Listing failed: %(error)s") % {"error": f"{type(exc).__name__}: {exc}"})
     except BaseException as exc:  # interrupted: the audit event says so
         error = exc
         raise

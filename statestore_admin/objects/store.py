@@ -32,9 +32,12 @@ from uuid import UUID
 import fsspec
 import fsspec.utils
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND, AirflowConfigError, airflow_config
 from statestore_admin.airflow.models import JsonValueMixin, worker_ref_of
+from statestore_admin.core import formatting
 
 PROVIDER_BACKEND = OBJECT_STORAGE_BACKEND
 REF_MARKER = json.dumps(JsonValueMixin.REF_KEY)  # in the text of every stored reference, whatever its spacing
@@ -47,8 +50,8 @@ UNCONFIGURED = "unconfigured"  # a URL, but the dashboard's Airflow configuratio
 
 FAILED_NAMED = 20  # failed object deletes named in an audit event (all are counted)
 
-RISK_REASON = (
-    "This reference does not follow the deterministic layout ({expected}). Airflow deletes the row first and the "
+RISK_REASON = gettext_lazy(
+    "This reference does not follow the deterministic layout (%(expected)s). Airflow deletes the row first and the "
     "object second; when the second step fails (or GC deletes only the row), a deterministic path is recovered by "
     "the next write of the same key, which overwrites it. This object never is: once its row is gone it stays "
     "orphaned until someone deletes it (state_store_orphans --delete)."
@@ -108,7 +111,7 @@ class Storage:
         for suffix, name in fsspec.utils.compressions.items():
             if name == self.compression:
                 return f".{suffix}"
-        raise StorageError(f"Compression {self.compression!r} is not supported.")
+        raise StorageError(_("Compression %(compression)r is not supported.") % {"compression": self.compression})
 
     # Deterministic references -------------------------------------------------------------------------
     def task_ref(
@@ -141,10 +144,11 @@ class Storage:
         try:
             return fsspec.filesystem(self.scheme, **chosen)
         except (ImportError, ValueError) as exc:
-            raise StorageError(
-                f"Cannot open {self.scheme}:// storage: {exc}. Install the matching fsspec package "
-                "(README, Worker-side backends)."
-            ) from exc
+            message = _(
+                "Cannot open %(scheme)s:// storage: %(error)s. Install the matching fsspec package (README, "
+                "Worker-side backends)."
+            )
+            raise StorageError(message % {"scheme": self.scheme, "error": exc}) from exc
 
     def path(self, ref: str) -> str:
         """The filesystem's path of a reference under the base (its conn_id left out)."""
@@ -196,17 +200,21 @@ class Reference:
     def risk(self) -> str | None:
         if self.kind != OBJECT or not self.expected or self.ref in self.expected:
             return None
-        return RISK_REASON.format(expected=" or ".join(self.expected))
+        return RISK_REASON % {"expected": " or ".join(self.expected)}
 
     @property
     def explanation(self) -> str:
         return {
-            INLINE: "The value is short enough to stay in the row: the reference holds its JSON text, no object.",
-            OBJECT: "The value is an object in the worker-side storage; the row holds its path.",
-            OUTSIDE: "This reference is outside the configured state_store_objectstorage_path: the dashboard "
-            "never opens or deletes it.",
-            UNCONFIGURED: "The dashboard's Airflow configuration has no [common.io] state_store_objectstorage_path: "
-            "it cannot read or delete this object.",
+            INLINE: _("The value is short enough to stay in the row: the reference holds its JSON text, no object."),
+            OBJECT: _("The value is an object in the worker-side storage; the row holds its path."),
+            OUTSIDE: _(
+                "This reference is outside the configured state_store_objectstorage_path: the dashboard never opens "
+                "or deletes it."
+            ),
+            UNCONFIGURED: _(
+                "The dashboard's Airflow configuration has no [common.io] state_store_objectstorage_path: it cannot "
+                "read or delete this object."
+            ),
         }[self.kind]
 
 
@@ -273,29 +281,37 @@ def resolve(reference: Reference, store: Storage | None) -> Resolved:
         try:
             json.loads(reference.ref)
         except ValueError:
-            return Resolved(reference, error="The inline reference is not JSON text.")
+            return Resolved(reference, error=_("The inline reference is not JSON text."))
         return Resolved(reference, text=reference.ref)
     if reference.kind != OBJECT:
         return Resolved(reference, error=reference.explanation)
     if not read_enabled():
-        return Resolved(reference, error="Reading worker-side objects is off (WORKER_BACKEND_READ=1 turns it on).")
+        return Resolved(reference, error=_("Reading worker-side objects is off (WORKER_BACKEND_READ=1 turns it on)."))
     limit, seconds = settings.WORKER_BACKEND_READ_MAX_BYTES, settings.WORKER_BACKEND_READ_TIMEOUT
     try:
         # In a thread of its own with a deadline: storage that stops answering must not hang the page.
         data = _readers().submit(read_object, store, reference.ref, limit + 1).result(timeout=seconds or None)
     except concurrent.futures.TimeoutError:
-        return Resolved(reference, error=f"The storage did not answer within {seconds:g} s.")
+        return Resolved(
+            reference, error=_("The storage did not answer within %(seconds)s s.") % {"seconds": f"{seconds:g}"}
+        )
     except FileNotFoundError:
-        return Resolved(reference, error="The object is missing: this is a dangling reference.")
+        return Resolved(reference, error=_("The object is missing: this is a dangling reference."))
     except Exception as exc:  # the storage's own errors (permissions, network, corrupt compression)
-        return Resolved(reference, error=f"The object could not be read: {type(exc).__name__}: {exc}")
+        return Resolved(
+            reference, error=_("The object could not be read: %(error)s") % {"error": f"{type(exc).__name__}: {exc}"}
+        )
     if len(data) > limit:
-        return Resolved(reference, error=f"The value is larger than {limit:,} bytes: too large to show here.")
+        return Resolved(
+            reference,
+            error=_("The value is larger than %(limit)s bytes: too large to show here.")
+            % {"limit": formatting.count(limit)},
+        )
     try:
         text = data.decode("utf-8")
         json.loads(text)
     except ValueError:
-        return Resolved(reference, error="The object does not hold UTF-8 JSON text.")
+        return Resolved(reference, error=_("The object does not hold UTF-8 JSON text."))
     return Resolved(reference, text=text)
 
 
@@ -308,12 +324,12 @@ def read_object(store: Storage, ref: str, limit: int) -> bytes:
     """At most ``limit`` bytes of the object's content, decompressed by its suffix. On local storage a
     symbolic link out of the base path is refused like a reference outside it."""
     if not store.contains(ref):
-        raise StorageError("The reference is outside the configured base path.")
+        raise StorageError(_("The reference is outside the configured base path."))
     path = store.path(ref)
     if store.scheme in ("file", "local"):
         base = os.path.realpath(store.path(store.base + "/x")[: -len("/x")])
         if not os.path.realpath(path).startswith(base + os.sep):
-            raise StorageError("The object is a link out of the configured base path.")
+            raise StorageError(_("The object is a link out of the configured base path."))
     with store.filesystem().open(path, "rb", compression="infer") as f:
         return f.read(limit)
 
@@ -348,21 +364,30 @@ class ObjectDeletes:
 
     def summary(self) -> str:
         """The counts in one sentence (GC's page and command)."""
-        return (
-            f"Worker-side objects: {self.deleted:,} deleted, {self.missing:,} already missing, "
-            f"{self.failed_count:,} could not be deleted."
-        )
+        return _(
+            "Worker-side objects: %(deleted)s deleted, %(missing)s already missing, %(failed)s could not be deleted."
+        ) % {
+            "deleted": formatting.count(self.deleted),
+            "missing": formatting.count(self.missing),
+            "failed": formatting.count(self.failed_count),
+        }
 
     def describe(self) -> str:
         if not self.failed_count:
             return ""
-        first = self.failed[0]
-        more = f" and {self.failed_count - 1:,} more" if self.failed_count > 1 else ""
-        return (
-            f" {self.failed_count:,} worker-side object{'s' if self.failed_count != 1 else ''} could not be deleted "
-            f"and {'are' if self.failed_count != 1 else 'is'} now orphaned ({first[0]}: {first[1]}{more}); "
-            "the rows stay deleted. See the Orphans page."
-        )
+        ref, error = self.failed[0]
+        first = _("%(ref)s: %(error)s") % {"ref": ref, "error": error}
+        if self.failed_count > 1:
+            more = formatting.count(self.failed_count - 1)
+            first = _("%(first)s and %(count)s more") % {"first": first, "count": more}
+        sentence = ngettext(
+            "%(count)s worker-side object could not be deleted and is now orphaned (%(first)s); the rows stay "
+            "deleted. See the Orphans page.",
+            "%(count)s worker-side objects could not be deleted and are now orphaned (%(first)s); the rows stay "
+            "deleted. See the Orphans page.",
+            self.failed_count,
+        ) % {"count": formatting.count(self.failed_count), "first": first}
+        return " " + sentence
 
 
 def refs_to_delete(values: Iterable[str | None], store: Storage | None) -> list[Reference]:

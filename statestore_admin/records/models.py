@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from statestore_admin.core.patterns import validate_pattern
 
@@ -13,13 +14,13 @@ class GcRun(models.Model):
     """One real (not dry) run of ``state_store_clean``, written at its start and updated at its end."""
 
     class Outcome(models.TextChoices):
-        RUNNING = "running", "running"
-        COMPLETED = "completed", "completed"
-        PARTIAL = "partial", "stopped at its batch or time limit"
-        INTERRUPTED = "interrupted", "interrupted"
-        FAILED = "failed", "failed"
-        SKIPPED = "skipped", "skipped (not the metastore backend)"
-        LOCKED = "locked", "another run was in progress"
+        RUNNING = "running", gettext_lazy("running")
+        COMPLETED = "completed", gettext_lazy("completed")
+        PARTIAL = "partial", gettext_lazy("stopped at its batch or time limit")
+        INTERRUPTED = "interrupted", gettext_lazy("interrupted")
+        FAILED = "failed", gettext_lazy("failed")
+        SKIPPED = "skipped", gettext_lazy("skipped (not the metastore backend)")
+        LOCKED = "locked", gettext_lazy("another run was in progress")
 
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True)
@@ -40,7 +41,7 @@ class GcRun(models.Model):
     class Meta:
         ordering = ["-started_at"]
         indexes = [models.Index(fields=["-started_at"], name="gcrun_started_idx")]
-        verbose_name, verbose_name_plural = "GC run", "GC runs"  # Django admin's names
+        verbose_name, verbose_name_plural = gettext_lazy("GC run"), gettext_lazy("GC runs")  # Django admin's names
 
     def __str__(self) -> str:
         return f"GC {self.started_at:%Y-%m-%d %H:%M:%S} {self.outcome}: {self.rows_deleted} rows"
@@ -61,58 +62,62 @@ class AuditEvent(models.Model):
     PENDING_GRACE = timedelta(minutes=1)
 
     class Status(models.TextChoices):
-        PENDING = "pending", "in progress"
-        DONE = "done", "done"
-        FAILED = "failed", "failed (nothing changed)"
+        PENDING = "pending", gettext_lazy("in progress")
+        DONE = "done", gettext_lazy("done")
+        FAILED = "failed", gettext_lazy("failed (nothing changed)")
 
     class Action(models.TextChoices):
-        ADD = "add", "add key"
-        SET = "set", "set value"
-        PATCH = "patch", "edit value"
-        EXPIRY = "expiry", "set expiry"
-        EXPIRE = "expire", "expire"
-        DELETE = "delete", "delete"
-        CLEAR = "clear", "clear"
-        RESTORE = "restore", "restore"
-        GC = "gc", "garbage collection"
-        ORPHANS = "orphans", "delete orphans"
-        PRUNE = "prune", "prune audit trail"
-        TOKEN = "token", "issue API token"
-        REVOKE = "revoke", "revoke API token"
-        GRANT = "grant", "grant access scope"
-        UNGRANT = "ungrant", "revoke access scope"
+        ADD = "add", gettext_lazy("add key")
+        SET = "set", gettext_lazy("set value")
+        PATCH = "patch", gettext_lazy("edit value")
+        EXPIRY = "expiry", gettext_lazy("set expiry")
+        EXPIRE = "expire", gettext_lazy("expire")
+        DELETE = "delete", gettext_lazy("delete")
+        CLEAR = "clear", gettext_lazy("clear")
+        RESTORE = "restore", gettext_lazy("restore")
+        GC = "gc", gettext_lazy("garbage collection")
+        ORPHANS = "orphans", gettext_lazy("delete orphans")
+        PRUNE = "prune", gettext_lazy("prune audit trail")
+        TOKEN = "token", gettext_lazy("issue API token")
+        REVOKE = "revoke", gettext_lazy("revoke API token")
+        GRANT = "grant", gettext_lazy("grant access scope")
+        UNGRANT = "ungrant", gettext_lazy("revoke access scope")
 
     # Events of no store that only those who view both stores see (audit.trail), and the actions with no keys
     BOTH_STORES = (Action.ORPHANS, Action.PRUNE, Action.TOKEN, Action.REVOKE, Action.GRANT, Action.UNGRANT)
     KEYLESS = (Action.GC, *BOTH_STORES)
 
     class Via(models.TextChoices):
-        UI = "ui", "dashboard"
-        API = "api", "API"
-        ADMIN = "admin", "Django admin"
-        COMMAND = "command", "command"
-        GC = "gc", "GC"
+        UI = "ui", gettext_lazy("dashboard")
+        API = "api", gettext_lazy("API")
+        ADMIN = "admin", gettext_lazy("Django admin")
+        COMMAND = "command", gettext_lazy("command")
+        GC = "gc", gettext_lazy("GC")
 
     at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True)
     # Who
-    actor = models.CharField(max_length=255, help_text="User name, or OS user@host for commands.")
+    actor = models.CharField(max_length=255, help_text=gettext_lazy("User name, or OS user@host for commands."))
     user = models.ForeignKey(  # not indexed: the trail is searched by actor name, users are rarely deleted
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     token_id = models.BigIntegerField(null=True, blank=True)
     token_name = models.CharField(max_length=100, blank=True)
     signed_in = models.CharField(
-        max_length=200, blank=True, help_text="How the user's session signed in: password, single sign-on (provider), …"
+        max_length=200,
+        blank=True,
+        help_text=gettext_lazy("How the user's session signed in: password, single sign-on (provider), …"),
     )
     os_user = models.CharField(max_length=150, blank=True)
-    host = models.CharField(max_length=255, blank=True, help_text="Client address, or the command's host.")
+    host = models.CharField(
+        max_length=255, blank=True, help_text=gettext_lazy("Client address, or the command's host.")
+    )
     via = models.CharField(max_length=8, choices=Via.choices)
     # What
     action = models.CharField(max_length=8, choices=Action.choices)
-    store = models.CharField(max_length=8, blank=True, help_text="task or asset; empty for GC.")
+    store = models.CharField(max_length=8, blank=True, help_text=gettext_lazy("task or asset; empty for GC."))
     dag_id = models.CharField(max_length=250, null=True, blank=True)
     run_id = models.CharField(max_length=250, null=True, blank=True)
     task_id = models.CharField(max_length=250, null=True, blank=True)
@@ -186,7 +191,7 @@ class AuditKey(models.Model):
     after_value = models.TextField(null=True)
     after_expires_at = models.DateTimeField(null=True)
     truncated = models.BooleanField(
-        default=False, help_text="A value was longer than max_value_storage_bytes and is kept truncated."
+        default=False, help_text=gettext_lazy("A value was longer than max_value_storage_bytes and is kept truncated.")
     )
     # The task key row's id when the change was made: a link to a key by its id outlives the row (a restore
     # inserts a new row with a new id), through this to the natural key (``selectors.successor_task_key``).
@@ -217,9 +222,9 @@ class AccessScope(models.Model):
     """
 
     class Kind(models.TextChoices):
-        DAG = "dag", "DAG ids"
-        ASSET = "asset", "asset names or URIs"
-        ALL = "all", "every DAG and asset (unscoped)"
+        DAG = "dag", gettext_lazy("DAG ids")
+        ASSET = "asset", gettext_lazy("asset names or URIs")
+        ALL = "all", gettext_lazy("every DAG and asset (unscoped)")
 
     group = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="statestore_scopes"
@@ -230,20 +235,21 @@ class AccessScope(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices)
     pattern = models.CharField(
         max_length=250,
-        help_text="A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*. "
-        "For every DAG and asset: *.",
+        help_text=gettext_lazy(
+            "A glob: * any characters, ? one character, e.g. etl_* or s3://team-bucket/*. For every DAG and asset: *."
+        ),
     )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["kind", "pattern"]
-        verbose_name = "access scope"
+        verbose_name = gettext_lazy("access scope")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(group__isnull=False, user__isnull=True)
                 | models.Q(group__isnull=True, user__isnull=False),
                 name="accessscope_one_holder",
-                violation_error_message="A scope belongs to either a group or a user.",
+                violation_error_message=gettext_lazy("A scope belongs to either a group or a user."),
             ),
             models.UniqueConstraint(
                 fields=["group", "kind", "pattern"],
@@ -266,7 +272,7 @@ class AccessScope(models.Model):
         from django.core.exceptions import ValidationError
 
         if self.kind == self.Kind.ALL and self.pattern != "*":
-            raise ValidationError({"pattern": "Every DAG and asset is granted with the pattern *."})
+            raise ValidationError({"pattern": gettext("Every DAG and asset is granted with the pattern *.")})
         self._refuse_mixing_with_every_dag_and_asset()
         try:
             validate_pattern(self.pattern)
@@ -284,11 +290,15 @@ class AccessScope(models.Model):
         others = AccessScope.objects.filter(group_id=self.group_id, user_id=self.user_id).exclude(pk=self.pk)
         if self.kind == self.Kind.ALL and others.exclude(kind=self.Kind.ALL).exists():
             raise ValidationError(
-                {"kind": "This holder has patterns: delete them first to grant every DAG and asset instead."}
+                {"kind": gettext("This holder has patterns: delete them first to grant every DAG and asset instead.")}
             )
         if self.kind != self.Kind.ALL and others.filter(kind=self.Kind.ALL).exists():
             raise ValidationError(
-                {"kind": "This holder is granted every DAG and asset: delete that first to restrict it to patterns."}
+                {
+                    "kind": gettext(
+                        "This holder is granted every DAG and asset: delete that first to restrict it to patterns."
+                    )
+                }
             )
 
 
@@ -300,7 +310,9 @@ class ExternalIdentity(models.Model):
     method = models.CharField(max_length=16)
     provider = models.CharField(max_length=200, blank=True)
     subject = models.CharField(max_length=255)
-    groups = models.JSONField(default=list, blank=True, help_text="The provider's groups at the last sign-in.")
+    groups = models.JSONField(
+        default=list, blank=True, help_text=gettext_lazy("The provider's groups at the last sign-in.")
+    )
     first_sign_in = models.DateTimeField(default=timezone.now)
     last_sign_in = models.DateTimeField(default=timezone.now)
     # Who signed in is the row's user; the client address the last sign-in came from is kept here, not in the
@@ -308,8 +320,8 @@ class ExternalIdentity(models.Model):
     last_sign_in_from = models.CharField(max_length=255, blank=True)
 
     class Meta:
-        verbose_name = "external identity"
-        verbose_name_plural = "external identities"
+        verbose_name = gettext_lazy("external identity")
+        verbose_name_plural = gettext_lazy("external identities")
         constraints = [
             models.UniqueConstraint(fields=["method", "provider", "subject"], name="externalidentity_uniq"),
         ]
@@ -332,7 +344,7 @@ class BreakGlassLink(models.Model):
     issued_by = models.CharField(max_length=255, blank=True)
 
     class Meta:
-        verbose_name = "break-glass link"
+        verbose_name = gettext_lazy("break-glass link")
 
     def __str__(self) -> str:
         return f"break-glass link for {self.user} until {self.expires:%Y-%m-%d %H:%M}"
@@ -355,15 +367,19 @@ class StatsSnapshot(models.Model):
     """
 
     class Status(models.TextChoices):
-        RUNNING = "running", "running"
-        DONE = "done", "done"
-        FAILED = "failed", "failed"
+        RUNNING = "running", gettext_lazy("running")
+        DONE = "done", gettext_lazy("done")
+        FAILED = "failed", gettext_lazy("failed")
 
-    taken_at = models.DateTimeField(default=timezone.now, help_text="When the pass started; figures are as of then.")
+    taken_at = models.DateTimeField(
+        default=timezone.now, help_text=gettext_lazy("When the pass started; figures are as of then.")
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
-    trigger = models.CharField(max_length=16, default="command", help_text="command, or gc (after state_store_clean)")
+    trigger = models.CharField(
+        max_length=16, default="command", help_text=gettext_lazy("command, or gc (after state_store_clean)")
+    )
     # Who took it (a user's name, or OS user@host for commands): a snapshot changes no state, so it is its own
     # record rather than an audit event.
     actor = models.CharField(max_length=255, blank=True)
@@ -371,14 +387,16 @@ class StatsSnapshot(models.Model):
     task_keys = models.BigIntegerField(default=0)
     task_bytes = models.BigIntegerField(default=0)
     expired = models.BigIntegerField(default=0)
-    expiring = models.BigIntegerField(default=0, help_text="Expiring within 24 h of taken_at.")
+    expiring = models.BigIntegerField(default=0, help_text=gettext_lazy("Expiring within 24 h of taken_at."))
     never = models.BigIntegerField(default=0)
-    live = models.BigIntegerField(default=0, help_text="Not expired (expiring ones and never-expiring ones included).")
+    live = models.BigIntegerField(
+        default=0, help_text=gettext_lazy("Not expired (expiring ones and never-expiring ones included).")
+    )
     dags = models.IntegerField(default=0)
     # Asset state
     asset_keys = models.BigIntegerField(default=0)
     asset_bytes = models.BigIntegerField(default=0)
-    assets = models.IntegerField(default=0, help_text="Assets that have state.")
+    assets = models.IntegerField(default=0, help_text=gettext_lazy("Assets that have state."))
     # Distributions
     expiry_histogram = models.JSONField(default=list, blank=True)
     size_histogram = models.JSONField(default=list, blank=True)
@@ -389,7 +407,7 @@ class StatsSnapshot(models.Model):
     class Meta:
         ordering = ["-taken_at"]
         indexes = [models.Index(fields=["status", "-taken_at"], name="statssnap_status_taken_idx")]
-        verbose_name, verbose_name_plural = "statistics snapshot", "statistics snapshots"
+        verbose_name, verbose_name_plural = gettext_lazy("statistics snapshot"), gettext_lazy("statistics snapshots")
 
     def __str__(self) -> str:
         return f"Snapshot {self.taken_at:%Y-%m-%d %H:%M:%S} {self.status}: {self.task_keys} task keys"
@@ -409,7 +427,7 @@ class StatsSnapshotDag(models.Model):
     expired = models.BigIntegerField(default=0)
     expiring = models.BigIntegerField(default=0)
     never = models.BigIntegerField(default=0)
-    runs = models.IntegerField(default=0, help_text="DAG runs with state.")
+    runs = models.IntegerField(default=0, help_text=gettext_lazy("DAG runs with state."))
     last_updated = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -436,7 +454,7 @@ class CacheEntry(models.Model):
 
     class Meta:
         db_table = "statestore_cache"
-        verbose_name, verbose_name_plural = "cache entry", "cache entries"
+        verbose_name, verbose_name_plural = gettext_lazy("cache entry"), gettext_lazy("cache entries")
         default_permissions = ()  # nobody is granted anything on the cache: no permissions to list in roles
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from django.db import connections
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
@@ -102,7 +103,8 @@ def require_task_instance(address: TaskAddress, any_map_index: bool = False) -> 
             region = " AND t.region_id = %s AND t.working_set IS TRUE"
             region_params = [TaskInstance._meta.get_field("region_id").get_db_prep_value(address.region_id, connection)]
         elif address.in_region:  # 3.3 has no regions: nothing sits in one
-            raise NotFound(f"Task instance not found: {schema.name} has no region {address.region_id}")
+            message = _("Task instance not found: %(airflow)s has no region %(region)s")
+            raise NotFound(message % {"airflow": schema.name, "region": address.region_id})
         map_index = "" if any_map_index else f" AND t.{schema.index_column} = %s"
         sql = _RUN_AND_INSTANCE.format(region=region, map_index=map_index)
         params = [
@@ -116,9 +118,12 @@ def require_task_instance(address: TaskAddress, any_map_index: bool = False) -> 
             cursor.execute(sql, params)
             found = cursor.fetchone()
     if found is None or not found[1]:
-        addressed_by = "all_map_indices=True" if any_map_index else f"map_index={address.map_index}"
-        raise NotFound(
-            f"Task instance not found for dag_id={address.dag_id!r}, run_id={address.run_id!r}, "
-            f"task_id={address.task_id!r}, {addressed_by}"
-        )
+        raise instance_not_found(address, "all_map_indices=True" if any_map_index else None)
     return DagRun(id=found[0], dag_id=address.dag_id, run_id=address.run_id)
+
+
+def instance_not_found(address: TaskAddress, addressed_by: str | None = None) -> NotFound:
+    """Airflow's 404 for a task instance, naming it as addressed (``addressed_by``: its map_index by default)."""
+    message = _("Task instance not found for dag_id=%(dag_id)r, run_id=%(run_id)r, task_id=%(task_id)r, %(index)s")
+    words = {"dag_id": address.dag_id, "run_id": address.run_id, "task_id": address.task_id}
+    return NotFound(message % {**words, "index": addressed_by or f"map_index={address.map_index}"})

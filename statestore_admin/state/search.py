@@ -33,6 +33,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db.models import Max, Min, Q, QuerySet
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -94,20 +95,20 @@ class SearchQuery:
         errors = {}
         for name, choices in (("match", MATCHES), ("status", tuple(STATUSES)), ("dag_match", DAG_MATCHES)):
             if values[name] and values[name] not in choices:
-                typed = repr(values[name]).replace("%", "%%")  # the message is %-formatted with params
-                errors[name] = [
-                    Invalid(
-                        f"Unknown {name} {typed}: use one of {', '.join(choices)}.",
-                        code="enum",
-                        params={"choices": choices},
-                    )
-                ]
+                message = _("Unknown %(name)s %(typed)s: use one of %(choices)s.") % {
+                    "name": name,
+                    "typed": repr(values[name]),
+                    "choices": ", ".join(choices),
+                }
+                # Invalid %-formats its message with its params: a % typed stays one.
+                errors[name] = [Invalid(message.replace("%", "%%"), code="enum", params={"choices": choices})]
         iteration, raw = None, (params.get("iteration") or "").strip()
         if raw:
             iteration = int(raw) if raw.isdigit() and int(raw) < 2**31 else None
             if iteration is None:
                 typed = repr(raw[:40]).replace("%", "%%")
-                errors["iteration"] = [Invalid(f"iteration {typed} is a loop iteration: a whole number from 0.")]
+                message = _("iteration %(typed)s is a loop iteration: a whole number from 0.")
+                errors["iteration"] = [Invalid(message % {"typed": typed})]
         if errors:
             raise Invalid(errors)
         return cls(

@@ -19,6 +19,7 @@ from statestore_admin.airflow.config import ConfigValue, airflow_config
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import AirflowSchema, schema_of
+from statestore_admin.core import formatting
 from statestore_admin.core.counting import CAPPED, COUNT_CAP, EXACT, SNAPSHOT, Figure, capped_count, estimate, row_count
 from statestore_admin.core.status import EXPIRED, EXPIRING, NEVER, status_filter
 from statestore_admin.objects.backends import BackendMode, backend_modes
@@ -117,7 +118,7 @@ class SnapshotFigures:
     def text(self) -> dict[str, str]:
         """Each shown figure with thousands separators."""
         names = ("task_keys", "expired", "expiring", "never", "asset_keys")
-        return {name: f"{getattr(self, name):,}" for name in names if getattr(self, name) is not None}
+        return {name: formatting.count(getattr(self, name)) for name in names if getattr(self, name) is not None}
 
 
 def snapshot_figures(snapshot, *, scope: Scope, stores: tuple[str, ...]) -> SnapshotFigures | None:

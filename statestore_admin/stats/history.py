@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -28,10 +29,10 @@ def take_snapshot_for(*, actor: Actor) -> StatsSnapshot:
     """A snapshot now, taken by ``actor``'s user (trigger "page"). ``Forbidden`` without the permission;
     ``Conflict`` while another snapshot is being taken (two passes at once would only double the load)."""
     if not policies.may_take_snapshot(actor.user):
-        raise Forbidden("Taking a statistics snapshot needs “Can add stats snapshot” (the Admin role) and no scope.")
+        raise Forbidden(_("Taking a statistics snapshot needs “Can add stats snapshot” (the Admin role) and no scope."))
     since = timezone.now() - stats.ABANDONED_AFTER
     if StatsSnapshot.objects.filter(status=StatsSnapshot.Status.RUNNING, taken_at__gte=since).exists():
-        raise Conflict("A statistics snapshot is being taken now; its figures appear here when it is done.")
+        raise Conflict(_("A statistics snapshot is being taken now; its figures appear here when it is done."))
     return stats.take_snapshot(actor=actor, trigger="page")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db.models import Q, Sum
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.policies import store_wide
@@ -43,18 +44,12 @@ def parse_days(value) -> int:
         return DEFAULT_DAYS
     choices = tuple(str(d) for d in DAYS)
     if str(value) not in choices:
-        typed = repr(str(value)).replace("%", "%%")
-        raise Invalid(
-            {
-                "days": [
-                    Invalid(
-                        f"Unknown days {typed}: use one of {', '.join(choices)}.",
-                        code="enum",
-                        params={"choices": choices},
-                    )
-                ]
-            }
-        )
+        message = _("Unknown days %(typed)s: use one of %(choices)s.") % {
+            "typed": repr(str(value)),
+            "choices": ", ".join(choices),
+        }
+        # Invalid %-formats its message with its params: a % typed stays one.
+        raise Invalid({"days": [Invalid(message.replace("%", "%%"), code="enum", params={"choices": choices})]})
     return int(value)
 
 

@@ -46,6 +46,7 @@ from django.db.models import Count, Exists, Func, IntegerField, Max, OuterRef, Q
 from django.db.models.functions import TruncDay
 from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.availability import query_timeout
@@ -375,7 +376,10 @@ def take_snapshot(*, actor: Actor, trigger: str = "command") -> StatsSnapshot:
 
 
 def _in_progress(holder: str) -> SnapshotInProgress:
-    return SnapshotInProgress(f"Another statistics snapshot is being taken{holder}; not starting a second one.")
+    if holder:
+        message = _("Another statistics snapshot is being taken %(holder)s; not starting a second one.")
+        return SnapshotInProgress(message % {"holder": holder.strip()})
+    return SnapshotInProgress(_("Another statistics snapshot is being taken; not starting a second one."))
 
 
 def _take_snapshot(trigger: str, actor: Actor) -> StatsSnapshot:
@@ -444,11 +448,11 @@ def prune_snapshots(keep_days: int = DEFAULT_KEEP_DAYS, *, now: datetime | None 
     """Delete the snapshots taken more than ``keep_days`` days ago (with their per-DAG rows), ``batch_size``
     snapshots a transaction; return how many. ``Invalid`` for fewer than 1 day."""
     if not isinstance(keep_days, int) or isinstance(keep_days, bool) or keep_days < 1:
-        raise Invalid({"keep_days": "Keep at least one day of snapshots: 1 or more."})
+        raise Invalid({"keep_days": _("Keep at least one day of snapshots: 1 or more.")})
     try:
         cutoff = (now or timezone.now()) - timedelta(days=keep_days)
     except OverflowError:
-        raise Invalid({"keep_days": "Too many days."}) from None
+        raise Invalid({"keep_days": _("Too many days.")}) from None
     alias = router.db_for_write(StatsSnapshot)
     deleted = 0
     while ids := list(

@@ -1,6 +1,8 @@
 from datetime import timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from rest_framework import authentication, exceptions
 
 from statestore_admin import throttling
@@ -13,7 +15,7 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 class TokenExpired(exceptions.AuthenticationFailed):
     """401 that says so (``api.errors`` answers any other authentication failure "Not authenticated")."""
 
-    default_detail = "Token expired"
+    default_detail = gettext_lazy("Token expired")
     default_code = "token_expired"
 
 
@@ -21,14 +23,16 @@ class OwnerSignInLapsed(exceptions.AuthenticationFailed):
     """401 for a token whose owner single sign-on manages and has not signed in there recently (the API face
     asks the domain: ``api.authentication``)."""
 
-    default_detail = "The token's owner has not signed in through single sign-on recently: sign in to the dashboard"
+    default_detail = gettext_lazy(
+        "The token's owner has not signed in through single sign-on recently: sign in to the dashboard"
+    )
     default_code = "token_owner_sign_in_lapsed"
 
 
 class ReadOnlyToken(exceptions.PermissionDenied):
     """403 for a write with a read-only token."""
 
-    default_detail = "This API token is read-only"
+    default_detail = gettext_lazy("This API token is read-only")
     default_code = "token_read_only"
 
 
@@ -42,16 +46,16 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Invalid bearer token header.")
+            raise exceptions.AuthenticationFailed(_("Invalid bearer token header."))
         try:
             token = header[1].decode()
         except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid bearer token.") from None
+            raise exceptions.AuthenticationFailed(_("Invalid bearer token.")) from None
         throttling.check_token_failures(request)  # 429 once too many tokens from this address failed
         record = ApiToken.objects.active().select_related("user").filter(digest=digest(token)).first()
         if record is None or not record.user.is_active:
             throttling.record_token_failure(request)
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise exceptions.AuthenticationFailed(_("Invalid or revoked token."))
         now = timezone.now()
         if record.expires_at <= now:
             raise TokenExpired()

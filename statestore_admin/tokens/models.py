@@ -10,6 +10,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 PREFIX_LENGTH = 12
 
@@ -39,12 +41,14 @@ class ApiTokenQuerySet(models.QuerySet):
 class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=PREFIX_LENGTH, help_text="The token's first characters, to recognise it.")
+    prefix = models.CharField(
+        max_length=PREFIX_LENGTH, help_text=gettext_lazy("The token's first characters, to recognise it.")
+    )
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(default=default_expiry)
-    read_only = models.BooleanField(default=False, help_text="Safe methods (GET, HEAD, OPTIONS) only.")
+    read_only = models.BooleanField(default=False, help_text=gettext_lazy("Safe methods (GET, HEAD, OPTIONS) only."))
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_reason = models.CharField(max_length=200, blank=True)
 
@@ -53,7 +57,10 @@ class ApiToken(models.Model):
     class Meta:
         db_table = "api_apitoken"  # the table of the API app, where tokens lived before they had an app of their own
         ordering = ["-created_at"]
-        verbose_name, verbose_name_plural = "API token", "API tokens"  # Django admin's names
+        verbose_name, verbose_name_plural = (
+            gettext_lazy("API token"),
+            gettext_lazy("API tokens"),
+        )  # Django admin's names
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}, {self.name or 'unnamed'})"
@@ -68,7 +75,8 @@ class ApiToken(models.Model):
         if expires_in is None:
             expires_in = max_age()
         if expires_in <= timedelta(0) or expires_in > max_age():
-            raise ValueError(f"A token expires after at most {settings.API_TOKEN_MAX_AGE_DAYS} days.")
+            message = _("A token expires after at most %(days)s days.")
+            raise ValueError(message % {"days": settings.API_TOKEN_MAX_AGE_DAYS})
         token = "ssa_" + secrets.token_urlsafe(32)
         now = timezone.now()
         record = cls.objects.create(

@@ -3,6 +3,8 @@ task instance or asset, and one key, as Airflow answers them."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
@@ -22,13 +24,13 @@ def task_key_in(address: TaskAddress, key: str, *, scope: Scope) -> TaskStateSto
     scope.require_dag(address.dag_id)
     row = address_keys(address).filter(key=key).first()
     if row is None:
-        raise NotFound(f"Task state store key {key!r} not found")
+        raise NotFound(_("Task state store key %(key)r not found") % {"key": key})
     return row
 
 
 def require_asset(asset_id: int, *, scope: Scope) -> None:
     if not scoped_assets(scope).filter(pk=asset_id).exists():
-        raise NotFound(f"Asset with id {asset_id} not found")
+        raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
 
 
 def asset_keys_page(asset_id: int, offset: int, limit: int, *, scope: Scope):
@@ -41,5 +43,5 @@ def asset_key_in(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
     require_asset(asset_id, scope=scope)
     row = AssetStateStore.objects.filter(asset_id=asset_id, key=key).first()
     if row is None:
-        raise NotFound(f"Asset state store key {key!r} not found")
+        raise NotFound(_("Asset state store key %(key)r not found") % {"key": key})
     return row

@@ -17,6 +17,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Length, Substr
 from django.db.models.lookups import IsNull
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
@@ -60,7 +61,7 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
     try:
         return scoped_assets(scope).annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:
-        raise NotFound(f"Asset with id {asset_id} not found") from None
+        raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id}) from None
 
 
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
@@ -70,7 +71,8 @@ def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Pag
 def get_asset_key(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
     row = AssetStateStore.objects.select_related("asset").filter(asset_id=asset_id, key=key).first()
     if row is None or not scope.allows_asset(row.asset.name, row.asset.uri):
-        raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
+        message = _("Asset %(id)s has no key %(key)r: it may have been deleted.")
+        raise NotFound(message % {"id": asset_id, "key": key})
     return row
 
 

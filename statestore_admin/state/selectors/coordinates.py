@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import connections, models
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from statestore_admin.airflow.models import DynamicRegion, TaskInstance
 from statestore_admin.airflow.router import airflow_alias
@@ -24,9 +26,9 @@ from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 from statestore_admin.core.errors import Ambiguous, NotFound, Unaddressable
 from statestore_admin.state.addresses import TaskAddress
 
-SELECT_REGION = "Select a region and index for this task instance"
-NOT_AT_COORDINATES = "Task instance not found for selected coordinates"
-DEFINITIONS_DIFFER = "Producer definitions differ between the live task instances of the requested task"
+SELECT_REGION = gettext_lazy("Select a region and index for this task instance")
+NOT_AT_COORDINATES = gettext_lazy("Task instance not found for selected coordinates")
+DEFINITIONS_DIFFER = gettext_lazy("Producer definitions differ between the live task instances of the requested task")
 
 
 def addresses_regions() -> bool:
@@ -57,23 +59,23 @@ def resolve_address(
     address is the first task instance of the expansion; ``clears_expansion`` says whether a clear takes
     the whole of it."""
     if region_index is not None and region_id is None:
-        raise Unaddressable("region_index requires region_id")
+        raise Unaddressable(_("region_index requires region_id"))
     if region_id is not None and region_index is not None:
         if map_index not in (-1, region_index):
-            raise Unaddressable("map_index conflicts with region_index")
+            raise Unaddressable(_("map_index conflicts with region_index"))
         return TaskAddress(dag_id, run_id, task_id, region_index, region_id)
     if not addresses_regions() or region_id == SENTINEL_REGION_ID or not _has_regions(dag_id, run_id, task_id):
         return TaskAddress(dag_id, run_id, task_id, map_index, region_id or SENTINEL_REGION_ID)
     definitions = _Definitions(dag_id, run_id)
     task = definitions.producer(task_id, region_id)
     if task is not None and task.loop is not None and (region_id is None or not task.mapped):
-        raise Unaddressable(SELECT_REGION)
+        raise Unaddressable(str(SELECT_REGION))
     wanted = None if all_map_indices else map_index
     found = _candidates(dag_id, run_id, task_id, task, region_id, wanted)
     if not found:
-        raise NotFound(NOT_AT_COORDINATES)
+        raise NotFound(str(NOT_AT_COORDINATES))
     if len({region for region, _ in found}) != 1 or (not all_map_indices and len(found) != 1):
-        raise Unaddressable(SELECT_REGION)
+        raise Unaddressable(str(SELECT_REGION))
     region, index = found[0]
     return TaskAddress(dag_id, run_id, task_id, index, region)
 
@@ -121,10 +123,11 @@ def _candidates(dag_id, run_id, task_id, task: TaskDefinition | None, region_id,
             return []
     found = list(rows.values_list("region_id", "map_index"))
     seen: set[int] = set()
-    for _, index in found:
+    for _region, index in found:
         public = index if task.mapped else -1
         if public in seen:
-            raise Ambiguous(f"Multiple live producers for {dag_id}/{run_id}/{task_id} index {public}")
+            message = _("Multiple live producers for %(dag_id)s/%(run_id)s/%(task_id)s index %(index)s")
+            raise Ambiguous(message % {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "index": public})
         seen.add(public)
     return sorted(found, key=lambda found: found[1] if task.mapped else -1)
 
@@ -145,7 +148,7 @@ class _Definitions:
             versions.discard(None)
             version = self._run_version()
             if version is None:
-                raise Unaddressable(f"Pinned Dag for {self.dag_id}/{self.run_id} not found")
+                raise self._not_pinned()
             versions.add(version)
         definitions = set()
         for version in versions:
@@ -154,7 +157,7 @@ class _Definitions:
                 return None
             definitions.add(definition)
         if len(definitions) != 1:
-            raise Ambiguous(DEFINITIONS_DIFFER)
+            raise Ambiguous(str(DEFINITIONS_DIFFER))
         return definitions.pop()
 
     def _uuid(self, value) -> UUID | None:
@@ -202,8 +205,12 @@ class _Definitions:
         data = self._dag(version)
         dag = (data or {}).get("dag") or {}
         if dag.get("dag_id") != self.dag_id:
-            raise Unaddressable(f"Pinned Dag for {self.dag_id}/{self.run_id} not found")
+            raise self._not_pinned()
         return definition_of(dag, task_id)
+
+    def _not_pinned(self) -> Unaddressable:
+        message = _("Pinned Dag for %(dag_id)s/%(run_id)s not found")
+        return Unaddressable(message % {"dag_id": self.dag_id, "run_id": self.run_id})
 
 
 def _decoded(row) -> dict | None:

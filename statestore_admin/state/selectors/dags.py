@@ -14,6 +14,7 @@ from django.db.models import (
     Q,
     QuerySet,
 )
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.reach import all_dag_ids_with_state, scoped_dag_ids
 from statestore_admin.access.scopes import Scope
@@ -189,7 +190,7 @@ def get_run(run_pk: int, *, scope: Scope) -> DagRun:
     """A run by its id; one of a DAG out of ``scope`` is NotFound, as if it did not exist."""
     run = DagRun.objects.filter(pk=run_pk).first()
     if run is None or not scope.allows_dag(run.dag_id):
-        raise NotFound(f"No DAG run with id {run_pk}.")
+        raise NotFound(_("No DAG run with id %(id)s.") % {"id": run_pk})
     return run
 
 
@@ -197,5 +198,6 @@ def find_run(dag_id: str, run_id: str, *, scope: Scope) -> DagRun:
     scope.require_dag(dag_id)
     run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
     if run is None:
-        raise NotFound(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
+        message = _("No DAG run %(run_id)r of DAG %(dag_id)r: it may have been deleted.")
+        raise NotFound(message % {"run_id": run_id, "dag_id": dag_id})
     return run

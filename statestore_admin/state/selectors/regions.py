@@ -22,6 +22,7 @@ from uuid import UUID
 
 from django.db import connections
 from django.db.models import Exists, OuterRef, Q
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
@@ -65,17 +66,19 @@ class Step:
 
     @property
     def short(self) -> str:
-        return {LOOP: "iteration", MAP: "map", GROUP: "expansion"}.get(self.kind, "index") + f" {self.index}"
+        words = {LOOP: _("iteration %(index)s"), MAP: _("map %(index)s"), GROUP: _("expansion %(index)s")}
+        return words.get(self.kind, _("index %(index)s")) % {"index": self.index}
 
     @property
     def label(self) -> str:
-        if self.kind == LOOP:
-            return f"loop {self.node_id} · {self.short}"
-        if self.kind == GROUP:
-            return f"group {self.node_id} · {self.short}"
         if self.kind == MAP:
             return self.short
-        return f"region {self.node_id} · {self.short}"
+        words = {"node": self.node_id, "step": self.short}
+        if self.kind == LOOP:
+            return _("loop %(node)s · %(step)s") % words
+        if self.kind == GROUP:
+            return _("group %(node)s · %(step)s") % words
+        return _("region %(node)s · %(step)s") % words
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,7 @@ def run_regions(run: DagRun) -> RunRegions:
             r.created_at,
         )
     seen: dict[UUID, set[int]] = {}
-    for _, region_id, index in gates:
+    for _gate, region_id, index in gates:
         seen.setdefault(region_id, set()).add(index)
     for region in regions.values():  # an iteration holds a nested region, or the loop's own task instances
         if region.parent_id in regions and regions[region.parent_id].kind == LOOP:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskStateStore
@@ -146,7 +147,8 @@ def compare_runs(a: DagRun, b: DagRun, cursor: str | None = None) -> RunComparis
     """A page of the comparison of runs ``a`` and ``b`` (of one DAG; Invalid otherwise): two queries, and the two
     runs' regions on Airflow 3.4."""
     if a.dag_id != b.dag_id:
-        raise Invalid(f"Runs of different DAGs cannot be compared: {a.dag_id!r} and {b.dag_id!r}.")
+        message = _("Runs of different DAGs cannot be compared: %(a)r and %(b)r.")
+        raise Invalid(message % {"a": a.dag_id, "b": b.dag_id})
     after = _decoded(cursor)
     rows_a, more_a = _read(a, after)
     rows_b, more_b = _read(b, after)
@@ -167,7 +169,7 @@ def compare_runs(a: DagRun, b: DagRun, cursor: str | None = None) -> RunComparis
     for identity in sorted(side_a.keys() | side_b.keys(), key=lambda i: (i[0], i[1], i[2], i[3])):
         row_a, where_a = side_a.get(identity, (None, ""))
         row_b, where_b = side_b.get(identity, (None, ""))
-        task_id, _, map_index, key = identity
+        task_id, _region, map_index, key = identity
         if row_a is None:
             kind = "added"
         elif row_b is None:
@@ -191,7 +193,7 @@ def compare_runs(a: DagRun, b: DagRun, cursor: str | None = None) -> RunComparis
 def runs_to_compare(dag_id: str, a_run_id: str, b_run_id: str, *, scope: Scope) -> tuple[DagRun, DagRun]:
     """The two runs of ``dag_id`` named by their run ids: Invalid when one is not given, NotFound when one does
     not exist or the DAG is out of ``scope`` (in the same words, as the run page answers)."""
-    missing = {name: "Choose a run to compare." for name, run_id in (("a", a_run_id), ("b", b_run_id)) if not run_id}
+    missing = {name: _("Choose a run to compare.") for name, run_id in (("a", a_run_id), ("b", b_run_id)) if not run_id}
     if missing:
         raise Invalid(missing)
     found = {}
@@ -199,5 +201,6 @@ def runs_to_compare(dag_id: str, a_run_id: str, b_run_id: str, *, scope: Scope) 
         found = {r.run_id: r for r in DagRun.objects.filter(dag_id=dag_id, run_id__in=[a_run_id, b_run_id])}
     for run_id in (a_run_id, b_run_id):
         if run_id not in found:
-            raise NotFound(f"No DAG run {run_id!r} of DAG {dag_id!r}: it may have been deleted.")
+            message = _("No DAG run %(run_id)r of DAG %(dag_id)r: it may have been deleted.")
+            raise NotFound(message % {"run_id": run_id, "dag_id": dag_id})
     return found[a_run_id], found[b_run_id]

@@ -14,6 +14,7 @@ from django.db import connections
 from django.db.models import CharField, DateTimeField, F, Func, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Length
+from django.utils.translation import gettext as _
 
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
@@ -353,7 +354,8 @@ def task_view(
     top-level expansion, as Airflow's ``map_index`` means); else every coordinate. Keys in ``sort``'s order,
     only those starting with ``prefix``."""
     if not regions_enabled() and region_id not in (None, SENTINEL_REGION_ID):
-        raise NotFound(f"No region {region_id} in DAG run {run.run_id!r}: this Airflow has no regions.")
+        message = _("No region %(region)s in DAG run %(run_id)r: this Airflow has no regions.")
+        raise NotFound(message % {"region": region_id, "run_id": run.run_id})
     if regions_enabled():
         regional = _regional_task_view(run, task_id, map_index, cursor, size, region_id, regions, sort, prefix)
         if regional is not None:
@@ -437,5 +439,5 @@ def _public_region(instances, keys, task_id: str, index: int, regions: RunRegion
 def get_task_key(key_id: int, *, scope: Scope) -> TaskStateStore:
     key = TaskStateStore.objects.select_related("dag_run").filter(pk=key_id).first()
     if key is None or not scope.allows_dag(key.dag_id):
-        raise NotFound(f"No task state key with id {key_id}: it may have been deleted.")
+        raise NotFound(_("No task state key with id %(id)s: it may have been deleted.") % {"id": key_id})
     return key

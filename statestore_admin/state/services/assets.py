@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -61,13 +62,14 @@ def set_asset_key(
     action = Action.ADD if mode == CREATE else Action.PATCH if mode == UPDATE else Action.SET
     new = AssetStateStore(asset_id=asset_id, key=key, value=text, updated_at=now, **API_WRITER_FIELDS)
     may_add = mode != UPDATE and policies.allows(actor, policies.ASSET, "add")
-    gone = NotFound(f"Asset with id {asset_id} not found")
+    gone = NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
     with audit.change(actor, action, policies.ASSET, location=_asset_location(asset)) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, gone)
         if row is not None and not created and mode == CREATE:
-            raise Conflict(f"The key {key!r} already exists on this asset; edit it instead.")
+            raise Conflict(_("The key %(key)r already exists on this asset; edit it instead.") % {"key": key})
         if row is None and mode == UPDATE:
-            raise NotFound(f"Asset {asset_id} has no key {key!r}: it may have been deleted.")
+            message = _("Asset %(id)s has no key %(key)r: it may have been deleted.")
+            raise NotFound(message % {"id": asset_id, "key": key})
         policies.require_write(actor, policies.ASSET, created=row is None or created)
         if created:
             before = None
@@ -97,7 +99,7 @@ def delete_asset_keys(*, actor: Actor, asset_id: int, keys: list[str], listed: L
     """Delete the named keys of an asset (absent ones are not an error, as in Airflow); after a
     confirmation, only the keys it ``listed``, as it listed them."""
     if not keys:
-        raise Invalid({"keys": "Select at least one key."})
+        raise Invalid({"keys": _("Select at least one key.")})
     return _delete_asset_rows(actor, asset_id, keys, listed, Action.DELETE)
 
 

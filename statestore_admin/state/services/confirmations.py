@@ -14,9 +14,11 @@ from functools import cache
 from django.conf import settings
 from django.core import signing
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.audit import events as audit
+from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors
@@ -73,7 +75,8 @@ class Listing:
         try:
             packed = base64.urlsafe_b64decode(signing.Signer(salt=_TOKEN_SALT).unsign(token or ""))
         except (signing.BadSignature, ValueError):
-            raise Invalid({"listed": "The confirmation's list of keys is missing or damaged; open it again."}) from None
+            message = _("The confirmation's list of keys is missing or damaged; open it again.")
+            raise Invalid({"listed": message}) from None
         step = 2 * _HASH_BYTES
         return cls(
             {packed[i : i + _HASH_BYTES]: packed[i + _HASH_BYTES : i + step] for i in range(0, len(packed), step)}
@@ -128,8 +131,11 @@ def list_keys(rows: QuerySet, *, sample: int = 0) -> Listing:
     if count > LISTED_MAX:
         raise Invalid(
             {
-                "keys": f"These are {count:,} keys; a confirmation lists at most {LISTED_MAX:,}. Act on fewer at "
-                "a time (a selection, one map index), or use the API's clear."
+                "keys": _(
+                    "These are %(count)s keys; a confirmation lists at most %(limit)s. Act on fewer at a time (a "
+                    "selection, one map index), or use the API's clear."
+                )
+                % {"count": formatting.count(count), "limit": formatting.count(LISTED_MAX)}
             }
         )
     versions, shown, refs, latest = {}, [], 0, None

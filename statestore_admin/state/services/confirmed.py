@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.core.exceptions import NON_FIELD_ERRORS
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -81,7 +82,7 @@ def task_selection(
 def _task_selection(actor: Actor, action: str, **target) -> tuple[TaskSelection, DagRun | None]:
     """``task_selection`` for ``action``, which the actor must be allowed."""
     if action not in TASK_KEY_ACTIONS:
-        raise NotFound(f"No action {action!r} on task keys.")
+        raise NotFound(_("No action %(action)r on task keys.") % {"action": action})
     policies.require(actor, policies.TASK, TASK_KEY_ACTIONS[action][0])
     return task_selection(scope=scope_of(actor), **target)
 
@@ -103,13 +104,8 @@ def preview_task_keys(*, actor: Actor, action: str, sample: int = 0, **target) -
         raise _instance_gone(exc) from None
     listing = list_keys(rows.order_by("task_id", "map_index", "key"), sample=sample)
     if not listing.count:
-        raise nothing_to(_verb(action))
+        raise nothing_to(action)
     return Preview(listing, selection, run)
-
-
-def _verb(action: str) -> str:
-    """What ``nothing_to`` says there is nothing to do: an expiry set on no key changes nothing."""
-    return "change" if action == "expiry" else action
 
 
 def apply_task_keys(*, actor: Actor, action: str, token: str, expiry: Expiry | None = None, **target) -> Outcome:
@@ -134,7 +130,7 @@ def apply_task_keys(*, actor: Actor, action: str, token: str, expiry: Expiry | N
     except NotFound as exc:
         raise _instance_gone(exc) from None
     if outcome.empty:
-        raise nothing_to(_verb(action))
+        raise nothing_to(action)
     return outcome
 
 
@@ -152,9 +148,14 @@ def _asset_to_delete_from(actor: Actor, asset_id: int) -> Asset:
     return selectors.get_asset(asset_id, scope=scope_of(actor))
 
 
-def nothing_to(verb: str) -> Invalid:
-    """An action on no keys is refused (the pages disable it): the confirmation, and a POST that found none."""
-    return Invalid({NON_FIELD_ERRORS: f"There are no keys to {verb}: nothing was changed."})
+def nothing_to(action: str) -> Invalid:
+    """An action on no keys is refused (the pages disable it): the confirmation, and a POST that found none.
+    An expiry set on no key changes nothing."""
+    message = {
+        "expire": _("There are no keys to expire: nothing was changed."),
+        "delete": _("There are no keys to delete: nothing was changed."),
+    }.get(action, _("There are no keys to change: nothing was changed."))
+    return Invalid({NON_FIELD_ERRORS: message})
 
 
 def preview_asset_keys(*, actor: Actor, asset_id: int, keys: list[str] | None, sample: int = 0) -> AssetPreview:
@@ -162,7 +163,7 @@ def preview_asset_keys(*, actor: Actor, asset_id: int, keys: list[str] | None, s
     ``sample`` with previews. No key chosen, or none there, is Invalid; an asset out of scope is NotFound."""
     asset = _asset_to_delete_from(actor, asset_id)
     if keys == []:
-        raise Invalid({"keys": "Select at least one key."})
+        raise Invalid({"keys": _("Select at least one key.")})
     listing = list_keys(asset_selection(asset.pk, keys), sample=sample)
     if not listing.count:
         raise nothing_to("delete")

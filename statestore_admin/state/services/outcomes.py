@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
 from statestore_admin.core import formatting
 from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent
@@ -12,10 +15,6 @@ from statestore_admin.records.models import AuditEvent
 Action = AuditEvent.Action
 CREATE, UPSERT, UPDATE = "create", "upsert", "update"  # write modes: new key only, either, existing only
 KEPT_NAMED = 5  # kept keys named in an outcome's description
-
-
-def key_count(n: int) -> str:
-    return formatting.plural(n, "key")
 
 
 @dataclass(frozen=True)
@@ -48,18 +47,34 @@ class Outcome:
         return self.objects.failed_count if self.objects is not None else 0
 
     def describe(self, verb: str) -> str:
-        text = f"{verb} {key_count(self.changed)}"
+        """ "Deleted 3 keys." and what was kept or gone. ``verb`` (already translated) opens the sentence."""
+        clauses = [
+            ngettext("%(verb)s %(count)s key", "%(verb)s %(count)s keys", self.changed)
+            % {"verb": verb, "count": formatting.count(self.changed)}
+        ]
         if self.kept:
-            why = [
-                f"{self.added:,} added" if self.added else "",
-                f"{self.rewritten:,} written" if self.rewritten else "",
-            ]
-            names = ", ".join(repr(k) for k in self.kept_keys[:KEPT_NAMED])
-            more = f" and {self.kept - KEPT_NAMED:,} more" if self.kept > KEPT_NAMED else ""
-            text += (
-                f"; kept {key_count(self.kept)} that changed after the list was shown "
-                f"({', '.join(w for w in why if w)} since): {names}{more}"
-            )
+            clauses.append(self._kept())
         if self.gone:
-            text += f"; {key_count(self.gone)} listed {'were' if self.gone != 1 else 'was'} already gone"
-        return text + "." + (self.objects.describe() if self.objects else "")
+            clauses.append(
+                ngettext("%(count)s key listed was already gone", "%(count)s keys listed were already gone", self.gone)
+                % {"count": formatting.count(self.gone)}
+            )
+        return "; ".join(clauses) + "." + (self.objects.describe() if self.objects else "")
+
+    def _kept(self) -> str:
+        counts = {"added": formatting.count(self.added), "written": formatting.count(self.rewritten)}
+        if self.added and self.rewritten:
+            why = _("%(added)s added, %(written)s written since") % counts
+        elif self.added:
+            why = _("%(added)s added since") % counts
+        else:
+            why = _("%(written)s written since") % counts
+        names = ", ".join(repr(k) for k in self.kept_keys[:KEPT_NAMED])
+        if self.kept > KEPT_NAMED:
+            more = formatting.count(self.kept - KEPT_NAMED)
+            names = _("%(names)s and %(count)s more") % {"names": names, "count": more}
+        return ngettext(
+            "kept %(count)s key that changed after the list was shown (%(why)s): %(names)s",
+            "kept %(count)s keys that changed after the list was shown (%(why)s): %(names)s",
+            self.kept,
+        ) % {"count": formatting.count(self.kept), "why": why, "names": names}

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from django.db import IntegrityError, connections
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -52,8 +53,10 @@ def require_object_delete(actor: Actor, store: str, text: str) -> None:
     if objects.REF_MARKER in text:
         raise Invalid(
             {
-                "value": "The new value is a worker-side reference itself: its object is not deleted. Untick "
-                "“Also delete the worker-side object”, or save an inline value."
+                "value": _(
+                    "The new value is a worker-side reference itself: its object is not deleted. Untick "
+                    "“Also delete the worker-side object”, or save an inline value."
+                )
             }
         )
 
@@ -128,7 +131,7 @@ def check_unchanged(row, seen_updated_at: datetime | None) -> None:
     Conflict carries the current version (value and ``updated_at``) to offer instead."""
     if seen_updated_at is not None and row.updated_at != seen_updated_at:
         raise Conflict(
-            "This key was written after you opened it; nothing was saved.",
+            _("This key was written after you opened it; nothing was saved."),
             [{"key": row.key, "current": row.value, "updated_at": row.updated_at}],
         )
 
@@ -171,7 +174,7 @@ def locked_or_created(rows: QuerySet, new, gone: NotFound):
     itself decides (``insert_if_absent``); when another writer created the key first, its committed row is
     locked and read, so a write's *before* is always the value it replaces. ``gone``: raised when the row's
     DAG run or asset was deleted since the caller checked it."""
-    for _ in range(CREATE_ATTEMPTS):
+    for _attempt in range(CREATE_ATTEMPTS):
         row = rows.select_for_update().first()
         if row is not None or new is None:
             return row, False
@@ -180,7 +183,8 @@ def locked_or_created(rows: QuerySet, new, gone: NotFound):
                 return new, True
         except IntegrityError:  # the foreign key: its DAG run or asset is gone (nothing was inserted)
             raise gone from None
-    raise Conflict(f"Other writers created and deleted the key {new.key!r} meanwhile; nothing was written. Try again.")
+    message = _("Other writers created and deleted the key %(key)r meanwhile; nothing was written. Try again.")
+    raise Conflict(message % {"key": new.key})
 
 
 def insert_if_absent(row) -> bool:

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import connections
 from django.db.models import Exists, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
@@ -20,7 +21,13 @@ from statestore_admin.airflow.versions import schema_of
 from statestore_admin.audit import events as audit
 from statestore_admin.core.errors import Conflict, Invalid, NotFound
 from statestore_admin.core.values import Expiry, clean_key, encode_value, same_value
-from statestore_admin.state.addresses import TaskAddress, address_keys, require_task_instance, task_instances
+from statestore_admin.state.addresses import (
+    TaskAddress,
+    address_keys,
+    instance_not_found,
+    require_task_instance,
+    task_instances,
+)
 from statestore_admin.state.services.confirmations import Listing, listed_chunks, outcome_of
 from statestore_admin.state.services.outcomes import CREATE, UPSERT, Action, Outcome
 from statestore_admin.state.services.rows import (
@@ -54,8 +61,8 @@ class TaskKeyRef:
 
     def not_found(self) -> NotFound:
         if self.id is not None:
-            return NotFound(f"No task state key with id {self.id}: it may have been deleted.")
-        return NotFound(f"Task state store key {self.key!r} not found")
+            return NotFound(_("No task state key with id %(id)s: it may have been deleted.") % {"id": self.id})
+        return NotFound(_("Task state store key %(key)r not found") % {"key": self.key})
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ class TaskSelection:
             self.require_instance()
             return rows
         if not self.ids:
-            raise Invalid({"ids": "Select at least one key."})
+            raise Invalid({"ids": _("Select at least one key.")})
         return TaskStateStore.objects.filter(pk__in=self.ids).filter(allowed.dag_q())
 
     def require_instance(self) -> None:
@@ -166,7 +173,7 @@ def set_task_key(
     key = clean_key(key)
     text = encode_value(value)
     if address.map_index < -1:
-        raise Invalid({"map_index": "map_index is -1 (not mapped) or more."})
+        raise Invalid({"map_index": _("map_index is -1 (not mapped) or more.")})
     run = require_task_instance(address)
     now = timezone.now()
     expires_at = expiry.resolve(now)
@@ -177,7 +184,7 @@ def set_task_key(
     with audit.change(actor, action, policies.TASK, location=address.event_location()) as recorder:
         row, created = locked_or_created(rows, new if may_add else None, _run_gone(address))
         if row is not None and not created and mode == CREATE:
-            raise Conflict(f"The key {key!r} already exists on this task instance; edit it instead.")
+            raise Conflict(_("The key %(key)r already exists on this task instance; edit it instead.") % {"key": key})
         policies.require_write(actor, policies.TASK, created=row is None or created)
         if created:
             recorder.record([audit.task_change(row, before=None, after=(text, expires_at), limit=recorder.limit)])
@@ -195,10 +202,7 @@ def set_task_key(
 
 def _run_gone(address: TaskAddress) -> NotFound:
     """What a write answers when the key's DAG run was deleted between its checks and its insert."""
-    return NotFound(
-        f"Task instance not found for dag_id={address.dag_id!r}, run_id={address.run_id!r}, "
-        f"task_id={address.task_id!r}, map_index={address.map_index}"
-    )
+    return instance_not_found(address)
 
 
 def patch_task_key(
