@@ -379,13 +379,13 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Expire now (the next GC removes them)"), permissions=["expire"])
     def expire_now(self, request, queryset):
-        self._act(request, queryset, services.expire_task_keys, "Expired")
+        self._act(request, queryset, services.expire_task_keys, "expired")
 
     @admin.action(description=pgettext_lazy("action", "Delete"), permissions=["delete_keys"])
     def delete_keys(self, request, queryset):
-        self._act(request, queryset, services.delete_task_keys, "Deleted")
+        self._act(request, queryset, services.delete_task_keys, "deleted")
 
-    def _act(self, request, queryset, service, verb: str) -> None:
+    def _act(self, request, queryset, service, done: str) -> None:
         ids = tuple(queryset.values_list("pk", flat=True)[: MAX_SELECTION + 1])
         if len(ids) > MAX_SELECTION:
             self.message_user(
@@ -404,7 +404,7 @@ class TaskStateStoreAdmin(admin.ModelAdmin):
             self.message_user(request, " ".join(exc.messages), messages.ERROR)
             return
         level = messages.WARNING if outcome.objects_failed else messages.SUCCESS
-        self.message_user(request, outcome.describe(verb), level)
+        self.message_user(request, outcome.describe(done), level)
 
 
 # Asset state --------------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_the_event_page_names_objects_that_could_not_be_deleted(
     outcome = services.clear_task_instance(actor=Actor.command(), address=TaskAddress("etl", "r3", "t"))
     assert (outcome.changed, outcome.objects.deleted, outcome.objects.failed_count) == (2, 1, 1)
     assert outcome.event.details["objects"]["failures"][0]["ref"] == outside
-    assert "1 worker-side object could not be deleted and is now orphaned" in outcome.describe("Deleted")
+    assert "1 worker-side object could not be deleted and is now orphaned" in outcome.describe("deleted")
 
     client.force_login(operator)
     page = flat(client.get(f"/audit/{outcome.event.pk}/").content.decode())

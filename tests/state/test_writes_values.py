@@ -153,7 +153,7 @@ def test_the_asset_clear_deletes_exactly_the_listed_versions_whatever_the_clocks
     assert (outcome.changed, outcome.added, outcome.rewritten, outcome.gone) == (2, 1, 1, 0)
     assert set(outcome.kept_keys) == {"late", "b"}
     assert set(AssetStateStore.objects.values_list("key", flat=True)) == {"b", "late"}
-    assert "kept 2 keys that changed after the list was shown (1 added, 1 written since)" in outcome.describe("Deleted")
+    assert "kept 2 keys that changed after the list was shown (1 added, 1 written since)" in outcome.describe("deleted")
 
 
 def test_a_key_written_in_the_future_can_be_cleared(ui, asset_factory, asset_key_factory):

@@ -54,9 +54,9 @@ def asset_keys_delete(request, asset_id):
         if request.method == "POST":
             token = request.POST.get("listed", "")
             outcome, asset = services.apply_asset_keys(actor=actor, asset_id=asset_id, keys=keys, token=token)
-            verb = "Cleared the state of asset " + repr(asset.name) + ": deleted" if keys is None else "Deleted"
+            message = outcome.describe("cleared", asset=asset.name) if keys is None else outcome.describe("deleted")
             fallback = reverse("asset-detail", args=[asset_id])
-            return done(request, outcome.describe(verb), fallback, dialogs.level_of(outcome), undo=outcome.event)
+            return done(request, message, fallback, dialogs.level_of(outcome), undo=outcome.event)
         preview = services.preview_asset_keys(actor=actor, asset_id=asset_id, keys=keys, sample=dialogs.SAMPLE)
         asset, listing, refs = preview.asset, preview.listing, preview.listing.refs
     except ValidationError as exc:

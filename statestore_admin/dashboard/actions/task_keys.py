@@ -40,7 +40,7 @@ from statestore_admin.state import selectors, services
 from statestore_admin.state.selectors import TaskAddress
 
 # action: (button, toast verb); what each does is said in people's words by actions/_effect.html
-TASK_ACTIONS = {"delete": ("Delete", "Deleted"), "expire": ("Expire", "Expired")}
+TASK_ACTIONS = {"delete": "deleted", "expire": "expired"}  # the URL's action: what Outcome.describe says was done
 
 
 @require_http_methods(["GET", "POST"])
@@ -126,7 +126,7 @@ def task_keys_action(request, action):
     try:
         if request.method == "POST":
             outcome = _apply(request, actor, action)
-            message = outcome.describe(TASK_ACTIONS[action][1])
+            message = outcome.describe(TASK_ACTIONS[action])
             return done(request, message, reverse("home"), dialogs.level_of(outcome), undo=outcome.event)
         preview = _preview(request.GET, actor, action)
     except ValidationError as exc:
@@ -146,7 +146,7 @@ def task_keys_expiry(request):
         if request.method == "POST" and form.is_valid():
             outcome = _apply(request, actor, "expiry", expiry=form.chosen_expiry())
             when = expiry_text(form.chosen_expiry().resolve(timezone.now()), timezone.now())
-            message = outcome.describe("Set the expiry of").removesuffix(".") + f": each {when}."
+            message = outcome.describe("expiry", when=when)
             return done(request, message, reverse("home"), dialogs.level_of(outcome))
         preview = _preview(request.POST if request.method == "POST" else request.GET, actor, "expiry")
     except ValidationError as exc:

@@ -46,12 +46,26 @@ class Outcome:
         """Worker-side objects that could not be deleted after their rows (now orphans): a warning to the user."""
         return self.objects.failed_count if self.objects is not None else 0
 
-    def describe(self, verb: str) -> str:
-        """ "Deleted 3 keys." and what was kept or gone. ``verb`` (already translated) opens the sentence."""
-        clauses = [
-            ngettext("%(verb)s %(count)s key", "%(verb)s %(count)s keys", self.changed)
-            % {"verb": verb, "count": formatting.count(self.changed)}
-        ]
+    def describe(self, done: str, *, asset: str = "", when: str = "") -> str:
+        """ "Deleted 3 keys." and what was kept or gone: ``done`` is what was done to the keys, one whole sentence
+        per action for translators ("deleted", "expired", "expiry": set to ``when``, "cleared": the state of the
+        asset named ``asset``)."""
+        n, count = self.changed, formatting.count(self.changed)
+        if done == "deleted":
+            head = ngettext("Deleted %(count)s key", "Deleted %(count)s keys", n)
+        elif done == "expired":
+            head = ngettext("Expired %(count)s key", "Expired %(count)s keys", n)
+        elif done == "expiry":
+            head = ngettext("Set the expiry of %(count)s key", "Set the expiry of %(count)s keys", n)
+        elif done == "cleared":
+            head = ngettext(
+                "Cleared the state of asset %(asset)s: deleted %(count)s key",
+                "Cleared the state of asset %(asset)s: deleted %(count)s keys",
+                n,
+            )
+        else:
+            raise ValueError(f"describe: nothing done called {done!r}")
+        clauses = [head % {"count": count, "asset": repr(asset)}]
         if self.kept:
             clauses.append(self._kept())
         if self.gone:
@@ -59,7 +73,10 @@ class Outcome:
                 ngettext("%(count)s key listed was already gone", "%(count)s keys listed were already gone", self.gone)
                 % {"count": formatting.count(self.gone)}
             )
-        return "; ".join(clauses) + "." + (self.objects.describe() if self.objects else "")
+        text = "; ".join(clauses)
+        # Translators: the new expiry of every key of a bulk expiry ("in 7 days", "never"), after what was done.
+        text = _("%(done)s: each %(when)s.") % {"done": text, "when": when} if when else _("%(done)s.") % {"done": text}
+        return text + (self.objects.describe() if self.objects else "")
 
     def _kept(self) -> str:
         counts = {"added": formatting.count(self.added), "written": formatting.count(self.rewritten)}
