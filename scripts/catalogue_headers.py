@@ -22,6 +22,7 @@ def main(locale_dir: Path) -> None:
         language = path.parts[-3]
         po = polib.pofile(str(path), wrapwidth=79)
         po.metadata_is_fuzzy = False
+        po.header = f"statestore-admin in {language}: `make messages` extracts the strings (docs/languages.md)."
         po.metadata.update(
             {
                 "Project-Id-Version": "statestore-admin",
