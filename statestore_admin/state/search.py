@@ -30,6 +30,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from django.conf import settings
 from django.db.models import Max, Min, Q, QuerySet
@@ -390,6 +391,15 @@ def asset_key_rows(query: SearchQuery, *, scope: Scope) -> QuerySet:
     return rows
 
 
+class PageOptions(TypedDict, total=False):
+    """More of the page a search answers: the page before ``before`` (instead of after the cursor); a scan stops
+    at ``deadline`` (default: ``search_deadline()``); ``count``: with how many match (``SearchPage.total``)."""
+
+    before: str | None
+    deadline: float | None
+    count: bool
+
+
 def search_task_keys(
     query: SearchQuery,
     now: datetime,
@@ -397,45 +407,38 @@ def search_task_keys(
     size: int = 50,
     *,
     scope: Scope,
-    deadline: float | None = None,
-    before: str | None = None,
-    count: bool = False,
+    **more: Unpack[PageOptions],
 ) -> SearchPage:
-    """Task keys, newest first: the page after ``cursor``, or the page before ``before``. A key or value search
-    without a DAG filter is a budgeted scan (``SearchPage``), stopped at ``deadline`` (default:
-    ``search_deadline()``). An asset filter finds none (task keys have no asset). ``count``: with how many match
-    (``SearchPage.total``)."""
+    """Task keys, newest first: the page after ``cursor`` (``PageOptions``). A key or value search without a DAG
+    filter is a budgeted scan (``SearchPage``). An asset filter finds none (task keys have no asset)."""
     if query.asset_only:
-        return SearchPage([], None, None, total=Figure(0) if count else None)
+        return SearchPage([], None, None, total=Figure(0) if more.get("count") else None)
     rows, indexed = _task_rows(query, now, scope)
-    shown = with_previews(rows)
+    shown, before = with_previews(rows), more.get("before")
     if indexed:
         page = _page(shown, ["-id"], cursor, before, size)
     else:
-        page = _scan_task_keys(shown, cursor, before, size, search_deadline() if deadline is None else deadline)
-    return _counted(page, rows, indexed) if count else page
+        page = _scan_task_keys(shown, cursor, before, size, _deadline(more))
+    return _counted(page, rows, indexed) if more.get("count") else page
 
 
 def search_asset_keys(
-    query: SearchQuery,
-    cursor: str | None = None,
-    size: int = 50,
-    *,
-    scope: Scope,
-    deadline: float | None = None,
-    before: str | None = None,
-    count: bool = False,
+    query: SearchQuery, cursor: str | None = None, size: int = 50, *, scope: Scope, **more: Unpack[PageOptions]
 ) -> SearchPage:
-    """Asset keys by asset and key: the page after ``cursor``, or the page before ``before``. A key or value
-    search is a budgeted scan (``SearchPage``: the primary key leads with the asset id), stopped at ``deadline``
-    (default: ``search_deadline()``). A DAG, run, task or status filter finds none (asset keys have none).
-    ``count``: with how many match (``SearchPage.total``)."""
+    """Asset keys by asset and key: the page after ``cursor`` (``PageOptions``). A key or value search is a
+    budgeted scan (``SearchPage``: the primary key leads with the asset id). A DAG, run, task or status filter
+    finds none (asset keys have none)."""
     if query.task_only:
-        return SearchPage([], None, None, total=Figure(0) if count else None)
+        return SearchPage([], None, None, total=Figure(0) if more.get("count") else None)
     rows = asset_key_rows(query, scope=scope)
-    shown = with_previews(rows.select_related("asset")).defer("asset__extra")
+    shown, before = with_previews(rows.select_related("asset")).defer("asset__extra"), more.get("before")
     if query.searches_text:
-        page = _scan_asset_keys(shown, cursor, before, size, search_deadline() if deadline is None else deadline)
+        page = _scan_asset_keys(shown, cursor, before, size, _deadline(more))
     else:
         page = _page(shown, ["asset_id", "key"], cursor, before, size)
-    return _counted(page, rows, not query.searches_text) if count else page
+    return _counted(page, rows, not query.searches_text) if more.get("count") else page
+
+
+def _deadline(more: PageOptions) -> float:
+    deadline = more.get("deadline")
+    return search_deadline() if deadline is None else deadline
