@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "statestore_admin.identity",
     "statestore_admin.access",
     "statestore_admin.objects",
+    "statestore_admin.grants",  # removes a deleted account's or group's scope grants as an audited change
     "statestore_admin.dashboard",
     "django.contrib.admin",
     "django.contrib.auth",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from statestore_admin.identity.sign_in import signed_in
 from statestore_admin.identity.usernames import visible
 
-UI, API, ADMIN, COMMAND, GC = "ui", "api", "admin", "command", "gc"
+UI, API, ADMIN, COMMAND, GC, RULE = "ui", "api", "admin", "command", "gc", "rule"
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,9 @@ class Actor:
     """A user acting through a face, or the operating-system user running a management command.
 
     ``user`` is None only for commands (``via`` command or gc), which run with the rights of whoever can
-    run ``manage.py`` on the host: their identity is the OS user and host name.
+    run ``manage.py`` on the host: their identity is the OS user and host name; and for the dashboard's own
+    rules (``via`` rule: a user's tokens revoked when their password changes, a deleted account's scope grants
+    removed), which follow from a change that Django's admin or a command made.
     """
 
     via: str
@@ -31,7 +33,7 @@ class Actor:
 
     @property
     def is_system(self) -> bool:
-        return self.user is None and self.via in (COMMAND, GC)
+        return self.user is None and self.via in (COMMAND, GC, RULE)
 
     @property
     def name(self) -> str:
@@ -52,6 +54,11 @@ class Actor:
             signed_in="" if token_id else signed_in(request),
             host=_client_address(request),
         )
+
+    @classmethod
+    def rule(cls) -> Actor:
+        """The dashboard itself, applying one of its rules (``RULE``)."""
+        return cls(via=RULE, host="statestore-admin")
 
     @classmethod
     def command(cls, via: str = COMMAND) -> Actor:

@@ -93,6 +93,7 @@ class AuditEvent(models.Model):
         ADMIN = "admin", gettext_lazy("Django admin")
         COMMAND = "command", gettext_lazy("command")
         GC = "gc", gettext_lazy("GC")
+        RULE = "rule", gettext_lazy("automatic rule")
 
     at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

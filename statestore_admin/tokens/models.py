@@ -34,9 +34,6 @@ class ApiTokenQuerySet(models.QuerySet):
         """Not revoked (expired ones included: they are listed and can still be revoked)."""
         return self.filter(revoked_at__isnull=True)
 
-    def revoke(self, reason: str) -> int:
-        return self.filter(revoked_at__isnull=True).update(revoked_at=timezone.now(), revoked_reason=reason[:200])
-
 
 class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")

@@ -1,4 +1,5 @@
-"""A user's tokens are revoked when their password changes or they are deactivated (recorded in ``revoked_reason``).
+"""A user's tokens are revoked when their password changes or they are deactivated (recorded in ``revoked_reason``
+and in the audit trail, as the dashboard's rule: ``Actor.rule()``).
 
 ``pre_save`` compares with the stored row and notes the reason; ``post_save`` revokes, so a save that fails
 revokes nothing.
@@ -8,6 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
 
+from statestore_admin.access.actors import Actor
+from statestore_admin.tokens import services
 from statestore_admin.tokens.models import ApiToken
 
 PASSWORD_CHANGED = "password changed"
@@ -37,5 +40,6 @@ def note_revocation(sender, instance, raw=False, update_fields=None, **kwargs):
 def revoke(sender, instance, raw=False, **kwargs):
     reason = getattr(instance, "_revoke_api_tokens", None)
     if reason and not raw:
-        ApiToken.objects.filter(user=instance).revoke(reason)
+        for token in ApiToken.objects.filter(user=instance).active().select_related("user"):
+            services.revoke(token, reason, actor=Actor.rule())  # audited: the rule, and its reason
         instance._revoke_api_tokens = None

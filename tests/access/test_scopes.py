@@ -1000,3 +1000,28 @@ def test_revoking_the_last_grant_shows_nothing_and_unscoped_everything(client, w
     run("grant_scope", "scoped-op", "--unscoped")
     assert client.get("/dags/ml_x/").status_code == 200
     assert client.get("/api/statestore/v1/stats").json()["task_keys"] == 8
+
+
+@pytest.mark.parametrize("holder_kind", ["user", "group"])
+def test_deleting_a_holder_records_the_grants_it_took_with_it(holder_kind):
+    holder = make_user("gone") if holder_kind == "user" else Group.objects.create(name="team-gone")
+    run("grant_scope", "gone" if holder_kind == "user" else "team-gone", "--dags", "etl_*", "--assets", "s3://raw/*")
+    holder.delete()
+    assert not AccessScope.objects.exists()
+    (event,) = scope_events(AuditEvent.Action.UNGRANT)
+    rule = Actor.rule()
+    assert (event.actor, event.user, event.via, event.status) == (rule.name, None, "rule", "done")
+    assert (event.details[holder_kind], event.details["added"]) == (
+        "gone" if holder_kind == "user" else "team-gone",
+        [],
+    )
+    assert sorted(event.details["removed"], key=lambda grant: grant["kind"]) == [
+        {"kind": "asset", "pattern": "s3://raw/*"},
+        {"kind": "dag", "pattern": "etl_*"},
+    ]
+
+
+def test_deleting_a_holder_without_grants_records_nothing():
+    make_user("plain").delete()
+    Group.objects.create(name="plain-team").delete()
+    assert not scope_events(AuditEvent.Action.UNGRANT)

@@ -113,6 +113,12 @@ def test_a_password_change_revokes_the_users_tokens(operator, user_factory):
     operator.save()
     record.refresh_from_db()
     assert record.revoked_at is not None and record.revoked_reason == "password changed"
+    # Audited as the dashboard's rule, one event per token revoked, with the reason; the other user's is kept.
+    (event,) = AuditEvent.objects.filter(action=AuditEvent.Action.REVOKE)
+    assert (event.via, event.actor, event.user) == ("rule", Actor.rule().name, None)
+    assert (event.details["token_id"], event.details["owner"], event.details["reason"]) == (
+        record.pk, operator.username, "password changed",
+    )  # fmt: skip
     assert with_token(token).get(STATS).status_code == 401
     other.refresh_from_db()
     assert other.revoked_at is None
