@@ -17,8 +17,7 @@ A missing figure (None) is "–" in text; a missing time is None (null in JSON, 
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 
-from django.utils import dateformat
-from django.utils.formats import number_format
+from django.utils.formats import date_format, number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -178,8 +177,9 @@ def size_in(n: float | int | None, unit: int) -> str:
 
 
 def chart_time(value: datetime) -> str:
-    """A time on a chart's axis, short, in the zone ``value`` is in (the reader's): "30 Nov 16:43"."""
-    return dateformat.format(value, "j M H:i")
+    """A time on a chart's axis, short, in the zone ``value`` is in (the reader's), in the reader's language's
+    format (``statestore_admin/formats``): "30 Nov 16:43", "11월 30일 16:43"."""
+    return date_format(value, "SHORT_DATETIME_FORMAT")
 
 
 def number(value: float | int) -> str:

@@ -9,9 +9,11 @@ as a table for screen readers and anyone who would rather read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -63,11 +65,11 @@ def _nice_max(value: float) -> float:
     return 10 * magnitude
 
 
-# A time axis's labels, from the coarsest to the finest, in the app's style ("30 Nov", "30 Nov, 16:43"): the
-# first that tells every tick apart, so that a range of minutes does not read as one repeated minute.
+# A time axis's labels, from the coarsest to the finest, in the reader's language (statestore_admin/formats: "30 Nov",
+# "30 Nov 16:43"): the first that tells every tick apart, so that a range of minutes does not read as one minute.
 TIME_LABELS = (
-    lambda t: f"{t.day} {t:%b}",
-    lambda t: f"{t.day} {t:%b}, {t:%H:%M}",
+    lambda t: date_format(t, "MONTH_DAY_FORMAT"),
+    lambda t: date_format(t, "SHORT_DATETIME_FORMAT"),
     lambda t: f"{t:%H:%M:%S}",
 )
 
@@ -343,13 +345,30 @@ def _run_time(run) -> datetime:
     return run.logical_date or run.run_after
 
 
+def value_range(values: list[float]) -> tuple[float, float]:
+    """A story chart's y range for ``values``: from zero to a round top when none is negative (an auc of 0.9 on
+    0 to 1, never a negative tick under a metric that cannot be one); otherwise the values with a tenth of their
+    span (or of their size, for a flat line) above and below."""
+    low, high = min(values), max(values)
+    if low >= 0:
+        return 0.0, _nice_top(high)
+    margin = (high - low or abs(high) or 1) / 10
+    return low - margin, high + margin
+
+
+def _nice_top(value: float) -> float:
+    """The smallest 1, 2, 4, 6 or 8 × 10^n at or above ``value`` (fractions too: 0.9 → 1, 0.003 → 0.004)."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** math.floor(math.log10(value))
+    return next(step * magnitude for step in (1, 2, 4, 6, 8, 10) if step * magnitude >= value * (1 - 1e-12))
+
+
 def story_chart(number: int, series: selectors.Series, runs: list) -> StoryChart:
     """``series`` (one point per run of ``runs``, oldest first) as a line: runs evenly along x, the values'
     range on y."""
     known = [(i, v) for i, v in enumerate(series.points) if v is not None]
-    low, high = min(v for _, v in known), max(v for _, v in known)
-    if low == high:
-        low, high = low - 1, high + 1
+    low, high = value_range([v for _, v in known])
     plot_w, plot_h = STORY_WIDTH - STORY_LEFT - STORY_RIGHT, STORY_HEIGHT - STORY_TOP - STORY_BOTTOM
     last = max(len(runs) - 1, 1)
 

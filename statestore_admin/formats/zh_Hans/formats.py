@@ -2,3 +2,6 @@
 DATETIME_FORMAT = "Y年n月j日 H:i"
 THOUSAND_SEPARATOR = ","
 NUMBER_GROUPING = 3
+# A chart's axis: a day, and a day with its time
+MONTH_DAY_FORMAT = "n月j日"
+SHORT_DATETIME_FORMAT = "n月j日 H:i"

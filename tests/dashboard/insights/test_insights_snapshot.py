@@ -12,7 +12,7 @@ from django.utils import timezone
 from statestore_admin import grants
 from statestore_admin.access.actors import Actor
 from statestore_admin.core.errors import Conflict
-from statestore_admin.dashboard.charts import _axis, compact, size, time_labels
+from statestore_admin.dashboard.charts import _axis, compact, size, time_labels, value_range
 from statestore_admin.records.models import GcRun, StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import history
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
@@ -91,7 +91,7 @@ def test_time_labels_tell_the_ticks_apart_for_the_span():
     days = [start + timedelta(days=i) for i in range(5)]
     assert time_labels(days) == ["1 Dec", "2 Dec", "3 Dec", "4 Dec", "5 Dec"]
     hours = [start + timedelta(hours=i) for i in range(5)]
-    assert time_labels(hours) == [f"{t.day} Dec, {t:%H:%M}" for t in hours]
+    assert time_labels(hours) == [f"{t.day} Dec {t:%H:%M}" for t in hours]
     seconds = [start + timedelta(seconds=10 * i) for i in range(5)]
     assert time_labels(seconds) == ["22:14:05", "22:14:15", "22:14:25", "22:14:35", "22:14:45"]
 
@@ -113,3 +113,19 @@ def test_a_size_axis_has_one_unit_and_a_count_axis_whole_quarters():
     assert _axis(1900, size) == (2048, ["0 B", "0.5 KiB", "1.0 KiB", "1.5 KiB", "2.0 KiB"])
     top, labels = _axis(1, compact)
     assert (top, labels) == (4, ["0", "1", "2", "3", "4"])
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([0.9, 0.9], (0, 1)),  # a flat auc: 0 to 1, not -0.1 to 1.9
+        ([0.85, 0.92], (0, 1)),  # a metric that cannot be negative gets no negative tick
+        ([0.003], (0, 0.004)),
+        ([5, 5], (0, 6)),
+        ([1234, 80], (0, 2000)),
+        ([-1, 2], (-1.3, 2.3)),  # negatives: the values and a tenth of their span
+        ([-3, -3], (-3.3, -2.7)),  # flat and negative: a tenth of its size
+    ],
+)
+def test_a_story_charts_range_follows_its_values(values, expected):
+    assert value_range(values) == pytest.approx(expected)
