@@ -14,10 +14,13 @@
 A missing figure (None) is "–" in text; a missing time is None (null in JSON, empty in CSV).
 """
 
+import math
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 
 from django.utils.formats import date_format, number_format
+from django.utils.html import avoid_wrapping
+from django.utils.timesince import TIME_STRINGS
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -121,6 +124,27 @@ def duration(seconds: float | None) -> str:
     if seconds < 3600:
         return _("%(minutes)s min") % {"minutes": _localized(seconds / 60, 1, grouping=False)}
     return _("%(hours)s h") % {"hours": _localized(seconds / 3600, 1, grouping=False)}
+
+
+# When a span reads as the next unit: people say "in 1 day" of 23 hours and "in 1 year" of 11 months and 3 weeks.
+_SPAN_UNITS = (  # (unit of Django's TIME_STRINGS, its seconds, up to how many seconds it is used)
+    ("minute", 60, 45 * 60),
+    ("hour", 3600, 22 * 3600),
+    ("day", 86400, 26 * 86400),
+    ("month", 30.44 * 86400, 320 * 86400),
+    ("year", 365.25 * 86400, math.inf),
+)
+
+
+def span(seconds: float) -> str:
+    """A span of time as people read it: one unit, rounded to the nearest ("1 day" of 23 hours, "2 months" of 55
+    days, "1 year" from 320 days on), at least one minute, in the reader's language (Django's own translations of
+    "%(num)d year" and the rest). For relative times: "in 1 year", "3 minutes ago" (``display.relative``)."""
+    seconds = abs(seconds)
+    for unit, size, up_to in _SPAN_UNITS:
+        if seconds < up_to:
+            return avoid_wrapping(TIME_STRINGS[unit] % {"num": max(1, round(seconds / size))})  # as timesince
+    raise AssertionError("the last unit has no bound")  # pragma: no cover
 
 
 def age(seconds: float | None) -> str:

@@ -23,7 +23,6 @@ from django.utils.dateparse import parse_datetime
 from django.utils.dates import MONTHS_3
 from django.utils.formats import date_format, get_format
 from django.utils.html import format_html
-from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
 from statestore_admin.core import formatting
@@ -36,13 +35,12 @@ STYLES = ("relative", "absolute", "seconds", "both")
 
 
 def relative(value: datetime, now: datetime) -> str:
-    """ "5 minutes ago", "in 3 days", "just now" (within a minute either way): the largest unit only, as
-    the exact time is on hover."""
+    """ "5 minutes ago", "in 3 days", "just now" (within a minute either way): one unit, rounded as people read
+    it (``formatting.span``: "in 1 year" of 364 days), as the exact time is on hover."""
     if abs(value - now) < JUST_NOW:
         return _("just now")
-    if value > now:
-        return _("in %(time)s") % {"time": timesince(now, value, depth=1)}
-    return _("%(time)s ago") % {"time": timesince(value, now, depth=1)}
+    time = formatting.span((value - now).total_seconds())
+    return _("in %(time)s") % {"time": time} if value > now else _("%(time)s ago") % {"time": time}
 
 
 def absolute(value: datetime, seconds: bool = False) -> str:

@@ -209,9 +209,11 @@ def test_last_successful_run_and_the_stale_warning(client, viewer, store):
     assert 'data-testid="gc-stale"' in page  # 30 h > 26 h; the failed run does not count
     with override_settings(GC_STALE_AFTER_HOURS=48):
         assert 'data-testid="gc-stale"' not in flat(client.get("/gc/").content.decode())
-    _run(store - timedelta(hours=4), GcRun.Outcome.PARTIAL)  # finished 3 h 59 min ago
+    _run(
+        store - timedelta(hours=4), GcRun.Outcome.PARTIAL
+    )  # finished 3 h 59 min ago: "4 hours", rounded as people read it
     page = flat(client.get("/gc/").content.decode())
-    assert re.search(r'data-testid="gc-last-success">Last successful run <time[^>]*>3\xa0hours', page)
+    assert re.search(r'data-testid="gc-last-success">Last successful run <time[^>]*>4\xa0hours', page)
     assert 'data-testid="gc-stale"' not in page
 
 
