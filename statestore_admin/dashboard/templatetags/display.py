@@ -24,6 +24,7 @@ from django.utils.dates import MONTHS_3
 from django.utils.formats import date_format, get_format
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from statestore_admin.core import formatting
 from statestore_admin.dashboard.timezones import active_zone_name, localtime, shown_in_utc
@@ -119,3 +120,62 @@ def size(value):
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
     return formatting.size(value)
+
+
+# Airflow's words for its states, run types and writers, in the reader's language (Airflow's UI translates them
+# too): the filters below show them; a value Airflow adds later is shown as it is stored.
+AIRFLOW_STATES = {
+    "success": pgettext_lazy("Airflow state", "success"),
+    "failed": pgettext_lazy("Airflow state", "failed"),
+    "running": pgettext_lazy("Airflow state", "running"),
+    "queued": pgettext_lazy("Airflow state", "queued"),
+    "scheduled": pgettext_lazy("Airflow state", "scheduled"),
+    "skipped": pgettext_lazy("Airflow state", "skipped"),
+    "upstream_failed": pgettext_lazy("Airflow state", "upstream failed"),
+    "up_for_retry": pgettext_lazy("Airflow state", "up for retry"),
+    "up_for_reschedule": pgettext_lazy("Airflow state", "up for reschedule"),
+    "deferred": pgettext_lazy("Airflow state", "deferred"),
+    "removed": pgettext_lazy("Airflow state", "removed"),
+    "restarting": pgettext_lazy("Airflow state", "restarting"),
+}
+RUN_TYPES = {
+    "manual": pgettext_lazy("Dag run type", "manual"),
+    "scheduled": pgettext_lazy("Dag run type", "scheduled"),
+    "backfill": pgettext_lazy("Dag run type", "backfill"),
+    "asset_triggered": pgettext_lazy("Dag run type", "asset triggered"),
+    "asset_materialization": pgettext_lazy("Dag run type", "asset materialization"),
+}
+WRITER_KINDS = {
+    "task": pgettext_lazy("writer kind", "task"),
+    "watcher": pgettext_lazy("writer kind", "watcher"),
+    "api": pgettext_lazy("writer kind", "API"),
+}
+# How a session signed in, as the audit trail stores it (identity.sign_in.METHODS; with a provider's name,
+# "single sign-on (Okta)", it is shown as stored).
+SIGN_IN_METHODS = {
+    "password": pgettext_lazy("sign-in method", "password"),
+    "single sign-on": pgettext_lazy("sign-in method", "single sign-on"),
+    "authenticating proxy": pgettext_lazy("sign-in method", "authenticating proxy"),
+    "break-glass": pgettext_lazy("sign-in method", "break-glass link"),
+}
+
+
+@register.filter
+def airflow_state(value):
+    """A task instance's or run's state in Airflow's words ("success" → "성공"); empty stays empty."""
+    return AIRFLOW_STATES.get(value, value)
+
+
+@register.filter
+def run_type(value):
+    return RUN_TYPES.get(value, value)
+
+
+@register.filter
+def writer_kind(value):
+    return WRITER_KINDS.get(value, value)
+
+
+@register.filter
+def sign_in_method(value):
+    return SIGN_IN_METHODS.get(value, value)

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.scopes import scope_of
@@ -66,7 +67,11 @@ def search(request):
             "task_links": _links(params, permissions.TASK, task_page),
             "asset_links": _links(params, permissions.ASSET, asset_page),
             "statuses": searching.STATUSES,
-            "matches": searching.MATCHES,
+            "matches": [
+                ("contains", pgettext("key match", "contains")),
+                ("prefix", _("starts with")),
+                ("exact", _("exact")),
+            ],
             "dag_matches": [
                 ("contains", _("contains (as on the DAG list)")),
                 ("prefix", _("starts with")),
