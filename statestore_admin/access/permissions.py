@@ -52,6 +52,4 @@ def refusal(store: str, action: str) -> str:
         (ASSET, "change"): _("You do not have permission to change asset state."),
         (ASSET, "delete"): _("You do not have permission to delete asset state."),
     }
-    if (store, action) in sentences:
-        return sentences[store, action]
-    return _("You do not have permission to %(action)s %(store)s state.") % {"action": action, "store": store}
+    return sentences[store, action]  # Django's four permissions on the two stores: a KeyError is a bug

@@ -47,5 +47,5 @@ class ApiTokenAdmin(admin.ModelAdmin):
         actor = Actor.from_request(request, via=ADMIN)
         for token in tokens:
             services.revoke(token, f"revoked by {request.user.get_username()}", actor=actor)
-        message = ngettext("Revoked %(count)s token(s).", "Revoked %(count)s token(s).", len(tokens))
+        message = ngettext("Revoked %(count)s token.", "Revoked %(count)s tokens.", len(tokens))
         self.message_user(request, message % {"count": len(tokens)}, messages.SUCCESS)

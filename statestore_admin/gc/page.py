@@ -98,7 +98,7 @@ def _mixed_cutoff(kind: str, typed: tuple[str, ...]) -> str:
             "other field."
         )
     return _(
-        "The cutoff chosen is now but an age and a date is filled in: choose the option you typed into, or clear "
+        "The cutoff chosen is now but an age and a date are filled in: choose the option you typed into, or clear "
         "the other field."
     )
 

@@ -117,6 +117,7 @@ class ExpiryFields(forms.Form):
 def value_field() -> forms.CharField:
     return forms.CharField(
         strip=False,
+        label=gettext_lazy("Value"),
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}),
         help_text=gettext_lazy('JSON: a string needs quotes ("text"); null, NaN and Infinity are refused.'),
     )
@@ -124,7 +125,9 @@ def value_field() -> forms.CharField:
 
 def key_field() -> forms.CharField:
     """No length limit here: the service says what the limit is (512 characters)."""
-    return forms.CharField(strip=False, widget=forms.TextInput(attrs={"autocomplete": "off", "class": "code"}))
+    return forms.CharField(
+        strip=False, label=gettext_lazy("Key"), widget=forms.TextInput(attrs={"autocomplete": "off", "class": "code"})
+    )
 
 
 class NewKeyFields(forms.Form):

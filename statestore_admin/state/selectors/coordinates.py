@@ -209,7 +209,7 @@ class _Definitions:
         return definition_of(dag, task_id)
 
     def _not_pinned(self) -> Unaddressable:
-        message = _("Pinned Dag for %(dag_id)s/%(run_id)s not found")
+        message = _("Pinned Dag for %(dag_id)s/%(run_id)s not found")  # Airflow's own words (its API)
         return Unaddressable(message % {"dag_id": self.dag_id, "run_id": self.run_id})
 
 
