@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy
 
 METASTORE_BACKEND = "airflow.state.metastore.MetastoreBackend"
 # Airflow's own worker-side backend (apache-airflow-providers-common-io): values as objects, rows hold references.
@@ -120,7 +121,7 @@ class Option:
     key: str
     default: str | None
     parse: Callable[[str], Any]
-    help: str
+    help: str  # a lazy translation: shown on the overview in the reader's language
     sensitive: bool = False
 
     @property
@@ -141,77 +142,83 @@ OPTIONS: dict[tuple[str, str], Option] = {
             "backend",
             METASTORE_BACKEND,
             _dotted_path,
-            "Server-side backend class; only the metastore backend keeps state in these tables.",
+            gettext_lazy("Server-side backend class; only the metastore backend keeps state in these tables."),
         ),
         Option(
             "state_store",
             "default_retention_days",
             "30",
             _non_negative_int("days"),
-            "Days until a task key written without explicit retention expires; 0 = no expiry.",
+            gettext_lazy("Days until a task key written without explicit retention expires; 0 = no expiry."),
         ),
         Option(
             "state_store",
             "clear_on_success",
             "False",
             _parse_bool,
-            "Delete all task keys of a task instance when it succeeds.",
+            gettext_lazy("Delete all task keys of a task instance when it succeeds."),
         ),
         Option(
             "state_store",
             "state_cleanup_batch_size",
             "0",
             _non_negative_int("rows"),
-            "Rows deleted per batch by garbage collection; 0 = all at once.",
+            gettext_lazy("Rows deleted per batch by garbage collection; 0 = all at once."),
         ),
         Option(
             "state_store",
             "max_value_storage_bytes",
             "65535",
             _non_negative_int("bytes"),
-            "Longest JSON text of one value accepted through the API; 0 = no limit.",
+            gettext_lazy("Longest JSON text of one value accepted through the API; 0 = no limit."),
         ),
         Option(
             "workers",
             "state_store_backend",
             "",
             _optional_dotted_path,
-            "Worker-side backend; when set, database values are references to external storage.",
+            gettext_lazy("Worker-side backend; when set, database values are references to external storage."),
         ),
         Option(
             "common.io",
             "state_store_objectstorage_path",
             "",
             _text,
-            "Base path of the objects of common.io's worker-side backend (file://, s3://conn_id@bucket/…).",
+            gettext_lazy(
+                "Base path of the objects of common.io's worker-side backend (file://, s3://conn_id@bucket/…)."
+            ),
         ),
         Option(
             "common.io",
             "state_store_objectstorage_threshold",
             "0",
             _non_negative_int("bytes"),
-            "common.io's worker-side backend keeps values whose JSON is shorter than this inline in the row.",
+            gettext_lazy(
+                "common.io's worker-side backend keeps values whose JSON is shorter than this inline in the row."
+            ),
         ),
         Option(
             "common.io",
             "state_store_objectstorage_compression",
             "",
             _text,
-            "Compression of common.io's worker-side objects (an fsspec name such as gzip); adds its suffix.",
+            gettext_lazy(
+                "Compression of common.io's worker-side objects (an fsspec name such as gzip); adds its suffix."
+            ),
         ),
         Option(
             "api",
             "base_url",
             "",
             _text,
-            "The address of Airflow's API server and UI; the dashboard links its pages to the UI's.",
+            gettext_lazy("The address of Airflow's API server and UI; the dashboard links its pages to the UI's."),
         ),
         Option(
             "database",
             "sql_alchemy_conn",
             None,
             _text,
-            "The Airflow metadata database.",
+            gettext_lazy("The Airflow metadata database."),
             sensitive=True,
         ),
     )

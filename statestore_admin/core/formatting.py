@@ -20,9 +20,8 @@ from decimal import Decimal
 
 from django.utils.formats import date_format, number_format
 from django.utils.html import avoid_wrapping
-from django.utils.timesince import TIME_STRINGS
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, npgettext
 
 MISSING = "–"
 SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB")
@@ -127,23 +126,26 @@ def duration(seconds: float | None) -> str:
 
 
 # When a span reads as the next unit: people say "in 1 day" of 23 hours and "in 1 year" of 11 months and 3 weeks.
-_SPAN_UNITS = (  # (unit of Django's TIME_STRINGS, its seconds, up to how many seconds it is used)
-    ("minute", 60, 45 * 60),
-    ("hour", 3600, 22 * 3600),
-    ("day", 86400, 26 * 86400),
-    ("month", 30.44 * 86400, 320 * 86400),
-    ("year", 365.25 * 86400, math.inf),
+# The units are ours, with a context, rather than Django's TIME_STRINGS: a relative time puts them in a phrase ("in
+# %(time)s", "%(time)s ago") whose grammar some languages mark on the unit (German "vor 3 Tagen").
+_SPAN_UNITS = (  # (the unit's words for a number, its seconds, up to how many seconds it is used)
+    (lambda n: npgettext("relative time", "%(num)d minute", "%(num)d minutes", n), 60, 45 * 60),
+    (lambda n: npgettext("relative time", "%(num)d hour", "%(num)d hours", n), 3600, 22 * 3600),
+    (lambda n: npgettext("relative time", "%(num)d day", "%(num)d days", n), 86400, 26 * 86400),
+    (lambda n: npgettext("relative time", "%(num)d month", "%(num)d months", n), 30.44 * 86400, 320 * 86400),
+    (lambda n: npgettext("relative time", "%(num)d year", "%(num)d years", n), 365.25 * 86400, math.inf),
 )
 
 
 def span(seconds: float) -> str:
     """A span of time as people read it: one unit, rounded to the nearest ("1 day" of 23 hours, "2 months" of 55
-    days, "1 year" from 320 days on), at least one minute, in the reader's language (Django's own translations of
-    "%(num)d year" and the rest). For relative times: "in 1 year", "3 minutes ago" (``display.relative``)."""
+    days, "1 year" from 320 days on), at least one minute, in the reader's language (the units in the context
+    "relative time"). For relative times: "in 1 year", "3 minutes ago" (``display.relative``)."""
     seconds = abs(seconds)
-    for unit, size, up_to in _SPAN_UNITS:
+    for words, size, up_to in _SPAN_UNITS:
         if seconds < up_to:
-            return avoid_wrapping(TIME_STRINGS[unit] % {"num": max(1, round(seconds / size))})  # as timesince
+            num = max(1, round(seconds / size))
+            return avoid_wrapping(words(num) % {"num": num})  # no break inside "3 days", as timesince
     raise AssertionError("the last unit has no bound")  # pragma: no cover
 
 

@@ -395,7 +395,7 @@ def test_a_cutoff_typed_for_another_option_is_refused_not_counted_for_the_chosen
     assert response.status_code == 422
     page = response.content.decode()
     errors = re.search(r'data-testid="gc-errors">(.*?)</div>', page, re.S).group(1)
-    assert "are filled in: choose the option you typed into, or clear the other field." in errors
+    assert "filled in: choose the option you typed into, or clear the other field." in errors
     assert 'data-testid="gc-preview-rows"' not in page
 
 
