@@ -4,6 +4,7 @@ browser's Accept-Language, else LANGUAGE_CODE; the APIs always English; the menu
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import translation
 
 from statestore_admin.records.models import AccountPreferences
 from tests.conftest import BOTH_DATABASES
@@ -74,7 +75,11 @@ def test_a_language_not_offered_is_refused_and_changes_nothing(client, viewer, l
     client.post(reverse("choose-language"), {"language": "de", "next": "/"})
     response = client.post(reverse("choose-language"), {"language": language, "next": "/"})
     assert response.status_code == 400
-    assert ("Unknown language" if "\x00" not in language else "NUL characters") in response.content.decode()
+    # In the account's language (German, chosen just before), as plain text.
+    with translation.override("de"):
+        said = translation.gettext("Unknown language %(code)s.") % {"code": language}
+    assert response.content.decode() == said if "\x00" not in language else "NUL" in response.content.decode()
+    assert said.startswith("Unbekannte Sprache")
     assert "django_language" not in response.cookies
     assert AccountPreferences.objects.get(user=viewer).language == "de"
 
