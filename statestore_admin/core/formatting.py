@@ -21,10 +21,16 @@ from decimal import Decimal
 from django.utils.formats import date_format, number_format
 from django.utils.html import avoid_wrapping
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext, npgettext
+from django.utils.translation import ngettext, npgettext, pgettext_lazy
 
 MISSING = "–"
-SIZE_UNITS = ("KiB", "MiB", "GiB", "TiB")
+# The binary units as each language writes them (French: Kio, Mio), like "%(count)s B" ("%(count)s o").
+SIZE_UNITS = (
+    pgettext_lazy("size unit", "KiB"),
+    pgettext_lazy("size unit", "MiB"),
+    pgettext_lazy("size unit", "GiB"),
+    pgettext_lazy("size unit", "TiB"),
+)
 SHORT_UNITS = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 

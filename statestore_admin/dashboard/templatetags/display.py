@@ -160,22 +160,17 @@ SIGN_IN_METHODS = {
 }
 
 
-@register.filter
-def airflow_state(value):
-    """A task instance's or run's state in Airflow's words ("success" → "성공"); empty stays empty."""
-    return AIRFLOW_STATES.get(value, value)
+def _words_of(words: dict):
+    """A filter that shows a stored value in the reader's words (``words``), or as it is stored when unknown."""
+    return lambda value: words.get(value, value)
 
 
-@register.filter
-def run_type(value):
-    return RUN_TYPES.get(value, value)
-
-
-@register.filter
-def writer_kind(value):
-    return WRITER_KINDS.get(value, value)
-
-
-@register.filter
-def sign_in_method(value):
-    return SIGN_IN_METHODS.get(value, value)
+# {{ ti.state|airflow_state }} ("success" → "성공"), {{ run.run_type|run_type }}, {{ k.kind|writer_kind }},
+# {{ e.signed_in|sign_in_method }}: empty stays empty.
+for _name, _words in (
+    ("airflow_state", AIRFLOW_STATES),
+    ("run_type", RUN_TYPES),
+    ("writer_kind", WRITER_KINDS),
+    ("sign_in_method", SIGN_IN_METHODS),
+):
+    register.filter(_name, _words_of(_words))
