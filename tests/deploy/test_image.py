@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.utils import translation
 
 from tests.operations.test_production import free_port, scratch_databases
 
@@ -251,6 +252,14 @@ def _migrate_create_a_superuser_serve_and_stop(image, tmp_path, dashboard_url, a
             ready = json.loads(response.read())
             assert response.status == 200, ready
         assert ready["databases"] == {"default": "ok", "airflow": "ok"}, ready
+
+        # The compiled catalogues are in the image: a Korean browser's sign-in page is in Korean.
+        korean = urllib.request.Request(f"{base_url}/login/", headers={"Accept-Language": "ko-KR,ko;q=0.9"})
+        with urllib.request.urlopen(korean, timeout=10) as response:
+            login = response.read().decode()
+        assert response.headers["Content-Language"] == "ko" and '<html lang="ko"' in login
+        with translation.override("ko"):
+            assert translation.gettext("Sign in") in login and translation.gettext("Sign in") != "Sign in"
 
         # The image's own HEALTHCHECK, as the engine runs it.
         assert engine("healthcheck", "run", container, check=False).returncode == 0
