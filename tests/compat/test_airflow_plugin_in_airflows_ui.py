@@ -114,7 +114,7 @@ def signed_in_page(chromium, url):
     page.goto(f"{url}/login/")
     page.fill("input[name=username]", "compat")
     page.fill("input[name=password]", "compat-pw-1")
-    page.click("button[type=submit]")
+    page.click("form.login button[type=submit]")  # not the header's language menu
     expect(page.get_by_text("Sign out")).to_be_visible()
     return context, page
 
