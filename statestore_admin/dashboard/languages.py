@@ -41,13 +41,8 @@ class AccountLanguageMiddleware:
         return response
 
 
-def languages() -> list[tuple[str, str]]:
-    """(code, name) of each language offered, each named in itself ("한국어", "Deutsch")."""
-    return [(code, translation.get_language_info(code)["name_local"]) for code, _name in settings.LANGUAGES]
-
-
-# The strings of static/js in the request's language. Its URL names the language and the version (base.html), so
-# a browser may keep it; it is not in the server's cache (that holds data only, never responses).
+# The strings of static/js in the request's language. Its URL names the language (base.html), so a browser may
+# keep it for an hour; it is not in the server's cache (that holds data only, never responses).
 javascript_catalog = login_not_required(
     cache_control(max_age=3600, private=True)(JavaScriptCatalog.as_view(packages=["statestore_admin.dashboard"]))
 )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 
 from statestore_admin.airflow.config import METASTORE_BACKEND, AirflowConfig, airflow_config
 from statestore_admin.objects import store as objects
@@ -24,6 +24,12 @@ BACKEND_MODES = {
         "A worker-side backend stores the values elsewhere: the values here are references "
         '({"__airflow_state_ref__": …}).'
     ),
+}
+# Each mode's name on the overview's badge, in the reader's language.
+MODE_LABELS = {
+    "metastore": pgettext_lazy("backend mode", "metastore"),
+    "custom": pgettext_lazy("backend mode", "custom"),
+    "worker": pgettext_lazy("backend mode", "worker-side"),
 }
 BACKEND_DOCS = "docs/worker-backends.md"
 # What a [state_store] backend may define (Airflow's BaseStoreBackend); the dashboard calls none of them.
@@ -73,6 +79,11 @@ class BackendMode:
     text: str
     docs: str = ""
     details: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The mode's name for people (the badge)."""
+        return MODE_LABELS.get(self.mode, self.mode)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from django.utils.translation import pgettext_lazy
 
 from statestore_admin.core import formatting
 from statestore_admin.dashboard.timezones import active_zone_name, localtime, shown_in_utc
+from statestore_admin.identity import sign_in
 
 register = template.Library()
 
@@ -150,13 +151,13 @@ WRITER_KINDS = {
     "watcher": pgettext_lazy("writer kind", "watcher"),
     "api": pgettext_lazy("writer kind", "API"),
 }
-# How a session signed in, as the audit trail stores it (identity.sign_in.METHODS; with a provider's name,
+# How a session signed in, as the audit trail stores it (``sign_in.METHODS``' words; with a provider's name,
 # "single sign-on (Okta)", it is shown as stored).
 SIGN_IN_METHODS = {
-    "password": pgettext_lazy("sign-in method", "password"),
-    "single sign-on": pgettext_lazy("sign-in method", "single sign-on"),
-    "authenticating proxy": pgettext_lazy("sign-in method", "authenticating proxy"),
-    "break-glass": pgettext_lazy("sign-in method", "break-glass link"),
+    sign_in.METHODS[sign_in.PASSWORD]: pgettext_lazy("sign-in method", "password"),
+    sign_in.METHODS[sign_in.OIDC]: pgettext_lazy("sign-in method", "single sign-on"),
+    sign_in.METHODS[sign_in.PROXY]: pgettext_lazy("sign-in method", "authenticating proxy"),
+    sign_in.METHODS[sign_in.BREAK_GLASS]: pgettext_lazy("sign-in method", "break-glass link"),
 }
 
 
