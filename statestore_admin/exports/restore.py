@@ -365,12 +365,11 @@ def _restore_store(
     with audit.change(actor, Action.RESTORE, store, restored_from=restored_from) as recorder:
         plan, conflicts = _plan(store, targets, overwrite, resolutions, scope, result)
         _raise_conflicts(conflicts)  # written between the check and now
-        schema = schema_of(connections[airflow_alias()])
         for start in range(0, len(plan), audit.CHUNK):
             chunk = plan[start : start + audit.CHUNK]
             recorder.record([_restore_change(t, row, current, recorder.limit) for t, row, current in chunk])
             for target, row, _ in chunk:
-                _apply(target, row, schema)
+                _apply(target, row)
     result.restored += recorder.count
     if recorder.event is not None:
         result.events.append(recorder.event)
@@ -466,8 +465,8 @@ def written_fields(target: Target, schema, now) -> dict:
     return fields | {name: value for name, value in writer.items() if name not in absent}
 
 
-def _apply(target: Target, row, schema) -> None:
-    written = written_fields(target, schema, timezone.now())
+def _apply(target: Target, row) -> None:
+    written = written_fields(target, schema_of(connections[airflow_alias()]), timezone.now())
     if target.store == permissions.TASK:
         if target.state is None:
             TaskStateStore.objects.filter(pk=row.pk).delete()
