@@ -200,3 +200,11 @@ def test_a_writer_recorded_on_34_restores_onto_33_without_34s_columns(ui, asset)
     recorded.save()
     restores.restore_event(actor=ui, event_id=clear.pk)
     assert asset_rows(asset) == before
+
+
+def test_the_asset_filter_names_its_asset_and_finds_the_clear_and_its_restore(op_client, ui, asset):
+    clear = services.clear_asset(actor=ui, asset_id=asset.pk).event
+    undo_on_the_page(op_client, clear)
+    page = op_client.get("/audit/", {"asset_id": asset.pk}).content.decode()
+    assert 'data-testid="filter-asset_id-hint">orders_raw</span>' in page
+    assert page.count(f'asset <a href="/assets/{asset.pk}/">orders_raw</a>') == 2
