@@ -4,7 +4,7 @@ access scope sees, an event's keys, a key's history, and the keys a confirmation
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db.models import (
@@ -159,27 +159,47 @@ def name_assets(events) -> list:
     return events
 
 
-def name_restorers(rows: list) -> list:
-    """Asset keys without a writer (Airflow reads it as unknown) that a restore wrote last, with
-    ``restored_by``: the actor of that restore, the one truthful answer to who wrote them
-    (``exports.restore.UNKNOWN_WRITER``); None on the others. One query per asset among ``rows``."""
-    unknown: dict[int, list] = {}
+# How long before its event a write of ours may have taken its ``updated_at`` (read before the event starts).
+WRITE_LEAD = timedelta(minutes=1)
+
+
+def name_writers(rows: list) -> list:
+    """Who wrote asset keys that Airflow's writer columns cannot name, from the audit trail (one query per asset
+    among ``rows``):
+
+    - ``restored_by``: the actor of the restore that wrote a key without a writer (Airflow reads it as unknown;
+      ``exports.restore.UNKNOWN_WRITER``);
+    - ``edited_by`` and ``edited_via``: the actor and face (dashboard, Django admin, command) of the write of
+      ours that recorded Airflow's kind ``api`` (as Airflow's PUT does, ``state.services.set_asset_key``): the
+      kind alone would say "API" for a change made in the dashboard. Only when the key's ``updated_at`` is that
+      write's (between its event's start and end): a later write by Airflow's own API is not ours to name.
+
+    None where the trail does not say so."""
+    asked: dict[int, list] = {}
     for row in rows:
-        row.restored_by = None
-        if row.last_updated_by_kind is None:
-            unknown.setdefault(row.asset_id, []).append(row)
-    for asset_id, group in unknown.items():
+        row.restored_by = row.edited_by = row.edited_via = None
+        if row.last_updated_by_kind in (None, "api"):
+            asked.setdefault(row.asset_id, []).append(row)
+    for asset_id, group in asked.items():
         changes = AuditKey.objects.filter(
             asset_id=asset_id, key__in=[r.key for r in group], event__status=AuditEvent.Status.DONE
         )
         latest = changes.values("key").annotate(last=Max("id")).values("last")
-        actors = dict(
-            AuditKey.objects.filter(pk__in=latest, event__action=AuditEvent.Action.RESTORE).values_list(
-                "key", "event__actor"
-            )
-        )
+        found = {k.key: k.event for k in AuditKey.objects.filter(pk__in=latest).select_related("event")}
         for row in group:
-            row.restored_by = actors.get(row.key)
+            event = found.get(row.key)
+            if event is None:
+                continue
+            if row.last_updated_by_kind is None and event.action == AuditEvent.Action.RESTORE:
+                row.restored_by = event.actor
+            elif (
+                row.last_updated_by_kind == "api"
+                and event.via != AuditEvent.Via.API
+                and event.action != AuditEvent.Action.RESTORE
+                and event.finished_at is not None
+                and event.at - WRITE_LEAD <= row.updated_at <= event.finished_at
+            ):
+                row.edited_by, row.edited_via = event.actor, event.get_via_display()
     return rows
 
 

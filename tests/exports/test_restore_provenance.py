@@ -208,3 +208,23 @@ def test_the_asset_filter_names_its_asset_and_finds_the_clear_and_its_restore(op
     page = op_client.get("/audit/", {"asset_id": asset.pk}).content.decode()
     assert 'data-testid="filter-asset_id-hint">orders_raw</span>' in page
     assert page.count(f'asset <a href="/assets/{asset.pk}/">orders_raw</a>') == 2
+
+
+def test_a_dashboard_edit_is_shown_as_the_dashboards_not_the_apis(op_client, operator, asset):
+    """Airflow's column records kind "api" (as Airflow's PUT does); the pages name the face and the user."""
+    response = op_client.post(
+        f"/assets/{asset.pk}/key/edit/?key=watermark", {"key": "watermark", "value": '"2026-12-01"'}, **HX
+    )
+    assert response.status_code in (200, 204), response.content
+    assert asset_rows(asset)["watermark"]["last_updated_by_kind"] == "api"
+    page = op_client.get(f"/assets/{asset.pk}/key/?key=watermark").content.decode()
+    assert '<span class="badge badge-writer">dashboard</span> <bdi>operator</bdi>' in page and ">API<" not in page
+    # A write through the API is the API's.
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(operator, 'tests')[1]}"}
+    put = op_client.put(
+        f"/api/v2/assets/{asset.pk}/state-store/cursor", json.dumps({"value": 8}), content_type="application/json",
+        **bearer,
+    )  # fmt: skip
+    assert put.status_code == 204, put.content
+    listed = op_client.get(f"/assets/{asset.pk}/").content.decode()
+    assert ">API<" in listed and "<bdi>operator</bdi>" in listed
