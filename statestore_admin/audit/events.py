@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.config import airflow_config
-from statestore_admin.airflow.models import Log
+from statestore_admin.airflow.models import Asset, AssetStateStore, Log, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.core import formatting
@@ -54,6 +54,23 @@ def recorded_region(region_id: UUID | None) -> UUID | None:
 def airflow_region(recorded: UUID | None) -> UUID:
     """The ``region_id`` of Airflow's row for a recorded region (``recorded_region``'s inverse)."""
     return SENTINEL_REGION_ID if recorded is None else recorded
+
+
+# Airflow's columns that say who wrote an asset key last (the 3.4 ones read as None on 3.3).
+WRITER_FIELDS = tuple(
+    f.attname for f in AssetStateStore._meta.concrete_fields if f.attname.startswith("last_updated_by_")
+)
+
+
+def provenance(row) -> tuple[datetime | None, dict | None]:
+    """Who wrote ``row`` last and when, as the audit trail keeps it for a restore to put back: its
+    ``updated_at`` and, for an asset key, its ``WRITER_FIELDS`` (UUIDs as text; None for a task key, whose
+    table has no writer columns)."""
+    updated_at = getattr(row, "updated_at", None)
+    if not hasattr(row, "last_updated_by_kind"):
+        return updated_at, None
+    writer = {name: getattr(row, name, None) for name in WRITER_FIELDS}
+    return updated_at, {name: str(v) if isinstance(v, UUID) else v for name, v in writer.items()}
 
 
 def event_entry(event: AuditEvent) -> dict:
@@ -125,9 +142,12 @@ def key_change(
     asset_id: int | None = None,
     row_id: int | None = None,
     limit: int = 0,
+    before_row=None,
 ) -> AuditKey:
     """An (unsaved) AuditKey. ``before``/``after`` are (value, expires_at), or None where no row exists;
-    ``region_id`` as Airflow has it (the sentinel, outside any region, is recorded as NULL)."""
+    ``region_id`` as Airflow has it (the sentinel, outside any region, is recorded as NULL); ``before_row``:
+    the row as it was before the change, whose writer and time are kept (``provenance``)."""
+    written_at, writer = provenance(before_row) if before is not None and before_row is not None else (None, None)
     before_value, clipped_before = _clip(before[0] if before else None, limit)
     after_value, clipped_after = _clip(after[0] if after else None, limit)
     return AuditKey(
@@ -143,13 +163,18 @@ def key_change(
         before_expires_at=before[1] if before else None,
         after_value=after_value,
         after_expires_at=after[1] if after else None,
+        before_updated_at=written_at,
+        before_writer=writer,
         truncated=clipped_before or clipped_after,
     )
 
 
-def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
+def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: int, before_row=None) -> AuditKey:
     """The change of a task key ``row`` (a TaskStateStore, or anything with its address fields: a restore's
-    target; one without ``region_id`` is outside any region)."""
+    target; one without ``region_id`` is outside any region). ``before_row``: the row before the change
+    (``row`` itself when it is a TaskStateStore)."""
+    if before_row is None and isinstance(row, TaskStateStore):
+        before_row = row
     return key_change(
         key=row.key,
         before=before,
@@ -161,11 +186,15 @@ def task_change(row, *, before: KeyState | None, after: KeyState | None, limit: 
         region_id=getattr(row, "region_id", None),
         row_id=getattr(row, "pk", None),
         limit=limit,
+        before_row=before_row,
     )
 
 
-def asset_change(asset_id: int, key: str, *, before: KeyState | None, after: KeyState | None, limit: int) -> AuditKey:
-    return key_change(key=key, before=before, after=after, asset_id=asset_id, limit=limit)
+def asset_change(
+    asset_id: int, key: str, *, before: KeyState | None, after: KeyState | None, limit: int, before_row=None
+) -> AuditKey:
+    """The change of an asset key; ``before_row``: its row before the change (its writer and time are kept)."""
+    return key_change(key=key, before=before, after=after, asset_id=asset_id, limit=limit, before_row=before_row)
 
 
 class Recorder:
@@ -190,6 +219,7 @@ class Recorder:
         self.count = 0
         self.limit = _value_limit()
         self._common: dict | None = None
+        self._asset_names: dict[int, dict] = {}
         self._alias = router.db_for_write(AuditEvent)
 
     def record(self, keys: list[AuditKey]) -> None:
@@ -231,7 +261,19 @@ class Recorder:
         location.update({name: value for name, value in self.location.items() if value is not None})
         if location.get("dag_id") is None:  # a run or task without its DAG is no location
             location.update(run_id=None, task_id=None, map_index=None, region_id=None)
+        if location.get("asset_id") is None:  # a name without its asset (keys of several) is no location
+            location.pop("asset_name", None)
+            location.pop("asset_uri", None)
+        elif not location.get("asset_name"):  # an asset is recorded by its name too (the trail is read so)
+            location.update(self._asset_named(location["asset_id"]))
         return location
+
+    def _asset_named(self, asset_id: int) -> dict:
+        """The asset's name and URI as the event records them (none when it no longer exists), read once."""
+        if self._asset_names.get(asset_id) is None:
+            asset = Asset.objects.filter(pk=asset_id).values("name", "uri").first()
+            self._asset_names[asset_id] = {"asset_name": asset["name"], "asset_uri": asset["uri"]} if asset else {}
+        return self._asset_names[asset_id]
 
     def _event_fields(self) -> dict:
         actor = self.actor
@@ -260,8 +302,8 @@ class Recorder:
             summary["asset_id"] = location["asset_id"]
         if location.get("region_id") is not None:  # Airflow's log has a map_index column, no region
             summary["region_id"] = str(location["region_id"])
-        if self.location.get("asset_name"):
-            summary["asset_name"] = self.location["asset_name"]
+        if location.get("asset_name"):
+            summary["asset_name"] = location["asset_name"]
         Log.objects.create(
             dttm=timezone.now(),
             dag_id=location.get("dag_id"),

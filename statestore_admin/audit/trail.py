@@ -4,12 +4,13 @@ access scope sees, an event's keys, a key's history, and the keys a confirmation
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db.models import (
     Exists,
     F,
+    Max,
     OuterRef,
     Q,
     QuerySet,
@@ -21,7 +22,7 @@ from django.utils.translation import gettext as _
 from statestore_admin.access import policies
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import Scope, scope_of
-from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.airflow.models import Asset, AssetStateStore, TaskStateStore
 from statestore_admin.audit.events import airflow_region, recorded_region
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.core.pagination import Page, paginate
@@ -101,9 +102,10 @@ def visible_events_q(scope: Scope) -> Q:
 
 def get_audit_event(event_id: int, *, scope: Scope) -> AuditEvent:
     try:
-        return AuditEvent.objects.select_related("restored_from").filter(visible_events_q(scope)).get(pk=event_id)
+        event = AuditEvent.objects.select_related("restored_from").filter(visible_events_q(scope)).get(pk=event_id)
     except (AuditEvent.DoesNotExist, ValueError, TypeError):
         raise NotFound(_("Audit event %(id)s not found") % {"id": event_id}) from None
+    return name_assets([event])[0]
 
 
 def viewable_audit_event(event_id: int, *, user) -> AuditEvent:
@@ -135,6 +137,70 @@ def task_key_history(key: TaskStateStore, limit: int = 50) -> list[AuditKey]:
 def asset_key_history(asset_id: int, key: str, limit: int = 50) -> list[AuditKey]:
     rows = AuditKey.objects.filter(asset_id=asset_id, key=key)
     return list(rows.select_related("event").order_by("-id")[:limit])
+
+
+def name_assets(events) -> list:
+    """Events of one asset recorded by its id alone (restores recorded so before their name was kept) get its
+    name and URI as Airflow has them now, so that every face names the asset; ``asset_deleted`` says when it
+    no longer exists (the event then keeps its id alone). One query for ``events``."""
+    events = list(events)
+    unnamed = {e.asset_id for e in events if e.asset_id is not None and not e.asset_name}
+    found = {}
+    if unnamed:
+        assets = Asset.objects.filter(pk__in=unnamed).values_list("pk", "name", "uri")
+        found = {pk: (name, uri) for pk, name, uri in assets}
+    for event in events:
+        event.asset_deleted = False
+        if event.asset_id is not None and not event.asset_name:
+            if event.asset_id in found:
+                event.asset_name, event.asset_uri = found[event.asset_id]
+            else:
+                event.asset_deleted = True
+    return events
+
+
+# How long before its event a write of ours may have taken its ``updated_at`` (read before the event starts).
+WRITE_LEAD = timedelta(minutes=1)
+
+
+def name_writers(rows: list) -> list:
+    """Who wrote asset keys that Airflow's writer columns cannot name, from the audit trail (one query per asset
+    among ``rows``):
+
+    - ``restored_by``: the actor of the restore that wrote a key without a writer (Airflow reads it as unknown;
+      ``exports.restore.UNKNOWN_WRITER``);
+    - ``edited_by`` and ``edited_via``: the actor and face (dashboard, Django admin, command) of the write of
+      ours that recorded Airflow's kind ``api`` (as Airflow's PUT does, ``state.services.set_asset_key``): the
+      kind alone would say "API" for a change made in the dashboard. Only when the key's ``updated_at`` is that
+      write's (between its event's start and end): a later write by Airflow's own API is not ours to name.
+
+    None where the trail does not say so."""
+    asked: dict[int, list] = {}
+    for row in rows:
+        row.restored_by = row.edited_by = row.edited_via = None
+        if row.last_updated_by_kind in (None, "api"):
+            asked.setdefault(row.asset_id, []).append(row)
+    for asset_id, group in asked.items():
+        changes = AuditKey.objects.filter(
+            asset_id=asset_id, key__in=[r.key for r in group], event__status=AuditEvent.Status.DONE
+        )
+        latest = changes.values("key").annotate(last=Max("id")).values("last")
+        found = {k.key: k.event for k in AuditKey.objects.filter(pk__in=latest).select_related("event")}
+        for row in group:
+            event = found.get(row.key)
+            if event is None:
+                continue
+            if row.last_updated_by_kind is None and event.action == AuditEvent.Action.RESTORE:
+                row.restored_by = event.actor
+            elif (
+                row.last_updated_by_kind == "api"
+                and event.via != AuditEvent.Via.API
+                and event.action != AuditEvent.Action.RESTORE
+                and event.finished_at is not None
+                and event.at - WRITE_LEAD <= row.updated_at <= event.finished_at
+            ):
+                row.edited_by, row.edited_via = event.actor, event.get_via_display()
+    return rows
 
 
 def audit_event_rows(query: AuditQuery, stores: list[str], *, scope: Scope) -> QuerySet:
@@ -172,6 +238,7 @@ def audit_events(
         restored_by.setdefault(event_id, []).append(restore_id)
     for event in page.items:
         event.restored_by = sorted(restored_by.get(event.pk, []))
+    name_assets(page.items)
     return page
 
 

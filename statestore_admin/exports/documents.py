@@ -32,7 +32,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from uuid import UUID
 
 from django.db.models import F, QuerySet
@@ -43,6 +43,7 @@ from statestore_admin.access import permissions
 from statestore_admin.airflow.models import AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
 from statestore_admin.audit import events as audit
+from statestore_admin.audit.trail import name_assets
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
 from statestore_admin.core.pagination import keyset_chunks
@@ -220,9 +221,11 @@ class Source:
     entry: Callable[[object], dict]
     cells: Callable[[object], list]
     fields: tuple[str, ...] | None = None  # read as named tuples of these; None: model instances
+    prepare: Callable[[list], list] | None = None  # completes a chunk's rows before they are written
 
     def chunks(self) -> Iterator[list]:
-        return keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
+        chunks = keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
+        return chunks if self.prepare is None else map(self.prepare, chunks)
 
 
 TASK_FIELDS = (
@@ -341,7 +344,8 @@ def search_results(task_rows: QuerySet | None, asset_rows: QuerySet | None) -> E
 
 def audit_events(events: QuerySet) -> Export:
     """The audit trail's events (``selectors.audit_event_rows``), newest first."""
-    return Export("audit", (Source(events, NEWEST_FIRST, event_entry, _event_cells),), AUDIT_FORMAT)
+    source = Source(events, NEWEST_FIRST, event_entry, _event_cells, prepare=name_assets)
+    return Export("audit", (source,), AUDIT_FORMAT)
 
 
 def read_document(data: bytes | str):
@@ -408,6 +412,11 @@ class Target:
     asset_id: int | None = None
     ident: str = ""
     run_pk: int | None = None
+    # Who wrote the key and when, to put back with its value (``exports.restore.written_fields``): the time
+    # recorded (an event's key before it, or a file's ``updated_at``) and, for an asset key from an event, its
+    # writer columns (``audit.provenance``). None: not known.
+    updated_at: datetime | None = None
+    writer: dict | None = None
 
     @property
     def in_region(self) -> bool:
@@ -421,6 +430,12 @@ class Target:
         else:
             scope = {"asset_id": self.asset_id}
         return {"id": self.ident, "key": self.key, **scope}
+
+
+def _updated_at(entry: dict) -> datetime | None:
+    """The entry's ``updated_at`` (when its key was written, put back by the restore), or None without one."""
+    raw = entry.get("updated_at")
+    return parse_datetime_aware(raw, "updated_at") if raw is not None else None
 
 
 def parse_document(document) -> list:
@@ -464,6 +479,7 @@ def _target(index: int, entry) -> Target:
             region_id = _region(entry)
             raw_expiry = entry.get("expires_at")
             expires_at = parse_datetime_aware(raw_expiry, "expires_at") if raw_expiry is not None else None
+            updated_at = _updated_at(entry)
             return Target(
                 store=store,
                 key=key,
@@ -474,9 +490,13 @@ def _target(index: int, entry) -> Target:
                 map_index=map_index,
                 region_id=region_id,
                 ident=str(index),
+                updated_at=updated_at,
             )
         asset_id = _integer(entry, "asset_id", 1, MAX_INT)
-        return Target(store=store, key=key, state=(text, None), asset_id=asset_id, ident=str(index))
+        updated_at = _updated_at(entry)
+        return Target(
+            store=store, key=key, state=(text, None), asset_id=asset_id, ident=str(index), updated_at=updated_at
+        )
     except (Invalid, ValueError) as exc:
         message = "; ".join(m for ms in exc.message_dict.values() for m in ms) if isinstance(exc, Invalid) else str(exc)
         raise Invalid({"file": _("%(where)s: %(message)s") % {"where": where, "message": message}}) from None

@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
-from statestore_admin.airflow.models import AssetStateStore, DagRun, DynamicRegion, TaskStateStore
+from statestore_admin.airflow.models import AssetStateStore, DagRun, DynamicRegion, TaskStateStore, column_of
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
 from statestore_admin.audit import events as audit
@@ -36,7 +36,7 @@ from statestore_admin.records.models import AuditEvent
 from statestore_admin.state import selectors
 from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.outcomes import Action
-from statestore_admin.state.services.rows import API_WRITER_FIELDS, insert_if_absent, state_of
+from statestore_admin.state.services.rows import insert_if_absent, state_of
 
 KEEP, OVERWRITE = "keep", "overwrite"
 RUNS_A_QUERY = 100  # (dag_id, run_id) pairs looked up in one query
@@ -146,6 +146,8 @@ def restore_event(
                 region_id=audit.airflow_region(key.region_id),
                 asset_id=key.asset_id,
                 ident=str(key.pk),
+                updated_at=key.before_updated_at,
+                writer=key.before_writer,
             )
         )
     return _restore(actor, targets, overwrite, resolutions or {}, restored_from=event)
@@ -365,7 +367,7 @@ def _restore_store(
         _raise_conflicts(conflicts)  # written between the check and now
         for start in range(0, len(plan), audit.CHUNK):
             chunk = plan[start : start + audit.CHUNK]
-            recorder.record([_restore_change(t, current, recorder.limit) for t, _, current in chunk])
+            recorder.record([_restore_change(t, row, current, recorder.limit) for t, row, current in chunk])
             for target, row, _ in chunk:
                 _apply(target, row)
     result.restored += recorder.count
@@ -434,14 +436,37 @@ def _locate_assets(targets: list[Target], assets: set[int]) -> list[tuple[object
     ]
 
 
-def _restore_change(target: Target, current, limit):
+def _restore_change(target: Target, row, current, limit):
+    """The restore's own record of a key: what it replaces (with who wrote that, so that the restore can be
+    undone in turn) and what it puts back."""
     if target.store == permissions.TASK:
-        return audit.task_change(target, before=current, after=target.state, limit=limit)
-    return audit.asset_change(target.asset_id, target.key, before=current, after=target.state, limit=limit)
+        return audit.task_change(target, before=current, after=target.state, limit=limit, before_row=row)
+    return audit.asset_change(
+        target.asset_id, target.key, before=current, after=target.state, limit=limit, before_row=row
+    )
+
+
+# An asset key whose writer is not known (a file holds none, an event recorded before writers were kept): no
+# writer, which Airflow reads as unknown; the pages say who restored it (``selectors.restorers``). Never the
+# API's kind: the restore was not Airflow's API writing.
+UNKNOWN_WRITER = {name: None for name in audit.WRITER_FIELDS}
+
+
+def written_fields(target: Target, schema, now) -> dict:
+    """The rule of what a restore writes besides the value: the key's own ``updated_at`` and, for an asset key,
+    its writer, as recorded; what was not recorded is ``now`` and no writer (``UNKNOWN_WRITER``). A writer
+    recorded on Airflow 3.4 restored onto 3.3 loses the columns 3.3 does not have; one recorded on 3.3 restored
+    onto 3.4 has none of 3.4's task identity (None, as Airflow's migration leaves older rows)."""
+    fields = {"updated_at": target.updated_at or now}
+    if target.store == permissions.TASK:
+        return fields
+    writer = {**UNKNOWN_WRITER, **{k: v for k, v in (target.writer or {}).items() if k in UNKNOWN_WRITER}}
+    absent = {f.attname for f in AssetStateStore._meta.concrete_fields if column_of(f, schema) is None}
+    return fields | {name: value for name, value in writer.items() if name not in absent}
 
 
 def _apply(target: Target, row) -> None:
-    now = timezone.now()
+    written = written_fields(target, schema_of(connections[airflow_alias()]), timezone.now())
     if target.store == permissions.TASK:
         if target.state is None:
             TaskStateStore.objects.filter(pk=row.pk).delete()
@@ -453,14 +478,13 @@ def _apply(target: Target, row) -> None:
                     **TaskAddress.of(target).fields(),
                     key=target.key,
                     value=target.state[0],
-                    updated_at=now,
                     expires_at=target.state[1],
+                    **written,
                 ),
             )
         else:
-            TaskStateStore.objects.filter(pk=row.pk).update(
-                value=target.state[0], expires_at=target.state[1], updated_at=now
-            )
+            rows = TaskStateStore.objects.filter(pk=row.pk)
+            rows.update(value=target.state[0], expires_at=target.state[1], **written)
         return
     rows = AssetStateStore.objects.filter(asset_id=target.asset_id, key=target.key)
     if target.state is None:
@@ -468,12 +492,10 @@ def _apply(target: Target, row) -> None:
     elif row is None:
         _insert_restored(
             target,
-            AssetStateStore(
-                asset_id=target.asset_id, key=target.key, value=target.state[0], updated_at=now, **API_WRITER_FIELDS
-            ),
+            AssetStateStore(asset_id=target.asset_id, key=target.key, value=target.state[0], **written),
         )
     else:
-        rows.update(value=target.state[0], updated_at=now, **API_WRITER_FIELDS)
+        rows.update(value=target.state[0], **written)
 
 
 def _insert_restored(target: Target, new) -> None:

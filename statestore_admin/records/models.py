@@ -191,6 +191,11 @@ class AuditKey(models.Model):
     before_expires_at = models.DateTimeField(null=True)
     after_value = models.TextField(null=True)
     after_expires_at = models.DateTimeField(null=True)
+    # Who wrote the key before the change, and when: its ``updated_at`` and, for an asset key, Airflow's
+    # ``last_updated_by_*`` columns ({column: value}, UUIDs as text; ``audit.events.provenance``). A restore
+    # puts them back; NULL where no row existed, and in events recorded before they were kept.
+    before_updated_at = models.DateTimeField(null=True)
+    before_writer = models.JSONField(null=True)
     truncated = models.BooleanField(
         default=False, help_text=gettext_lazy("A value was longer than max_value_storage_bytes and is kept truncated.")
     )

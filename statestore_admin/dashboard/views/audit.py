@@ -45,8 +45,10 @@ FILTER_LABELS = {
 TIME_FILTERS = ("since", "until")
 
 
-def _filter_fields(params, errors: dict) -> list[dict]:
+def _filter_fields(params, errors: dict, hints: dict | None = None) -> list[dict]:
+    """The filters as the form shows them; ``hints``: words beside a filter's field (the asset an id names)."""
     choices = {"action": AuditEvent.Action.choices, "via": AuditEvent.Via.choices}
+    hints = hints or {}
     return [
         {
             "name": name,
@@ -57,6 +59,7 @@ def _filter_fields(params, errors: dict) -> list[dict]:
             "type": "datetime-local" if name in TIME_FILTERS else "text",
             "zone": active_zone_name() if name in TIME_FILTERS else "",
             "error": bool(errors.get(name)),
+            "hint": hints.get(name, ""),
         }
         for name, label in FILTER_LABELS.items()
     ]
@@ -71,6 +74,16 @@ def _name_keys(events: list[AuditEvent]) -> None:
     for event in events:
         event.named = first.get(event.pk, [])[:LIST_KEYS]
         event.unnamed = max(0, event.key_count - len(event.named))
+
+
+def _asset_name(query, user) -> str:
+    """The name of the asset the trail is filtered by, where it exists in the user's scope."""
+    if query is None or query.asset_id is None:
+        return ""
+    try:
+        return selectors.get_asset(query.asset_id, scope=scope_of(user)).name
+    except NotFound:
+        return ""
 
 
 def audit_list(request):
@@ -88,7 +101,7 @@ def audit_list(request):
     )
     if page:
         _name_keys(page.items)
-    fields = _filter_fields(request.GET, errors)
+    fields = _filter_fields(request.GET, errors, {"asset_id": _asset_name(query, request.user)})
     context = {
         "page": page,
         "fields": fields,

@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskStateStore
+from statestore_admin.audit.trail import name_writers
 from statestore_admin.core.errors import NotFound
 from statestore_admin.core.pagination import Page, paginate
 
@@ -65,7 +66,11 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
 
 
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
-    return paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+    """A page of an asset's keys; a key whose writer Airflow's columns cannot name says who wrote it
+    (``name_writers``)."""
+    page = paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+    name_writers(page.items)
+    return page
 
 
 def get_asset_key(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
@@ -73,7 +78,7 @@ def get_asset_key(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:
     if row is None or not scope.allows_asset(row.asset.name, row.asset.uri):
         message = _("Asset %(id)s has no key %(key)r: it may have been deleted.")
         raise NotFound(message % {"id": asset_id, "key": key})
-    return row
+    return name_writers([row])[0]
 
 
 def writer_run(key: AssetStateStore, *, scope: Scope) -> DagRun | None:

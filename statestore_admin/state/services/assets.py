@@ -79,7 +79,10 @@ def set_asset_key(
             if same_value(row.value, text) and (mode == UPDATE or by_api):
                 return unwritten(row)
             before = state_of(row)
-        recorder.record([audit.asset_change(asset_id, key, before=before, after=(text, None), limit=recorder.limit)])
+        change = audit.asset_change(
+            asset_id, key, before=before, after=(text, None), limit=recorder.limit, before_row=None if created else row
+        )
+        recorder.record([change])
         if not created:
             rows.update(value=text, updated_at=now, **API_WRITER_FIELDS)
     row = selectors.get_asset_key(asset_id, key, scope=scope_of(actor))
@@ -127,7 +130,9 @@ def _delete_asset_rows(actor, asset_id: int, keys: list[str] | None, listed: Lis
         for chunk in deleted:
             recorder.record(
                 [
-                    audit.asset_change(asset_id, r.key, before=state_of(r), after=None, limit=recorder.limit)
+                    audit.asset_change(
+                        asset_id, r.key, before=state_of(r), after=None, limit=recorder.limit, before_row=r
+                    )
                     for r in chunk
                 ]
             )

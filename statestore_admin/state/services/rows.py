@@ -114,16 +114,26 @@ def deleted_chunks(
             statement = f"DELETE FROM {quote(model._meta.db_table)} WHERE ({target}) IN ({sql}) RETURNING {columns}"
         if model._meta.pk.attname in identity:  # rows as model instances, with the database's types
             chunk = list(model.objects.db_manager(alias).raw(statement, [*params, *column_params]))
-        else:  # a composite primary key (asset keys) cannot be a raw query's model: their names and values
+        else:  # a composite primary key (asset keys) cannot be a raw query's model: their fields, converted
             with connections[alias].cursor() as cursor:
-                cursor.execute(
-                    statement.replace(f"RETURNING {columns}", f"RETURNING {quote('key')}, {quote('value')}"), params
-                )
-                chunk = [SimpleNamespace(key=key, value=value) for key, value in cursor.fetchall()]
+                cursor.execute(statement, [*params, *column_params])
+                chunk = [_namespace(model, connections[alias], values) for values in cursor.fetchall()]
         if chunk:
             yield chunk
         if few or len(chunk) < audit.CHUNK:
             return
+
+
+def _namespace(model, connection, values) -> SimpleNamespace:
+    """A row read by a raw cursor (``select_list``'s columns, in ``model``'s field order) as its fields' Python
+    values, converted as the ORM converts them (SQLite's times are text)."""
+    fields = {}
+    for f, value in zip(model._meta.concrete_fields, values, strict=True):
+        col = f.get_col(model._meta.db_table)
+        for convert in [*connection.ops.get_db_converters(col), *f.get_db_converters(connection)]:
+            value = convert(value, col, connection)
+        fields[f.attname] = value
+    return SimpleNamespace(**fields)
 
 
 def check_unchanged(row, seen_updated_at: datetime | None) -> None:
