@@ -151,6 +151,23 @@
     if (event.target.matches("[data-autosubmit]")) event.target.form.requestSubmit();
   });
   document.querySelectorAll("[data-autosubmit-button]").forEach((button) => { button.hidden = true; });
+  // The header's menu on a phone (base.html, app.css .topbar-menu): folded behind a disclosure button, the search
+  // left in the header; Escape closes it, the focus back on the button. Without this script nothing folds.
+  const menuButton = document.querySelector("[data-menu-toggle]");
+  if (menuButton) {
+    const header = menuButton.closest(".topbar");
+    const openMenu = (open) => {
+      menuButton.setAttribute("aria-expanded", String(open));
+      header.classList.toggle("menu-open", open);
+    };
+    header.classList.add("menu-folds");
+    menuButton.addEventListener("click", () => openMenu(menuButton.getAttribute("aria-expanded") !== "true"));
+    header.addEventListener("keydown", (event) => {
+      if (event.key !== "Escape" || menuButton.getAttribute("aria-expanded") !== "true") return;
+      openMenu(false);
+      menuButton.focus();
+    });
+  }
   document.addEventListener("htmx:afterSettle", syncSelection);
   // Auto-refresh (includes/_refresh.html): a poll is skipped while the tab is hidden, a dialog is open or
   // keys are selected (a refresh would drop the selection); the panel refreshes when the tab is shown again.

@@ -6,6 +6,7 @@ from functools import partial
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.access import permissions, policies
@@ -13,11 +14,13 @@ from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.dashboard.actions import dialogs
 from statestore_admin.dashboard.actions.forms import AddAssetKeyForm
+from statestore_admin.dashboard.http.fragments import fragment
 from statestore_admin.dashboard.http.htmx import dialog, done, error_messages
 from statestore_admin.state import selectors, services
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Edit value"))
 def asset_key_edit(request, asset_id):
     name = request.GET.get("key", request.POST.get("key", ""))
     return dialogs.edit_value(
@@ -31,6 +34,7 @@ def asset_key_edit(request, asset_id):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Add key"))
 def asset_key_add(request, asset_id):
     policies.require(request.user, permissions.ASSET, "add")
     asset = selectors.get_asset(asset_id, scope=scope_of(request.user))
@@ -44,6 +48,7 @@ def asset_key_add(request, asset_id):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Confirm"))
 def asset_keys_delete(request, asset_id):
     """Delete chosen keys of an asset, or clear all of its state (``all=1``). The confirmation lists the
     keys; their value previews only for users who may view asset state (see the module's docstring)."""

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from statestore_admin.access import policies
@@ -24,6 +25,7 @@ from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Conflict, Forbidden, Invalid
 from statestore_admin.dashboard.diffs import DiffLine, Side, diff_lines
+from statestore_admin.dashboard.http.fragments import fragment
 from statestore_admin.dashboard.http.htmx import dialog, error_messages
 from statestore_admin.exports import documents as exports
 from statestore_admin.exports import restore as restores
@@ -117,6 +119,7 @@ def _restored(request, outcome: restores.RestoreOutcome, fallback: str):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(pgettext_lazy("action", "Restore"))
 def audit_restore(request, event_id):
     """GET: the confirmation; POST: ``restores.restore_event``. A conflict lists each key written since,
     current value beside the value to restore, for a choice per key (``resolutions[<audit key id>]``)."""
@@ -152,6 +155,7 @@ def _read_upload(upload) -> bytes:
 
 
 @require_POST
+@fragment(pgettext_lazy("action", "Restore"))
 def audit_restore_file(request):
     """Restore the keys of an export file in two steps: the upload shows what the restore would do
     (``restores.preview_document``), and the restore (``restores.restore_document``) happens only when the

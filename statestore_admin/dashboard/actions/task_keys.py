@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from statestore_admin.access import permissions, policies
@@ -33,6 +34,7 @@ from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.actions import dialogs
 from statestore_admin.dashboard.actions.forms import AddTaskKeyForm, ExpiryForm, expiry_text
 from statestore_admin.dashboard.http import params
+from statestore_admin.dashboard.http.fragments import fragment
 from statestore_admin.dashboard.http.htmx import dialog, done, error_messages
 from statestore_admin.dashboard.http.pages import invalid_page
 from statestore_admin.dashboard.templatetags.page_links import coordinate_query
@@ -44,6 +46,7 @@ TASK_ACTIONS = {"delete": "deleted", "expire": "expired"}  # the URL's action: w
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Edit value"))
 def task_key_edit(request, key_id):
     return dialogs.edit_value(
         request,
@@ -56,6 +59,7 @@ def task_key_edit(request, key_id):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Set expiry"))
 def task_key_expiry(request, key_id):
     policies.require(request.user, permissions.TASK, "expire")
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
@@ -79,6 +83,7 @@ def task_key_expiry(request, key_id):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Add key"))
 def task_key_add(request, run_pk, task_id):
     policies.require(request.user, permissions.TASK, "add")
     try:  # Airflow 3.4: the key goes to this region's task instance (the form's address keeps it)
@@ -116,6 +121,7 @@ def task_key_add(request, run_pk, task_id):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Confirm"))
 def task_keys_action(request, action):
     """Expire or delete task keys (a selection or a task instance's). The confirmation (GET) lists the
     keys, their value previews only for users who may view task state (see the module's docstring); the
@@ -135,6 +141,7 @@ def task_keys_action(request, action):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Set expiry"))
 def task_keys_expiry(request):
     """Set the expiry of several task keys at once: the selected ones, or a run's keys matching its filter. The
     dialog lists them as the expire and delete confirmations do, with the expiry's fields; the POST sets that

@@ -8,7 +8,8 @@ import json
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -66,7 +67,7 @@ def done(request, message: str, fallback: str, level: str = "success", undo=None
 
 
 def dialog(request, template: str, context: dict, status: int = 200):
-    """``template`` as a dialog for htmx, or inside a page of its own without JavaScript."""
+    """``template``, the dialog htmx shows; its view is marked ``fragments.fragment``, which puts it inside a
+    page of its own for a request without htmx (no JavaScript, or its address opened)."""
     next_ = safe_url(request, request.POST.get("next") or request.GET.get("next") or "")
-    context = {**context, "next": next_, "dialog": template}
-    return render(request, template if request.htmx else "actions/page.html", context, status=status)
+    return TemplateResponse(request, template, {**context, "next": next_}, status=status)

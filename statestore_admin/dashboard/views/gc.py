@@ -36,6 +36,7 @@ from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core import formatting
 from statestore_admin.core.errors import Invalid
+from statestore_admin.dashboard.http.fragments import fragment
 from statestore_admin.dashboard.http.htmx import dialog, error_messages
 from statestore_admin.dashboard.timezones import active_zone_name, as_wall_time, local_to_utc
 from statestore_admin.records.models import GcRun
@@ -202,6 +203,7 @@ def gc_page(request):
 
 
 @require_http_methods(["GET", "POST"])
+@fragment(gettext_lazy("Run GC now"))
 def gc_run(request):
     """GET: the confirmation of a bounded run (what would go now, the limits; the cutoff fixed). POST: the run,
     through ``gc.run_gc``; then back to the page, whose history shows it."""
