@@ -152,7 +152,7 @@
   });
   document.querySelectorAll("[data-autosubmit-button]").forEach((button) => { button.hidden = true; });
   // The header's menu on a phone (base.html, app.css .topbar-menu): folded behind a disclosure button, the search
-  // left in the header; Escape closes it, the focus back on the button. Without this script nothing folds.
+  // left in the header (folded by app.css from the first paint); Escape closes it, the focus back on the button.
   const menuButton = document.querySelector("[data-menu-toggle]");
   if (menuButton) {
     const header = menuButton.closest(".topbar");
@@ -160,7 +160,6 @@
       menuButton.setAttribute("aria-expanded", String(open));
       header.classList.toggle("menu-open", open);
     };
-    header.classList.add("menu-folds");
     menuButton.addEventListener("click", () => openMenu(menuButton.getAttribute("aria-expanded") !== "true"));
     header.addEventListener("keydown", (event) => {
       if (event.key !== "Escape" || menuButton.getAttribute("aria-expanded") !== "true") return;
