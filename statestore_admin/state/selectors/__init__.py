@@ -101,6 +101,7 @@ from statestore_admin.state.selectors.regions import (
     key_coordinate,
     regions_enabled,
     run_regions,
+    with_writer_coordinates,
 )
 from statestore_admin.state.selectors.run_compare import (
     COMPARE_CAP,
@@ -269,4 +270,5 @@ __all__ = [
     "key_coordinate",
     "regions_enabled",
     "run_regions",
+    "with_writer_coordinates",
 ]

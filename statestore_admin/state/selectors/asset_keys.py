@@ -24,6 +24,7 @@ from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.core.errors import NotFound
 from statestore_admin.core.pagination import Page, paginate
+from statestore_admin.state.selectors.regions import with_writer_coordinates
 
 
 def _active() -> IsNull:
@@ -65,7 +66,10 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
 
 
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
-    return paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+    """A page of the asset's keys, each with its writer's coordinate (``with_writer_coordinates``)."""
+    page = paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+    page.items = with_writer_coordinates(page.items)
+    return page
 
 
 def get_asset_key(asset_id: int, key: str, *, scope: Scope) -> AssetStateStore:

@@ -267,13 +267,17 @@ def _decisions(gates: list[tuple]) -> dict[tuple[UUID, int], str]:
 def run_regions(run: DagRun) -> RunRegions:
     """The regions of ``run``: three or four short queries on 3.4 (none on 3.3, or none beyond the first for a
     run without regions)."""
+    return _regions_of(run.dag_id, run.run_id)
+
+
+def _regions_of(dag_id: str, run_id: str) -> RunRegions:
     if not regions_enabled():
         return RunRegions()
-    rows = list(DynamicRegion.objects.filter(dag_id=run.dag_id, run_id=run.run_id))
+    rows = list(DynamicRegion.objects.filter(dag_id=dag_id, run_id=run_id))
     if not rows:
         return RunRegions()
     gates = list(
-        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, operator=LOOP_GATE_OPERATOR).values_list(
+        TaskInstance.objects.filter(dag_id=dag_id, run_id=run_id, operator=LOOP_GATE_OPERATOR).values_list(
             "id", "region_id", "map_index"
         )
     )
@@ -281,7 +285,7 @@ def run_regions(run: DagRun) -> RunRegions:
     loop_nodes = {r.node_id for r in rows if r.id in loop_regions}
     node_ids = {r.node_id for r in rows}
     mapped_tasks = set(
-        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=node_ids)
+        TaskInstance.objects.filter(dag_id=dag_id, run_id=run_id, task_id__in=node_ids)
         .values_list("task_id", flat=True)
         .distinct()
     )
@@ -307,6 +311,29 @@ def run_regions(run: DagRun) -> RunRegions:
         if region.parent_id in regions and regions[region.parent_id].kind == LOOP:
             seen.setdefault(region.parent_id, set()).add(region.parent_index)
     return RunRegions(regions, _decisions(gates), seen)
+
+
+def with_writer_coordinates(rows):
+    """Asset keys (``rows``, read once) with ``writer_coordinate``: where the task that last wrote each one sat on
+    Airflow 3.4 (the ``Coordinate`` of its ``last_updated_by_region_id`` and ``_region_index`` in its run: "loop
+    refine · iteration 2 › map 1", its ``iteration``), or None (another writer, a task outside any region, 3.3).
+    Every face that names a writer shows this, as the task instance page shows the coordinate. The regions of
+    each writer's run are read once (``run_regions``), only for keys a task wrote from a region."""
+    rows = list(rows)
+    enabled = rows and regions_enabled()
+    runs: dict[tuple[str, str], RunRegions] = {}
+    for row in rows:
+        row.writer_coordinate = None
+        if not enabled or row.last_updated_by_kind != "task":
+            continue
+        region_id, index = row.last_updated_by_region_id, row.last_updated_by_region_index
+        if region_id is None or region_id == SENTINEL_REGION_ID or index is None:
+            continue
+        run = (row.last_updated_by_dag_id, row.last_updated_by_run_id)
+        if run not in runs:
+            runs[run] = _regions_of(*run)
+        row.writer_coordinate = runs[run].coordinate(region_id, index)
+    return rows
 
 
 def _pack(index: int) -> bytes:
