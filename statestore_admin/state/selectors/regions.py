@@ -313,26 +313,54 @@ def _regions_of(dag_id: str, run_id: str) -> RunRegions:
     return RunRegions(regions, _decisions(gates), seen)
 
 
+def coordinates_at(points) -> dict[tuple, Coordinate]:
+    """The ``Coordinate`` of each point ``(dag_id, run_id, region_id, index)`` in a region (others are left out:
+    outside any region, or on 3.3), for pages naming task instances by their place, as the task instance page
+    does ("loop refine · iteration 2 › map 1"). Each run's regions are read once (``run_regions``)."""
+    found: dict[tuple, Coordinate] = {}
+    points = [p for p in points if p[2] is not None and p[2] != SENTINEL_REGION_ID and p[3] is not None]
+    if not points or not regions_enabled():
+        return found
+    runs: dict[tuple[str, str], RunRegions] = {}
+    for point in points:
+        dag_id, run_id, region_id, index = point
+        if (dag_id, run_id) not in runs:
+            runs[dag_id, run_id] = _regions_of(dag_id, run_id)
+        found[point] = runs[dag_id, run_id].coordinate(region_id, index)
+    return found
+
+
+def _writer(row) -> tuple | None:
+    if row.last_updated_by_kind != "task" or not regions_enabled():
+        return None
+    return (
+        row.last_updated_by_dag_id,
+        row.last_updated_by_run_id,
+        row.last_updated_by_region_id,
+        row.last_updated_by_region_index,
+    )
+
+
 def with_writer_coordinates(rows):
     """Asset keys (``rows``, read once) with ``writer_coordinate``: where the task that last wrote each one sat on
-    Airflow 3.4 (the ``Coordinate`` of its ``last_updated_by_region_id`` and ``_region_index`` in its run: "loop
-    refine · iteration 2 › map 1", its ``iteration``), or None (another writer, a task outside any region, 3.3).
-    Every face that names a writer shows this, as the task instance page shows the coordinate. The regions of
-    each writer's run are read once (``run_regions``), only for keys a task wrote from a region."""
+    Airflow 3.4 (the ``Coordinate`` of its ``last_updated_by_region_id`` and ``_region_index`` in its run, with
+    its ``label`` and ``iteration``), or None (another writer, a task outside any region, 3.3). Every face that
+    names a writer shows it (templates/includes/_writer.html, our search API), as the task instance page does."""
     rows = list(rows)
-    enabled = rows and regions_enabled()
-    runs: dict[tuple[str, str], RunRegions] = {}
+    writers = {id(row): _writer(row) for row in rows} if rows else {}
+    found = coordinates_at(w for w in writers.values() if w)
     for row in rows:
-        row.writer_coordinate = None
-        if not enabled or row.last_updated_by_kind != "task":
-            continue
-        region_id, index = row.last_updated_by_region_id, row.last_updated_by_region_index
-        if region_id is None or region_id == SENTINEL_REGION_ID or index is None:
-            continue
-        run = (row.last_updated_by_dag_id, row.last_updated_by_run_id)
-        if run not in runs:
-            runs[run] = _regions_of(*run)
-        row.writer_coordinate = runs[run].coordinate(region_id, index)
+        row.writer_coordinate = found.get(writers[id(row)])
+    return rows
+
+
+def with_coordinates(rows):
+    """Audit events or keys (``rows``: ``dag_id``, ``run_id``, ``region_id``, and ``map_index``, the index in
+    the region) with ``coordinate``: the place of their task instance in a region (None outside any)."""
+    rows = list(rows)
+    found = coordinates_at((r.dag_id, r.run_id, r.region_id, r.map_index) for r in rows)
+    for row in rows:
+        row.coordinate = found.get((row.dag_id, row.run_id, row.region_id, row.map_index))
     return rows
 
 

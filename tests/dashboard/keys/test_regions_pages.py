@@ -384,6 +384,27 @@ def test_our_search_api_gives_an_asset_writers_iteration_airflows_route_keeps_it
     assert all("iteration" not in e["last_updated_by"] and "coordinate" not in e["last_updated_by"] for e in airflows)
 
 
+def test_the_audit_trail_names_a_task_instance_in_a_loop_with_its_iteration(client, operator, looped):
+    """A change made at a coordinate is recorded with its region and index: the Audit list, the event's page and
+    our audit API name that place as the task instance page does, not by the region's id."""
+    from statestore_admin.records.models import AuditEvent
+    from tests.api.test_api import bearer
+
+    client.force_login(operator)
+    run, expansion = looped["run"], looped["expansions"][2]
+    url = f"/runs/{run.pk}/tasks/{PROCESS}/add/?region_id={expansion.pk}"
+    data = {"key": "note", "value": json.dumps("hello"), "map_index": 1, "expiry": "never"}
+    assert client.post(url, data, **HX).status_code == 204
+    (event,) = [e for e in AuditEvent.objects.all() if (e.action, e.region_id) == ("add", expansion.pk)]
+    listed = client.get("/audit/").content.decode()
+    assert WRITER_PATH in re.findall(r'data-testid="coordinate">(.*?)</span>', listed)
+    page = client.get(f"/audit/{event.pk}/").content.decode()
+    assert re.findall(r'data-testid="coordinate">(.*?)</span>', page) == [WRITER_PATH, WRITER_PATH]  # event, key
+    client.defaults.update(bearer(operator))
+    (key,) = client.get(f"/api/statestore/v1/audit-events/{event.pk}").json()["keys"]
+    assert (key["iteration"], key["coordinate"], key["map_index"]) == (2, WRITER_PATH, 1)
+
+
 @pytest.mark.parametrize(
     "coordinates",
     ["map_index=1", "map_index=0", "map_index=all", "map_index=2&region_id={loop}", "map_index=1&region_id={last}"],
