@@ -3,8 +3,10 @@
 Idempotent: everything is keyed on its natural key (DAG run ``(dag_id, run_id)``, task instance
 ``(dag_id, task_id, run_id, map_index)``, asset ``(name, uri)``, state key), so a second run on the
 same day updates the same rows instead of adding new ones. Run dates are anchored on today (UTC), so
-a run on a later day adds that day's runs, as a scheduler would. Expiries are relative to now, so
-every status (expired, expiring within the hour, default retention, never) is always present.
+a run on a later day adds that day's runs, as a scheduler would. A key is written during its run and expires
+its retention after that write (``runs``): the older runs' short-lived keys have expired, those today's running
+runs have just written expire within the hour, so every status (expired, expiring within the hour, default
+retention, never) is always present.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from statestore_admin.airflow.models import (
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.core.values import DEFAULT, NEVER
 from statestore_admin.demo.regions import load_region_data
-from statestore_admin.demo.runs import day, demo_expiry, demo_run_id
+from statestore_admin.demo.runs import day, demo_expiry, demo_run_id, run_dates, written_at
 from statestore_admin.objects import store as objects
 
 LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
@@ -40,8 +42,9 @@ class DemoKey:
     task_id: str
     key: str
     value: object
-    expiry: str | timedelta  # NEVER, DEFAULT, or an offset from now (negative = expired)
+    expiry: str | timedelta  # NEVER, DEFAULT, or a retention from the write
     map_index: int = -1
+    after: timedelta | None = timedelta(minutes=5)  # written so long after its run's start; None: at its end (now)
 
 
 def _ref(uri: str) -> dict:
@@ -86,12 +89,22 @@ DAGS = {
         "runs": [(-2, "scheduled", "success"), (-1, "scheduled", "failed"), (0, "manual", "running", README_RUN_ID)],
         "tasks": ["extract", "transform", "load", "submit_spark_job"],
         "keys": [
-            DemoKey("extract", "watermark", "2026-11-29T00:00:00+00:00", DEFAULT),
-            DemoKey("load", "rows_loaded", 128_734, DEFAULT),
-            DemoKey("submit_spark_job", "job_id", {"job": "spark-app-20261130-0007", "cluster": "emr-prod"}, NEVER),
-            DemoKey("submit_spark_job", "attempt", 2, timedelta(minutes=25)),
+            DemoKey("extract", "watermark", "2026-11-29T00:00:00+00:00", DEFAULT, after=timedelta(minutes=2)),
+            DemoKey("load", "rows_loaded", 128_734, DEFAULT, after=timedelta(minutes=30)),
             DemoKey(
-                "transform", "tmp/partition_cursor", {"partition": "2026-11-29", "offset": 5120}, timedelta(hours=-3)
+                "submit_spark_job",
+                "job_id",
+                {"job": "spark-app-20261130-0007", "cluster": "emr-prod"},
+                NEVER,
+                after=timedelta(minutes=20),
+            ),
+            DemoKey("submit_spark_job", "attempt", 2, timedelta(minutes=25), after=None),
+            DemoKey(
+                "transform",
+                "tmp/partition_cursor",
+                {"partition": "2026-11-29", "offset": 5120},
+                timedelta(hours=3),
+                after=timedelta(minutes=10),
             ),
         ],
     },
@@ -100,37 +113,59 @@ DAGS = {
         "tasks": ["prepare", "train_fold", "evaluate"],
         "mapped": {"train_fold": 5},
         "keys": [
-            DemoKey("prepare", "dataset_version", "v2026.11.3", NEVER),
+            DemoKey("prepare", "dataset_version", "v2026.11.3", NEVER, after=timedelta(minutes=3)),
             *[
-                DemoKey("train_fold", "checkpoint", {"epoch": 12 + i, "loss": round(0.4 / (i + 1), 4)}, DEFAULT, i)
+                DemoKey(
+                    "train_fold",
+                    "checkpoint",
+                    {"epoch": 12 + i, "loss": round(0.4 / (i + 1), 4)},
+                    DEFAULT,
+                    i,
+                    after=timedelta(minutes=10 + i),
+                )
                 for i in range(5)
             ],
             *[
-                DemoKey("train_fold", f"metrics/fold-{i}", {"auc": 0.9 + i / 100, "f1": 0.8}, timedelta(days=-1), i)
+                DemoKey(
+                    "train_fold",
+                    f"metrics/fold-{i}",
+                    {"auc": 0.9 + i / 100, "f1": 0.8},
+                    timedelta(hours=6),
+                    i,
+                    after=timedelta(minutes=12 + i),
+                )
                 for i in range(0, 5, 2)
             ],
-            DemoKey("evaluate", "best_fold", 3, timedelta(minutes=50)),
+            DemoKey("evaluate", "best_fold", 3, timedelta(minutes=50), after=None),
         ],
     },
     "s3_ingest": {
         "runs": [(-1, "scheduled", "success"), (0, "scheduled", "running")],
         "tasks": ["list_files", "download", "validate"],
         "keys": [
-            DemoKey("list_files", "manifest_cache", _manifest(250), DEFAULT),
-            DemoKey("download", "manifest", Offloaded(_manifest(400)), DEFAULT),
-            DemoKey("download", "checkpoint", _ref("s3://airflow-state/task/s3_ingest/download/checkpoint"), NEVER),
-            DemoKey("validate", "errors", [], timedelta(seconds=-60)),
+            DemoKey("list_files", "manifest_cache", _manifest(250), DEFAULT, after=timedelta(minutes=2)),
+            DemoKey("download", "manifest", Offloaded(_manifest(400)), DEFAULT, after=timedelta(minutes=15)),
+            DemoKey(
+                "download",
+                "checkpoint",
+                _ref("s3://airflow-state/task/s3_ingest/download/checkpoint"),
+                NEVER,
+                after=timedelta(minutes=20),
+            ),
+            DemoKey("validate", "errors", [], timedelta(minutes=30), after=timedelta(minutes=35)),
         ],
     },
     "long_running_jobs": {
         "runs": [(0, "manual", "running")],
         "tasks": ["submit", "poll"],
         "keys": [
-            DemoKey("submit", "emr:cluster/j-2AXXXXXXGAPLF", {"state": "RUNNING", "steps": 4}, NEVER),
-            DemoKey("submit", "batch job: eu-west-1", "submitted", timedelta(minutes=10)),
-            DemoKey("submit", "état/résumé 🚀", {"message": "Grüße, 世界"}, DEFAULT),
-            DemoKey("poll", LONG_KEY, True, DEFAULT),
-            DemoKey("poll", "last_poll", 3.5, timedelta(hours=-30)),
+            DemoKey(
+                "submit", "emr:cluster/j-2AXXXXXXGAPLF", {"state": "RUNNING", "steps": 4}, NEVER, after=timedelta(0)
+            ),
+            DemoKey("submit", "batch job: eu-west-1", "submitted", timedelta(minutes=10), after=None),
+            DemoKey("submit", "état/résumé 🚀", {"message": "Grüße, 世界"}, DEFAULT, after=timedelta(minutes=1)),
+            DemoKey("poll", LONG_KEY, True, DEFAULT, after=None),
+            DemoKey("poll", "last_poll", 3.5, timedelta(minutes=1), after=timedelta(minutes=2)),
             DemoKey("poll", "<script>alert(1)</script>", "<b>not bold</b>", DEFAULT),
         ],
     },
@@ -192,7 +227,8 @@ def load_demo_data() -> dict[str, int]:
     for dag_id, spec in DAGS.items():
         for offset, run_type, state, *fixed_run_id in spec["runs"]:
             logical_date = day(offset)
-            start = logical_date + timedelta(hours=1)
+            running = state == "running"
+            start, end = run_dates(logical_date, now, timedelta(hours=1), None if running else timedelta(minutes=42))
             run, _ = DagRun.objects.get_or_create(
                 dag_id=dag_id,
                 run_id=fixed_run_id[0] if fixed_run_id else demo_run_id(run_type, logical_date),
@@ -203,7 +239,7 @@ def load_demo_data() -> dict[str, int]:
                     "run_after": logical_date,
                     "queued_at": start,
                     "start_date": start,
-                    "end_date": None if state == "running" else start + timedelta(minutes=42),
+                    "end_date": end,
                     "created_at": start,
                     "updated_at": start,
                 },
@@ -230,6 +266,7 @@ def load_demo_data() -> dict[str, int]:
                     )
                     counts["task_instances"] += 1
             for key in spec["keys"]:
+                written = written_at(run, now, key.after)
                 TaskStateStore.objects.update_or_create(
                     dag_run=run,
                     task_id=key.task_id,
@@ -241,15 +278,16 @@ def load_demo_data() -> dict[str, int]:
                         "value": json.dumps(
                             _stored(key.value, store, dag_id, run.run_id, key.task_id, key.map_index, key.key)
                         ),
-                        "updated_at": now,
-                        "expires_at": demo_expiry(key.expiry, now).resolve(now, config),
+                        "updated_at": written,
+                        "expires_at": demo_expiry(key.expiry, written).resolve(written, config),
                     },
                 )
                 counts["task_keys"] += 1
 
+    declared = day(-7)  # the assets were declared before any of the demo's runs wrote to them
     for name, uri, group, active, keys in ASSETS:
         asset, _ = Asset.objects.get_or_create(
-            name=name, uri=uri, defaults={"group": group, "extra": {}, "created_at": now, "updated_at": now}
+            name=name, uri=uri, defaults={"group": group, "extra": {}, "created_at": declared, "updated_at": declared}
         )
         counts["assets"] += 1
         if active:
@@ -262,8 +300,10 @@ def load_demo_data() -> dict[str, int]:
                 "last_updated_by_task_id": None,
                 "last_updated_by_map_index": None,
             }
-            if writer:
+            written = now  # a watcher, the API or an unknown writer: just now
+            if writer:  # a task: during its run, as it wrote its own keys
                 dag_id, offset, task_id, map_index = writer
+                written = written_at(runs_by_offset[(dag_id, offset)], now, timedelta(minutes=6))
                 provenance.update(
                     last_updated_by_dag_id=dag_id,
                     last_updated_by_run_id=runs_by_offset[(dag_id, offset)].run_id,
@@ -271,7 +311,7 @@ def load_demo_data() -> dict[str, int]:
                     last_updated_by_map_index=map_index,
                 )
             AssetStateStore.objects.update_or_create(
-                asset=asset, key=key, defaults={"value": json.dumps(value), "updated_at": now, **provenance}
+                asset=asset, key=key, defaults={"value": json.dumps(value), "updated_at": written, **provenance}
             )
             counts["asset_keys"] += 1
     regional = load_region_data(now)  # Airflow 3.4 only

@@ -13,8 +13,8 @@ from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
-from statestore_admin.core.values import DEFAULT
-from statestore_admin.demo.runs import day, demo_expiry, demo_run_id
+from statestore_admin.core.values import DEFAULT, NEVER
+from statestore_admin.demo.runs import day, demo_expiry, demo_run_id, run_dates
 
 # Airflow 3.4 only: a DAG with dynamic regions, shaped as Airflow writes them (airflow/models/dynamic_region.py):
 # the loop ``process_batch`` ran three iterations (0, 1, 2: Airflow numbers them from 0) around the mapped
@@ -23,7 +23,8 @@ from statestore_admin.demo.runs import day, demo_expiry, demo_run_id
 # as the ``_airflow_loop_decision_reason`` XCom; iteration 1's expansion was cleared and re-created (a fork:
 # ``forked_from_region_id``, the replaced task instances out of the working set, their keys kept); and the
 # mapped task group ``score`` expanded twice. Ids are derived from the coordinates, so a second load finds
-# the same rows.
+# the same rows. The run is yesterday's (over before now, whatever the hour): each key is written a minute
+# after its task instance started, all within the run (its fork included), expiring as Airflow's writer computes.
 REGION_DAG = "batch_refinement"
 LOOP_NODE, GATE_TASK, CHOOSE_TASK, MAPPED_TASK = (
     "process_batch",
@@ -86,7 +87,10 @@ def _region_ti(run: DagRun, task_id: str, region, index: int, start, working_set
     return ti
 
 
-def _region_key(run: DagRun, task_id: str, region, index: int, key: str, value, expires_at, now) -> None:
+def _region_key(run: DagRun, task_id: str, region, index: int, key: str, value, expiry: str, started) -> None:
+    """A key the task instance at ``(region, index)``, started at ``started``, wrote a minute later, expiring as
+    Airflow's writer computes it from that write."""
+    written = started + timedelta(minutes=1)
     TaskStateStore.objects.update_or_create(
         dag_run=run,
         task_id=task_id,
@@ -97,13 +101,13 @@ def _region_key(run: DagRun, task_id: str, region, index: int, key: str, value, 
             "dag_id": run.dag_id,
             "run_id": run.run_id,
             "value": json.dumps(value),
-            "updated_at": now,
-            "expires_at": expires_at,
+            "updated_at": written,
+            "expires_at": demo_expiry(expiry, written).resolve(written, airflow_config()),
         },
     )
 
 
-def _decision(gate: TaskInstance, reason: str, now) -> None:
+def _decision(gate: TaskInstance, reason: str, at) -> None:
     """The gate's decision reason as Airflow records it: an XCom of the gate task instance (no XCom model
     here: the dashboard never reads XComs but this one, in the domain)."""
     connection = connections[airflow_alias()]
@@ -122,7 +126,7 @@ def _decision(gate: TaskInstance, reason: str, now) -> None:
                 prep(gate.pk, connection),
                 _LOOP_DECISION_REASON_KEY,
                 json.dumps(reason),
-                now,
+                at,
             ],
         )
 
@@ -132,9 +136,8 @@ def load_region_data(now: datetime) -> dict[str, int]:
     counts = {"dag_runs": 0, "regions": 0, "task_instances": 0, "task_keys": 0}
     if not schema_of(connections[airflow_alias()]).regions:
         return counts
-    config = airflow_config()
-    logical_date = day(0)
-    start = logical_date + timedelta(hours=2)
+    logical_date = day(-1)
+    start, end = run_dates(logical_date, now, timedelta(hours=2), timedelta(minutes=45))
     run, _ = DagRun.objects.get_or_create(
         dag_id=REGION_DAG,
         run_id=demo_run_id("manual", logical_date),
@@ -145,21 +148,20 @@ def load_region_data(now: datetime) -> dict[str, int]:
             "run_after": logical_date,
             "queued_at": start,
             "start_date": start,
-            "end_date": start + timedelta(minutes=20),
+            "end_date": end,
             "created_at": start,
             "updated_at": start,
         },
     )
     counts["dag_runs"] += 1
-    default = demo_expiry(DEFAULT, now).resolve(now, config)
     loop = _region(run, LOOP_NODE, start)
     counts["regions"] += 1
     for iteration in range(LOOP_ITERATIONS):
         at = start + timedelta(minutes=5 * iteration)
         chooser = _region_ti(run, CHOOSE_TASK, loop, iteration, at)
-        _region_key(run, chooser.task_id, loop, iteration, "batch_size", MAP_POSITIONS + iteration, default, now)
+        _region_key(run, chooser.task_id, loop, iteration, "batch_size", MAP_POSITIONS + iteration, DEFAULT, at)
         gate = _region_ti(run, GATE_TASK, loop, iteration, at, operator=_LOOP_GATE_OPERATOR)
-        _decision(gate, DECISIONS[iteration], now)
+        _decision(gate, DECISIONS[iteration], at + timedelta(minutes=2))
         expansion = _region(run, MAPPED_TASK, at, loop, iteration)
         counts["regions"] += 1
         current = expansion
@@ -169,12 +171,12 @@ def load_region_data(now: datetime) -> dict[str, int]:
         for position in range(MAP_POSITIONS):
             if current is not expansion:
                 _region_ti(run, MAPPED_TASK, expansion, position, at, working_set=False)
-                _region_key(run, MAPPED_TASK, expansion, position, "offset", {"done": position * 10}, default, now)
+                _region_key(run, MAPPED_TASK, expansion, position, "offset", {"done": position * 10}, DEFAULT, at)
                 counts["task_instances"] += 1
                 counts["task_keys"] += 1
-            _region_ti(run, MAPPED_TASK, current, position, at)
+            _region_ti(run, MAPPED_TASK, current, position, current.created_at)
             value = {"iteration": iteration, "position": position, "done": 100 + 10 * iteration + position}
-            _region_key(run, MAPPED_TASK, current, position, "offset", value, default, now)
+            _region_key(run, MAPPED_TASK, current, position, "offset", value, DEFAULT, current.created_at)
             counts["task_instances"] += 1
             counts["task_keys"] += 1
         counts["task_instances"] += 2
@@ -184,7 +186,7 @@ def load_region_data(now: datetime) -> dict[str, int]:
     for expansion_index in range(GROUP_EXPANSIONS):
         _region_ti(run, GROUP_TASK, group, expansion_index, start + timedelta(minutes=16))
         value = {"model": f"candidate-{expansion_index}", "auc": 0.9 + expansion_index / 50}
-        _region_key(run, GROUP_TASK, group, expansion_index, "best_model", value, None, now)
+        _region_key(run, GROUP_TASK, group, expansion_index, "best_model", value, NEVER, group.created_at)
         counts["task_instances"] += 1
         counts["task_keys"] += 1
     return counts

@@ -57,6 +57,7 @@ from statestore_admin.state.selectors import (
     scoped_dag_ids,
     status_filter,
     with_previews,
+    with_writer_coordinates,
 )
 
 MATCHES = ("contains", "prefix", "exact")
@@ -436,6 +437,7 @@ def search_asset_keys(
         page = _scan_asset_keys(shown, cursor, before, size, _deadline(more))
     else:
         page = _page(shown, ["asset_id", "key"], cursor, before, size)
+    page.items = with_writer_coordinates(page.items)  # the writer's loop iteration, as pages show it
     return _counted(page, rows, not query.searches_text) if more.get("count") else page
 
 

@@ -153,3 +153,52 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
     group = next(g for g in groups if g.task_id == "score.fit")
     labels = [row.coordinate.label for row in group.coordinates]
     assert labels == ["group score · expansion 0", "group score · expansion 1"]
+
+
+def _retention(key):
+    """The retention the demo gives ``key`` (a DemoKey's expiry; the 3.4 regions' keys use the default, or never)."""
+    from statestore_admin.airflow.config import airflow_config
+    from statestore_admin.core.values import DEFAULT, NEVER
+    from statestore_admin.demo.data import DAGS
+
+    spec = DAGS.get(key.dag_id)
+    expiries = [
+        k.expiry for k in spec["keys"] if (k.task_id, k.key, k.map_index) == (key.task_id, key.key, key.map_index)
+    ]
+    expiry = expiries[0] if expiries else (NEVER if key.expires_at is None else DEFAULT)
+    if expiry == NEVER:
+        return None
+    if expiry == DEFAULT:
+        return timedelta(days=airflow_config().default_retention_days)
+    return expiry
+
+
+def test_the_demos_dates_tell_one_story():
+    """Every task key was written during its run (between the run's start and its end, or now for a running run)
+    and expires where Airflow's writer put it: ``updated_at`` + its retention (the default retention unless
+    the key says otherwise; NULL for never). Every asset key a task wrote was written during that task's run, and
+    no asset key before its asset existed. Runs neither start nor end in the future."""
+    from statestore_admin.demo.data import DAGS
+
+    load()
+    now = timezone.now()
+    runs = DagRun.objects.all()
+    assert all(run.start_date <= now and (run.end_date is None or run.end_date <= now) for run in runs)
+    for key in TaskStateStore.objects.select_related("dag_run"):
+        run = key.dag_run
+        where = f"{key.dag_id} {key.run_id} {key.task_id}[{key.map_index}] {key.key[:40]}"
+        assert run.start_date <= key.updated_at <= (run.end_date or now), where
+        retention = _retention(key) if key.dag_id in DAGS else _retention_34(key)
+        expected = None if retention is None else key.updated_at + retention
+        assert key.expires_at == expected, where
+    for key in AssetStateStore.objects.select_related("asset"):
+        assert key.asset.created_at <= key.updated_at <= now, key.key
+        if key.last_updated_by_kind == "task":
+            run = DagRun.objects.get(dag_id=key.last_updated_by_dag_id, run_id=key.last_updated_by_run_id)
+            assert run.start_date <= key.updated_at <= (run.end_date or now), key.key
+
+
+def _retention_34(key):
+    from statestore_admin.airflow.config import airflow_config
+
+    return None if key.expires_at is None else timedelta(days=airflow_config().default_retention_days)

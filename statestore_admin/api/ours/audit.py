@@ -40,6 +40,7 @@ def viewable_event(request, event_id: int) -> AuditEvent:
 def event_entry(event: AuditEvent, keys: list[AuditKey], keys_next_cursor: str | None) -> dict:
     """The event as the audit download writes it (``audit.event_entry``), with its keys."""
     entry = audit.event_entry(event)
+    keys = selectors.with_coordinates(keys)  # each task key's loop iteration, as the pages name it
     entry |= {"keys": keys, "keys_truncated": keys_next_cursor is not None, "keys_next_cursor": keys_next_cursor}
     return entry
 

@@ -4,6 +4,7 @@
 
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
 from statestore_admin.api.serializers.fields import Decoded, When
 from statestore_admin.exports import restore as restores
@@ -13,6 +14,29 @@ REGION_HELP = (
     "Airflow 3.4's dynamic region of the task instance (map_index is then its index there); "
     "null outside any region, as for every event recorded on Airflow 3.3."
 )
+
+
+class _CoordinatePart:
+    """A part of an audit key's ``coordinate`` (``selectors.with_coordinates``), left out outside any region."""
+
+    part = ""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def get_attribute(self, key):
+        coordinate = getattr(key, "coordinate", None)
+        if coordinate is None:
+            raise SkipField
+        return getattr(coordinate, self.part)
+
+
+class CoordinateLabel(_CoordinatePart, serializers.CharField):
+    part = "label"
+
+
+class CoordinateIteration(_CoordinatePart, serializers.IntegerField):
+    part = "iteration"
 
 
 class AuditKeyState(serializers.Serializer):
@@ -48,6 +72,14 @@ class AuditKeyResponse(serializers.Serializer):
     before = AuditKeyState("before", allow_null=True)
     after = AuditKeyState("after", allow_null=True)
     truncated = serializers.BooleanField(help_text="A value was kept truncated; not restorable.")
+    coordinate = CoordinateLabel(
+        help_text="Airflow 3.4, with a region_id: the task instance's place, as the pages show it (\"loop refine · "
+        "iteration 2 › map 1\"), in the request's language.",
+    )
+    iteration = CoordinateIteration(
+        help_text="Airflow 3.4, with a region_id: the innermost loop iteration of the task instance, from 0 as "
+        "Airflow numbers them; null in no loop.",
+    )
 
 
 class AuditEventToken(serializers.Serializer):

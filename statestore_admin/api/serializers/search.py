@@ -36,6 +36,31 @@ class TaskKeySearchPage(SearchPage):
     items = TaskKeyFound(many=True)
 
 
+class FoundKeyWriter(AssetStateStoreLastUpdatedBy):
+    """Airflow's ``last_updated_by`` (``AssetStateStoreLastUpdatedBy``), and ours on top for a task writer that sat in
+    a dynamic region on Airflow 3.4 (left out otherwise, with ``region_id``): its loop iteration and its path, as
+    the pages name the writer (``selectors.with_writer_coordinates``). Airflow's own routes keep Airflow's shape."""
+
+    coordinate = text(
+        required=False,
+        help_text='Airflow 3.4, with region_id: where the writer sat, as the pages show it ("loop refine · '
+        "iteration 2 › map 1\"), in the request's language.",
+    )
+    iteration = serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        help_text="Airflow 3.4, with region_id: the innermost loop iteration the writer sat in, from 0 as Airflow "
+        "numbers them (null: in no loop).",
+    )
+
+    def to_representation(self, row):
+        writer = super().to_representation(row)
+        coordinate = getattr(row, "writer_coordinate", None)
+        if writer is not None and coordinate is not None and coordinate.steps:
+            writer.update(coordinate=coordinate.label, iteration=coordinate.iteration)
+        return writer
+
+
 class AssetKeyFound(serializers.Serializer):
     asset_id = serializers.IntegerField()
     asset_name = text(source="asset.name")
@@ -45,7 +70,7 @@ class AssetKeyFound(serializers.Serializer):
     size = serializers.IntegerField()
     is_ref = serializers.BooleanField()
     updated_at = when(allow_null=True)
-    last_updated_by = AssetStateStoreLastUpdatedBy(allow_null=True, source="*")
+    last_updated_by = FoundKeyWriter(allow_null=True, source="*")
 
 
 class AssetKeySearchPage(SearchPage):

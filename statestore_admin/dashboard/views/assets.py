@@ -33,6 +33,7 @@ def asset_detail(request, asset_id):
 @requires_view(permissions.ASSET)
 def asset_key(request, asset_id):
     key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
+    selectors.with_writer_coordinates([key])
     history = key_history(selectors.asset_key_history(key.asset_id, key.key))
     return render(
         request,

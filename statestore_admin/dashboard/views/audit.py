@@ -101,6 +101,7 @@ def audit_list(request):
     )
     if page:
         _name_keys(page.items)
+        selectors.with_coordinates(page.items)  # a task instance in a loop named with its iteration
     fields = _filter_fields(request.GET, errors, {"asset_id": _asset_name(query, request.user)})
     context = {
         "page": page,
@@ -125,6 +126,7 @@ def audit_event(request, event_id):
     event = selectors.viewable_audit_event(event_id, user=request.user)
     store = event.visible_store
     page = selectors.audit_keys(event, request.GET.get("cursor"))
+    selectors.with_coordinates([event, *page.items])  # a task instance in a loop named with its iteration
     run = asset = None
     if store == permissions.TASK and event.dag_id and event.run_id:
         try:

@@ -97,10 +97,13 @@ from statestore_admin.state.selectors.regions import (
     Coordinate,
     LoopRun,
     RunRegions,
+    coordinates_at,
     in_iteration_q,
     key_coordinate,
     regions_enabled,
     run_regions,
+    with_coordinates,
+    with_writer_coordinates,
 )
 from statestore_admin.state.selectors.run_compare import (
     COMPARE_CAP,
@@ -269,4 +272,7 @@ __all__ = [
     "key_coordinate",
     "regions_enabled",
     "run_regions",
+    "coordinates_at",
+    "with_coordinates",
+    "with_writer_coordinates",
 ]

@@ -25,6 +25,7 @@ from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore,
 from statestore_admin.audit.trail import name_writers
 from statestore_admin.core.errors import NotFound
 from statestore_admin.core.pagination import Page, paginate
+from statestore_admin.state.selectors.regions import with_writer_coordinates
 
 
 def _active() -> IsNull:
@@ -66,9 +67,10 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
 
 
 def asset_state(asset: Asset, cursor: str | None = None, size: int = 100) -> Page:
-    """A page of an asset's keys; a key whose writer Airflow's columns cannot name says who wrote it
-    (``name_writers``)."""
+    """A page of an asset's keys, each with its writer's coordinate (``with_writer_coordinates``); a key whose
+    writer Airflow's columns cannot name says who wrote it (``name_writers``)."""
     page = paginate(with_previews(AssetStateStore.objects.filter(asset=asset)), ["key"], cursor, size)
+    page.items = with_writer_coordinates(page.items)
     name_writers(page.items)
     return page
 

@@ -267,13 +267,17 @@ def _decisions(gates: list[tuple]) -> dict[tuple[UUID, int], str]:
 def run_regions(run: DagRun) -> RunRegions:
     """The regions of ``run``: three or four short queries on 3.4 (none on 3.3, or none beyond the first for a
     run without regions)."""
+    return _regions_of(run.dag_id, run.run_id)
+
+
+def _regions_of(dag_id: str, run_id: str) -> RunRegions:
     if not regions_enabled():
         return RunRegions()
-    rows = list(DynamicRegion.objects.filter(dag_id=run.dag_id, run_id=run.run_id))
+    rows = list(DynamicRegion.objects.filter(dag_id=dag_id, run_id=run_id))
     if not rows:
         return RunRegions()
     gates = list(
-        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, operator=LOOP_GATE_OPERATOR).values_list(
+        TaskInstance.objects.filter(dag_id=dag_id, run_id=run_id, operator=LOOP_GATE_OPERATOR).values_list(
             "id", "region_id", "map_index"
         )
     )
@@ -281,7 +285,7 @@ def run_regions(run: DagRun) -> RunRegions:
     loop_nodes = {r.node_id for r in rows if r.id in loop_regions}
     node_ids = {r.node_id for r in rows}
     mapped_tasks = set(
-        TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id__in=node_ids)
+        TaskInstance.objects.filter(dag_id=dag_id, run_id=run_id, task_id__in=node_ids)
         .values_list("task_id", flat=True)
         .distinct()
     )
@@ -307,6 +311,57 @@ def run_regions(run: DagRun) -> RunRegions:
         if region.parent_id in regions and regions[region.parent_id].kind == LOOP:
             seen.setdefault(region.parent_id, set()).add(region.parent_index)
     return RunRegions(regions, _decisions(gates), seen)
+
+
+def coordinates_at(points) -> dict[tuple, Coordinate]:
+    """The ``Coordinate`` of each point ``(dag_id, run_id, region_id, index)`` in a region (others are left out:
+    outside any region, or on 3.3), for pages naming task instances by their place, as the task instance page
+    does ("loop refine · iteration 2 › map 1"). Each run's regions are read once (``run_regions``)."""
+    found: dict[tuple, Coordinate] = {}
+    points = [p for p in points if p[2] is not None and p[2] != SENTINEL_REGION_ID and p[3] is not None]
+    if not points or not regions_enabled():
+        return found
+    runs: dict[tuple[str, str], RunRegions] = {}
+    for point in points:
+        dag_id, run_id, region_id, index = point
+        if (dag_id, run_id) not in runs:
+            runs[dag_id, run_id] = _regions_of(dag_id, run_id)
+        found[point] = runs[dag_id, run_id].coordinate(region_id, index)
+    return found
+
+
+def _writer(row) -> tuple | None:
+    if row.last_updated_by_kind != "task" or not regions_enabled():
+        return None
+    return (
+        row.last_updated_by_dag_id,
+        row.last_updated_by_run_id,
+        row.last_updated_by_region_id,
+        row.last_updated_by_region_index,
+    )
+
+
+def with_writer_coordinates(rows):
+    """Asset keys (``rows``, read once) with ``writer_coordinate``: where the task that last wrote each one sat on
+    Airflow 3.4 (the ``Coordinate`` of its ``last_updated_by_region_id`` and ``_region_index`` in its run, with
+    its ``label`` and ``iteration``), or None (another writer, a task outside any region, 3.3). Every face that
+    names a writer shows it (templates/includes/_writer.html, our search API), as the task instance page does."""
+    rows = list(rows)
+    writers = {id(row): _writer(row) for row in rows} if rows else {}
+    found = coordinates_at(w for w in writers.values() if w)
+    for row in rows:
+        row.writer_coordinate = found.get(writers[id(row)])
+    return rows
+
+
+def with_coordinates(rows):
+    """Audit events or keys (``rows``: ``dag_id``, ``run_id``, ``region_id``, and ``map_index``, the index in
+    the region) with ``coordinate``: the place of their task instance in a region (None outside any)."""
+    rows = list(rows)
+    found = coordinates_at((r.dag_id, r.run_id, r.region_id, r.map_index) for r in rows)
+    for row in rows:
+        row.coordinate = found.get((row.dag_id, row.run_id, row.region_id, row.map_index))
+    return rows
 
 
 def _pack(index: int) -> bytes:

@@ -332,6 +332,79 @@ def test_an_asset_keys_writer_in_a_region_links_to_that_coordinate(client, opera
     assert response["Location"] == f"/runs/{run.pk}/tasks/{PROCESS}/?map_index=1&region_id={expansion.pk}"
 
 
+WRITER_PATH = f"loop {LOOP} · iteration 2 › map 1"
+
+
+@pytest.fixture
+def looped_asset_key(looped):
+    """An asset key the mapped task wrote from map position 1 of the loop's iteration 2 (its public map index 1,
+    as Airflow records it, says nothing of the iteration)."""
+    from tests.factories import make_asset, make_asset_key
+
+    run, expansion = looped["run"], looped["expansions"][2]
+    asset = make_asset(name="batches_out")
+    writer = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": PROCESS, "map_index": 1}
+    make_asset_key(asset, key="done", value=1, kind="task", **writer, region_id=expansion.pk, region_index=1)
+    make_asset_key(asset, key="by_api", value=2, kind="api")
+    return asset
+
+
+def _writer_paths(html: str) -> list[str]:
+    return [text(m).strip() for m in re.findall(r'data-testid="writer-coordinate">(.*?)</span>', html)]
+
+
+def test_an_asset_keys_writer_in_a_loop_is_named_with_its_iteration(client, operator, looped_asset_key):
+    """Issue 42, item 12: the asset's page and the key's page name the writer as the task instance page does."""
+    client.force_login(operator)
+    asset = looped_asset_key
+    html = client.get(f"/assets/{asset.pk}/").content.decode()
+    assert _writer_paths(html) == [WRITER_PATH]
+    assert f"{PROCESS} · {WRITER_PATH}" in text(html)
+    html = client.get(f"/assets/{asset.pk}/key/?key=done").content.decode()
+    assert _writer_paths(html) == [WRITER_PATH]
+
+
+def test_the_search_names_an_asset_writers_iteration(client, operator, looped_asset_key):
+    client.force_login(operator)
+    html = client.get("/search/?store=asset&asset=batches_out").content.decode()
+    assert _writer_paths(html) == [WRITER_PATH]
+
+
+def test_our_search_api_gives_an_asset_writers_iteration_airflows_route_keeps_its_shape(
+    client, operator, looped_asset_key
+):
+    from tests.api.test_api import bearer
+
+    client.defaults.update(bearer(operator))
+    found = client.get("/api/statestore/v1/search/asset-keys?asset=batches_out").json()["items"]
+    writers = {item["key"]: item["last_updated_by"] for item in found}
+    assert writers["done"]["iteration"] == 2 and writers["done"]["coordinate"] == WRITER_PATH
+    assert writers["done"]["map_index"] == 1 and "iteration" not in writers["by_api"]
+    airflows = client.get(f"/api/v2/assets/{looped_asset_key.pk}/state-store").json()["asset_state_store"]
+    assert all("iteration" not in e["last_updated_by"] and "coordinate" not in e["last_updated_by"] for e in airflows)
+
+
+def test_the_audit_trail_names_a_task_instance_in_a_loop_with_its_iteration(client, operator, looped):
+    """A change made at a coordinate is recorded with its region and index: the Audit list, the event's page and
+    our audit API name that place as the task instance page does, not by the region's id."""
+    from statestore_admin.records.models import AuditEvent
+    from tests.api.test_api import bearer
+
+    client.force_login(operator)
+    run, expansion = looped["run"], looped["expansions"][2]
+    url = f"/runs/{run.pk}/tasks/{PROCESS}/add/?region_id={expansion.pk}"
+    data = {"key": "note", "value": json.dumps("hello"), "map_index": 1, "expiry": "never"}
+    assert client.post(url, data, **HX).status_code == 204
+    (event,) = [e for e in AuditEvent.objects.all() if (e.action, e.region_id) == ("add", expansion.pk)]
+    listed = client.get("/audit/").content.decode()
+    assert WRITER_PATH in re.findall(r'data-testid="coordinate">(.*?)</span>', listed)
+    page = client.get(f"/audit/{event.pk}/").content.decode()
+    assert re.findall(r'data-testid="coordinate">(.*?)</span>', page) == [WRITER_PATH, WRITER_PATH]  # event, key
+    client.defaults.update(bearer(operator))
+    (key,) = client.get(f"/api/statestore/v1/audit-events/{event.pk}").json()["keys"]
+    assert (key["iteration"], key["coordinate"], key["map_index"]) == (2, WRITER_PATH, 1)
+
+
 @pytest.mark.parametrize(
     "coordinates",
     ["map_index=1", "map_index=0", "map_index=all", "map_index=2&region_id={loop}", "map_index=1&region_id={last}"],
