@@ -315,7 +315,7 @@ def load_demo_data() -> dict[str, int]:
             )
             counts["asset_keys"] += 1
     regional = load_region_data(now)  # Airflow 3.4 only
-    for kind in ("dag_runs", "task_instances", "task_keys"):
+    for kind in ("dag_runs", "task_instances", "task_keys", "assets", "asset_keys"):
         counts[kind] += regional[kind]
     if regional["regions"]:
         counts["regions"] = regional["regions"]

@@ -10,7 +10,15 @@ from datetime import datetime, timedelta
 from django.db import connections
 
 from statestore_admin.airflow.config import airflow_config
-from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
+from statestore_admin.airflow.models import (
+    Asset,
+    AssetActive,
+    AssetStateStore,
+    DagRun,
+    DynamicRegion,
+    TaskInstance,
+    TaskStateStore,
+)
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
 from statestore_admin.core.values import DEFAULT, NEVER
@@ -33,6 +41,9 @@ LOOP_NODE, GATE_TASK, CHOOSE_TASK, MAPPED_TASK = (
     "process_batch.process",
 )
 GROUP_NODE, GROUP_TASK = "score", "score.fit"
+# The loop's last iteration publishes how far it got to an asset, as a task in a loop writes asset state on 3.4: the
+# asset key's writer names the iteration (last_updated_by_region_id and _region_index), which the pages show.
+REFINED_ASSET = ("refined_batches", "s3://warehouse/refined/batches")
 LOOP_ITERATIONS, MAP_POSITIONS, GROUP_EXPANSIONS = 3, 2, 2
 FORKED_ITERATION = 1
 DECISIONS = ["min batch 1 < 2: another pass", "min batch 2 < 2: another pass", "every batch ≥ 2: stop"]
@@ -107,6 +118,30 @@ def _region_key(run: DagRun, task_id: str, region, index: int, key: str, value, 
     )
 
 
+def _published(run: DagRun, expansion, iteration: int, written) -> None:
+    """The asset key ``refined_through`` that map position 0 of the loop's last iteration wrote at ``written``."""
+    name, uri = REFINED_ASSET
+    asset, _ = Asset.objects.get_or_create(
+        name=name, uri=uri, defaults={"group": "asset", "extra": {}, "created_at": day(-7), "updated_at": day(-7)}
+    )
+    AssetActive.objects.get_or_create(name=name, uri=uri)
+    AssetStateStore.objects.update_or_create(
+        asset=asset,
+        key="refined_through",
+        defaults={
+            "value": json.dumps({"iteration": iteration, "batches": MAP_POSITIONS + iteration}),
+            "updated_at": written,
+            "last_updated_by_kind": "task",
+            "last_updated_by_dag_id": run.dag_id,
+            "last_updated_by_run_id": run.run_id,
+            "last_updated_by_task_id": MAPPED_TASK,
+            "last_updated_by_map_index": 0,
+            "last_updated_by_region_id": expansion.pk,
+            "last_updated_by_region_index": 0,
+        },
+    )
+
+
 def _decision(gate: TaskInstance, reason: str, at) -> None:
     """The gate's decision reason as Airflow records it: an XCom of the gate task instance (no XCom model
     here: the dashboard never reads XComs but this one, in the domain)."""
@@ -133,7 +168,7 @@ def _decision(gate: TaskInstance, reason: str, at) -> None:
 
 def load_region_data(now: datetime) -> dict[str, int]:
     """The 3.4 DAG ``batch_refinement`` (nothing on 3.3, whose schema has no regions)."""
-    counts = {"dag_runs": 0, "regions": 0, "task_instances": 0, "task_keys": 0}
+    counts = {"dag_runs": 0, "regions": 0, "task_instances": 0, "task_keys": 0, "assets": 0, "asset_keys": 0}
     if not schema_of(connections[airflow_alias()]).regions:
         return counts
     logical_date = day(-1)
@@ -181,6 +216,9 @@ def load_region_data(now: datetime) -> dict[str, int]:
             counts["task_keys"] += 1
         counts["task_instances"] += 2
         counts["task_keys"] += 1
+    _published(run, current, LOOP_ITERATIONS - 1, current.created_at + timedelta(minutes=1))
+    counts["assets"] += 1
+    counts["asset_keys"] += 1
     group = _region(run, GROUP_NODE, start + timedelta(minutes=16))
     counts["regions"] += 1
     for expansion_index in range(GROUP_EXPANSIONS):

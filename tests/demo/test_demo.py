@@ -127,7 +127,7 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
 
     from statestore_admin.airflow.models import DynamicRegion
     from statestore_admin.airflow.versions import schema_of
-    from statestore_admin.demo.regions import LOOP_NODE, MAPPED_TASK, REGION_DAG
+    from statestore_admin.demo.regions import LOOP_NODE, MAPPED_TASK, REFINED_ASSET, REGION_DAG
     from statestore_admin.state import selectors
 
     load()
@@ -153,6 +153,9 @@ def test_the_34_demo_has_a_loop_around_a_mapped_task_a_mapped_group_and_a_fork()
     group = next(g for g in groups if g.task_id == "score.fit")
     labels = [row.coordinate.label for row in group.coordinates]
     assert labels == ["group score · expansion 0", "group score · expansion 1"]
+    # A task in the loop wrote asset state: its writer is named with its iteration, as on the task instance page.
+    (published,) = selectors.with_writer_coordinates(AssetStateStore.objects.filter(asset__name=REFINED_ASSET[0]))
+    assert published.writer_coordinate.label == "loop process_batch · iteration 2 › map 0"
 
 
 def _retention(key):
