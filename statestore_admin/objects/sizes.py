@@ -20,9 +20,10 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from django.db import DatabaseError, IntegrityError, router, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from statestore_admin.airflow.models import worker_ref_of
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore, worker_ref_of
 from statestore_admin.records.models import ObjectSize
 
 TASK, ASSET = "task", "asset"
@@ -137,6 +138,28 @@ def stored_size(value: str, recorded_sizes: dict[str, ObjectSize] | None = None)
     if found is None:
         return StoredSize(db_bytes, is_object=True)
     return StoredSize(db_bytes, is_object=True, object_bytes=found.size, seen_at=found.seen_at)
+
+
+def of_listed(rows, store: str) -> list:
+    """A list page's rows (``state.selectors.with_previews``: ``size`` and ``is_ref``, no value loaded), each
+    with ``sizes`` set (a ``StoredSize``: a reference's object size where recorded). At most two queries
+    whatever the page: the references' own texts (a few hundred bytes each) and their recorded sizes."""
+    rows = list(rows)
+    refs = [r for r in rows if getattr(r, "is_ref", False)]
+    values = {}
+    if refs and store == TASK:
+        values = dict(TaskStateStore.objects.filter(pk__in=[r.pk for r in refs]).values_list("pk", "value"))
+    elif refs:
+        wanted = Q(pk__in=[])
+        for r in refs:
+            wanted |= Q(asset_id=r.asset_id, key=r.key)
+        found = AssetStateStore.objects.filter(wanted).values_list("asset_id", "key", "value")
+        values = {(asset_id, key): value for asset_id, key, value in found}
+    seen = recorded(ref for ref in map(worker_ref_of, values.values()) if isinstance(ref, str))
+    for row in rows:
+        value = values.get(row.pk if store == TASK else (row.asset_id, row.key))
+        row.sizes = StoredSize(row.size) if value is None else stored_size(value, seen)
+    return rows
 
 
 def _is_url(ref: str) -> bool:

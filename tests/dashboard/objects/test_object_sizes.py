@@ -165,3 +165,30 @@ def test_largest_values_keep_to_the_users_scope(client, user_factory, world, rea
     client.get(f"/keys/task/{world['row'].pk}/")
     client.force_login(user_factory("assets-only", perms=["asset.view"]))
     assert [key for key, _ in largest(client)] == ["watermark"]
+
+
+# Lists ---------------------------------------------------------------------------------------------------
+def list_size(html: str, key: str) -> str:
+    row = html.split(f"<bdi>{key}</bdi>")[1].split("</tr>")[0]
+    return flat(re.sub(r"<[^>]+>", "", row.split('<td class="num">')[1].split("</td>")[0])).strip()
+
+
+def test_lists_show_a_worker_side_keys_recorded_object_size_without_reading(
+    op, store, world, read_objects, asset_key_factory
+):
+    row = world["row"]
+    asset = world["asset"]
+    ref = write_object(store, store.asset_ref(asset.name, "snapshot"), BIG)
+    asset_key_factory(asset, key="snapshot", value=ref_value(ref))
+    db = len(row.value.encode())
+    urls = {f"/runs/{row.dag_run_id}/tasks/download/": "manifest", f"/assets/{asset.pk}/": "snapshot"}
+    for url, key in urls.items():
+        assert list_size(op.get(url).content.decode(), key).endswith("in the database; object size unknown)"), url
+    op.get(f"/keys/task/{row.pk}/")  # reads the task key's object
+    cell = list_size(op.get(f"/runs/{row.dag_run_id}/tasks/download/").content.decode(), "manifest")
+    parts = f"(object {formatting.size(37_002)} + reference {formatting.size(db)} in the database)"
+    assert cell == f"{formatting.size(37_002 + db)} {parts}"
+    assert list_size(op.get(f"/assets/{asset.pk}/").content.decode(), "watermark") == "290 B"
+    story = flat(op.get(f"/keys/task/{row.pk}/story/").content.decode())
+    assert parts in story  # the key's story, run by run
+    assert ObjectSize.objects.count() == 1  # lists read no object
