@@ -53,6 +53,13 @@ def count(n: float | int | None) -> str:
     return _localized(n) if isinstance(n, int) else _localized(n, 1)
 
 
+def signed_count(n: int) -> str:
+    """A change in a count, its sign always written: 120 → "+120", -3 → "−3" (a minus sign), 0 → "0"."""
+    if n > 0:
+        return "+" + count(n)
+    return "\u2212" + count(-n) if n < 0 else count(0)
+
+
 def short_count(n: float | int | None) -> str:
     """A count abbreviated: 999 → "999", 1000 → "1k", 123456 → "123.5k", 1234567 → "1.2M"."""
     if n is None:

@@ -32,6 +32,7 @@ from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.core.values import DEFAULT, NEVER
 from statestore_admin.demo.regions import load_region_data
 from statestore_admin.demo.runs import day, demo_expiry, demo_run_id, run_dates, written_at
+from statestore_admin.objects import sizes
 from statestore_admin.objects import store as objects
 
 LONG_KEY = ("reports/2026/11/very-long-key-" * 20)[:512]  # the longest key the column takes
@@ -65,11 +66,8 @@ def _stored(value, store, dag_id: str, run_id: str, task_id: str, map_index: int
     if store is None:  # no storage configured: a reference to an object the dashboard cannot reach
         return _ref(f"s3://airflow-state/{dag_id}/{task_id}/{key}")
     ref = store.task_ref(dag_id, run_id, task_id, map_index, key)
-    fs, path = store.filesystem(), store.path(ref)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    with fs.open(path, "wb", compression=store.compression or None) as f:
-        f.write(json.dumps(value.value).encode())
-    return _ref(ref)
+    place = sizes.Place("task", key, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
+    return _ref(objects.write_object(store, ref, json.dumps(value.value).encode(), place))
 
 
 def _manifest(files: int) -> list[dict]:

@@ -38,6 +38,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND, AirflowConfigError, airflow_config
 from statestore_admin.airflow.models import JsonValueMixin, worker_ref_of
 from statestore_admin.core import formatting
+from statestore_admin.objects import sizes
 
 PROVIDER_BACKEND = OBJECT_STORAGE_BACKEND
 REF_MARKER = json.dumps(JsonValueMixin.REF_KEY)  # in the text of every stored reference, whatever its spacing
@@ -262,11 +263,13 @@ def reference_of_asset_row(row, store: Storage | None, *, name: str = "", uri: s
 # Reading --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Resolved:
-    """The value behind a reference: ``text`` its JSON text, or ``error`` why it is not shown."""
+    """The value behind a reference: ``text`` its JSON text, or ``error`` why it is not shown; ``object_size``
+    the object's bytes in the storage when it was read (also when too large or not JSON), else None."""
 
     reference: Reference
     text: str | None = None
     error: str | None = None
+    object_size: int | None = None
 
 
 def read_enabled() -> bool:
@@ -290,12 +293,13 @@ def resolve(reference: Reference, store: Storage | None) -> Resolved:
     limit, seconds = settings.WORKER_BACKEND_READ_MAX_BYTES, settings.WORKER_BACKEND_READ_TIMEOUT
     try:
         # In a thread of its own with a deadline: storage that stops answering must not hang the page.
-        data = _readers().submit(read_object, store, reference.ref, limit + 1).result(timeout=seconds or None)
+        data, size = _readers().submit(_read_sized, store, reference.ref, limit + 1).result(timeout=seconds or None)
     except concurrent.futures.TimeoutError:
         return Resolved(
             reference, error=_("The storage did not answer within %(seconds)s s.") % {"seconds": f"{seconds:g}"}
         )
     except FileNotFoundError:
+        sizes.forget([reference.ref])
         return Resolved(reference, error=_("The object is missing: this is a dangling reference."))
     except Exception as exc:  # the storage's own errors (permissions, network, corrupt compression)
         return Resolved(
@@ -306,18 +310,39 @@ def resolve(reference: Reference, store: Storage | None) -> Resolved:
             reference,
             error=_("The value is larger than %(limit)s bytes: too large to show here.")
             % {"limit": formatting.count(limit)},
+            object_size=size,
         )
     try:
         text = data.decode("utf-8")
         json.loads(text)
     except ValueError:
-        return Resolved(reference, error=_("The object does not hold UTF-8 JSON text."))
-    return Resolved(reference, text=text)
+        return Resolved(reference, error=_("The object does not hold UTF-8 JSON text."), object_size=size)
+    return Resolved(reference, text=text, object_size=size)
 
 
 @cache
 def _readers() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="object-read")
+
+
+def _read_sized(store: Storage, ref: str, limit: int) -> tuple[bytes, int]:
+    """``read_object``, and the object's size in the storage (its stored bytes: compressed when it is)."""
+    data = read_object(store, ref, limit)
+    return data, store.filesystem().size(store.path(ref))
+
+
+def write_object(store: Storage, ref: str, data: bytes, place: sizes.Place) -> str:
+    """Write ``data`` (the value's JSON bytes) at ``ref`` as common.io's backend does (parents created,
+    compressed by the configured compression) and record its size for ``place``'s key. Returns ``ref``. The
+    dashboard writes objects only for the demo's data; workers write the others."""
+    if not store.contains(ref):
+        raise StorageError(_("The reference is outside the configured base path."))
+    fs, path = store.filesystem(), store.path(ref)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb", compression=store.compression or None) as f:
+        f.write(data)
+    sizes.record(ref, fs.size(path), place)
+    return ref
 
 
 def read_object(store: Storage, ref: str, limit: int) -> bytes:
@@ -407,7 +432,7 @@ def delete_objects(references: Iterable[Reference], store: Storage | None, into:
     """Delete the objects of rows already deleted and committed. A failure is recorded, never raised: the
     row stays deleted and the object is an orphan (a later write of the same key overwrites it)."""
     result = into or ObjectDeletes()
-    fs = None
+    fs, gone = None, []
     for reference in references:
         if reference.kind != OBJECT:
             result.fail(reference.ref, reference.explanation)
@@ -416,10 +441,13 @@ def delete_objects(references: Iterable[Reference], store: Storage | None, into:
             fs = fs or store.filesystem()
             fs.rm_file(store.path(reference.ref))
             result.deleted += 1
+            gone.append(reference.ref)
         except FileNotFoundError:
             result.missing += 1
+            gone.append(reference.ref)
         except Exception as exc:  # the storage's own errors: permissions, network, …
             result.fail(reference.ref, f"{type(exc).__name__}: {exc}")
+    sizes.forget(gone)  # their sizes are no longer known (a later write of the key is a new object)
     return result
 
 
@@ -428,7 +456,7 @@ def resolve_task_row(row) -> Resolved | None:
     """The value behind a task key's reference (None when its value is no reference)."""
     store = storage()
     reference = reference_of_task_row(row, store)
-    return None if reference is None else resolve(reference, store)
+    return None if reference is None else _resolve_and_record(reference, store, sizes.Place.of_task_row(row))
 
 
 def resolve_asset_row(row, asset) -> Resolved | None:
@@ -436,7 +464,15 @@ def resolve_asset_row(row, asset) -> Resolved | None:
     name and URI its deterministic paths use."""
     store = storage()
     reference = reference_of_asset_row(row, store, name=asset.name, uri=asset.uri)
-    return None if reference is None else resolve(reference, store)
+    return None if reference is None else _resolve_and_record(reference, store, sizes.Place.of_asset_row(row))
+
+
+def _resolve_and_record(reference: Reference, store: Storage | None, place: sizes.Place) -> Resolved:
+    """``resolve``, the object's size recorded when it was read (what the key costs: ``objects.sizes``)."""
+    resolved = resolve(reference, store)
+    if resolved.object_size is not None:
+        sizes.record(reference.ref, resolved.object_size, place)
+    return resolved
 
 
 def missing_objects(values: Iterable[str], limit: int = FAILED_NAMED) -> list[str]:

@@ -480,3 +480,32 @@ class AccountPreferences(models.Model):
 
     def __str__(self) -> str:
         return f"preferences of {self.user}"
+
+
+class ObjectSize(models.Model):
+    """The size of a worker-side object (``objects.sizes``) as the dashboard last saw it: when it read the object
+    for a key page or the API's ``resolve=true``, or wrote it (the demo's data). The row in Airflow's database
+    holds only the object's reference, so what a key costs is that row plus this object; an object never read
+    has no row here and its size is unknown (never 0). Keyed by the reference (its SHA-256: a reference may be
+    longer than an index allows); the key it was seen under (``store`` and its coordinates) lets the largest
+    values find its row without scanning Airflow's tables. Forgotten when the dashboard deletes the object or
+    finds it missing."""
+
+    ref_hash = models.CharField(max_length=64, unique=True)
+    ref = models.TextField()
+    size = models.BigIntegerField(help_text=gettext_lazy("Bytes in the worker-side storage (compressed, as stored)."))
+    seen_at = models.DateTimeField(default=timezone.now)
+    store = models.CharField(max_length=8, help_text=gettext_lazy("task or asset"))
+    dag_id = models.CharField(max_length=250, null=True, blank=True)
+    run_id = models.CharField(max_length=250, null=True, blank=True)
+    task_id = models.CharField(max_length=250, null=True, blank=True)
+    map_index = models.IntegerField(null=True, blank=True)
+    asset_id = models.IntegerField(null=True, blank=True)
+    key = models.CharField(max_length=512)
+
+    class Meta:
+        indexes = [models.Index(fields=["-size"], name="objectsize_size_idx")]
+        verbose_name = gettext_lazy("worker-side object size")
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.size} bytes"

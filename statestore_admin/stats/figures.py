@@ -4,11 +4,12 @@ snapshot's exact figures with its age), the snapshot figures a user may see, and
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from django.core.cache import cache
 from django.db import connections
+from django.db.models import Q
 from django.db.models.functions import Length
 
 from statestore_admin.access.permissions import ASSET, TASK
@@ -16,13 +17,16 @@ from statestore_admin.access.policies import store_wide
 from statestore_admin.access.reach import DAG_IDS_CACHE_SECONDS, scoped_asset_keys, scoped_task_keys
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.config import ConfigValue, airflow_config
-from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
+from statestore_admin.airflow.models import AssetStateStore, TaskStateStore, worker_ref_of
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import AirflowSchema, schema_of
 from statestore_admin.core import formatting
 from statestore_admin.core.counting import CAPPED, COUNT_CAP, EXACT, SNAPSHOT, Figure, capped_count, estimate, row_count
 from statestore_admin.core.status import EXPIRED, EXPIRING, NEVER, status_filter
+from statestore_admin.objects import sizes
+from statestore_admin.objects import store as objects
 from statestore_admin.objects.backends import BackendMode, backend_modes
+from statestore_admin.objects.sizes import StoredSize
 from statestore_admin.records.models import GcRun
 from statestore_admin.stats import snapshots as stats
 
@@ -121,6 +125,39 @@ class SnapshotFigures:
         return {name: formatting.count(getattr(self, name)) for name in names if getattr(self, name) is not None}
 
 
+# A snapshot older than this is "old": the overview then shows its figures beside the live ones even when they
+# agree, so that a stopped schedule shows. The documented schedule of ``state_store_stats`` is hourly
+# (docs/operations.md, the Kubernetes CronJob), and GC (every 15 minutes) takes one at its end: a snapshot
+# older than an hour means at least one scheduled one is missing. Younger and equal to the live figure, the
+# snapshot's line would say nothing the live figure does not.
+SNAPSHOT_OLD_AFTER = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class SnapshotChange:
+    """How a live, exact figure moved since the latest snapshot (``change``: live minus snapshot), to show
+    beside it only when it says something (``snapshot_change``)."""
+
+    change: int
+    taken_at: datetime
+
+    @property
+    def text(self) -> str:
+        return formatting.signed_count(self.change)
+
+
+def snapshot_change(live: Figure, seen: int | None, taken_at: datetime, now: datetime) -> SnapshotChange | None:
+    """The change of an exact live figure since the snapshot's ``seen``, or None when there is nothing worth
+    a line: no snapshot figure, a live figure that is not exact (the page says "exact … as of" instead), or
+    the same number in a snapshot younger than ``SNAPSHOT_OLD_AFTER``."""
+    if seen is None or live.value is None or live.how != EXACT:
+        return None
+    change = live.value - seen
+    if change == 0 and now - taken_at <= SNAPSHOT_OLD_AFTER:
+        return None
+    return SnapshotChange(change, taken_at)
+
+
 def snapshot_figures(snapshot, *, scope: Scope, stores: tuple[str, ...]) -> SnapshotFigures | None:
     if snapshot is None:
         return None
@@ -141,6 +178,8 @@ class Overview:
     snapshot: SnapshotFigures | None = None  # None: no snapshot taken yet
     stats_command: str = STATS_COMMAND
     airflow_schema: AirflowSchema | None = None  # which Airflow's tables the dashboard found (3.3 or 3.4)
+    # Per figure (task_keys, asset_keys, expired, expiring, never): its change since the snapshot, where shown
+    changes: dict[str, SnapshotChange] = field(default_factory=dict)
 
     @property
     def expired(self) -> int | None:
@@ -206,6 +245,14 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
         values, error = [], str(exc)
     by_name = {(v.option.section, v.option.key): v.value for v in values}
     modes = backend_modes(by_name)
+    changes = {}
+    if seen is not None:
+        live = {"task_keys": task, "asset_keys": asset, "expired": statuses[EXPIRED]}
+        live |= {"expiring": statuses[EXPIRING], "never": statuses[NEVER]}
+        for name, figure in live.items():
+            change = snapshot_change(figure, getattr(seen, name), seen.taken_at, now)
+            if change is not None:
+                changes[name] = change
     return Overview(
         totals=StoreTotals(task, asset),
         statuses=statuses,
@@ -216,13 +263,15 @@ def overview(now: datetime, *, scope: Scope, stores: tuple[str, ...]) -> Overvie
         retention_days=by_name.get(("state_store", "default_retention_days")),
         snapshot=seen,
         airflow_schema=schema_of(connections[airflow_alias()]),
+        changes=changes,
     )
 
 
 @dataclass(frozen=True)
 class LargeValue:
     """One of the largest values; its place (a task key's id, DAG, run, task and map index, or an asset's id
-    and name)."""
+    and name). ``size``: its row's bytes in Airflow's database; for a worker-side reference ``is_object`` and
+    ``object_size``, the object's recorded size (None: never read, unknown)."""
 
     store: str
     key: str
@@ -234,6 +283,21 @@ class LargeValue:
     map_index: int | None = None
     asset_id: int | None = None
     asset_name: str | None = None
+    is_object: bool = False
+    object_size: int | None = None
+
+    @property
+    def sizes(self) -> StoredSize:
+        return StoredSize(self.size, is_object=self.is_object, object_bytes=self.object_size)
+
+    @property
+    def stored(self) -> int:
+        """The ranking's measure (``objects.sizes``: the row plus the object where known)."""
+        return self.sizes.stored
+
+    @property
+    def identity(self) -> tuple:
+        return (TASK, self.key_id) if self.store == TASK else (ASSET, self.asset_id, self.key)
 
 
 @dataclass(frozen=True)
@@ -251,9 +315,104 @@ class Largest:
 
 
 def largest_values(*, scope: Scope, stores: tuple[str, ...] = (TASK, ASSET), limit: int = 10) -> Largest:
-    """The biggest values of ``stores`` in ``scope``. Finding them costs a scan of the tables: done live on
-    small tables only; above ``ESTIMATE_ABOVE`` rows they come from the latest snapshot's top 50 (filtered
-    by the user's scope and stores), and without a snapshot there is none (no scan)."""
+    """The biggest values of ``stores`` in ``scope``, ranked by what they cost (``objects.sizes``: the row's
+    bytes plus its worker-side object's recorded size). The rows' sizes cost a scan of the tables: done live
+    on small tables only; above ``ESTIMATE_ABOVE`` rows they come from the latest snapshot's top 50 (filtered
+    by the user's scope and stores), and without a snapshot there is none (no scan). The largest objects the
+    dashboard recorded join them, each checked against its row (still in scope, still that reference)."""
+    found = _largest_rows(scope=scope, stores=stores, limit=limit)
+    if found.source == "none":
+        return found
+    rows = {r.identity: r for r in _with_object_sizes(found.rows)}
+    for row in _largest_objects(scope=scope, stores=stores):
+        rows.setdefault(row.identity, row)
+    ranked = sorted(rows.values(), key=lambda r: (-r.stored, r.store, r.key))[:limit]
+    return Largest(ranked, found.source, found.taken_at)
+
+
+def _with_object_sizes(rows: list[LargeValue]) -> list[LargeValue]:
+    """``rows`` (of the rows' sizes alone) with the recorded sizes of the objects the references among them
+    point at: two index lookups of at most ``len(rows)`` rows, reading only the values that are references."""
+    task_ids = [r.key_id for r in rows if r.store == TASK]
+    assets = [(r.asset_id, r.key) for r in rows if r.store == ASSET]
+    values = {}
+    if task_ids:
+        refs = TaskStateStore.objects.filter(pk__in=task_ids, value__contains=objects.REF_MARKER)
+        values.update({(TASK, pk): v for pk, v in refs.values_list("pk", "value")})
+    if assets:
+        wanted = Q(pk__in=[])
+        for asset_id, key in assets:
+            wanted |= Q(asset_id=asset_id, key=key)
+        refs = AssetStateStore.objects.filter(wanted, value__contains=objects.REF_MARKER)
+        values.update({(ASSET, a, k): v for a, k, v in refs.values_list("asset_id", "key", "value")})
+    if not values:
+        return rows
+    seen = sizes.recorded(r for r in map(worker_ref_of, values.values()) if isinstance(r, str))
+    out = []
+    for row in rows:
+        value = values.get(row.identity)
+        if value is None:
+            out.append(row)
+            continue
+        size = sizes.stored_size(value, seen)
+        out.append(replace(row, is_object=size.is_object, object_size=size.object_bytes))
+    return out
+
+
+def _largest_objects(*, scope: Scope, stores: tuple[str, ...]) -> list[LargeValue]:
+    """The keys of the ``stats.TOP`` largest objects the dashboard recorded, whose rows (in ``scope``) still hold
+    that reference: found by the coordinates each was recorded under (the lookup index), never by a scan."""
+    recorded = sizes.largest_recorded(stats.TOP)
+    by_ref = {o.ref: o for o in recorded}
+    out = []
+    tasks = [o for o in recorded if o.store == TASK] if TASK in stores else []
+    if tasks:
+        wanted = Q(pk__in=[])
+        for o in tasks:
+            wanted |= Q(dag_id=o.dag_id, run_id=o.run_id, task_id=o.task_id, map_index=o.map_index, key=o.key)
+        rows = scoped_task_keys(scope).filter(wanted, value__contains=objects.REF_MARKER)
+        for k in rows.only("pk", "dag_id", "run_id", "task_id", "map_index", "key", "value"):
+            o = by_ref.get(worker_ref_of(k.value))
+            if o is not None:
+                out.append(
+                    LargeValue(
+                        TASK,
+                        k.key,
+                        k.value_size,
+                        key_id=k.pk,
+                        dag_id=k.dag_id,
+                        run_id=k.run_id,
+                        task_id=k.task_id,
+                        map_index=k.map_index,
+                        is_object=True,
+                        object_size=o.size,
+                    )
+                )
+    assets = [o for o in recorded if o.store == ASSET] if ASSET in stores else []
+    if assets:
+        wanted = Q(pk__in=[])
+        for o in assets:
+            wanted |= Q(asset_id=o.asset_id, key=o.key)
+        rows = scoped_asset_keys(scope).select_related("asset").filter(wanted, value__contains=objects.REF_MARKER)
+        for k in rows:
+            o = by_ref.get(worker_ref_of(k.value))
+            if o is not None:
+                out.append(
+                    LargeValue(
+                        ASSET,
+                        k.key,
+                        k.value_size,
+                        asset_id=k.asset_id,
+                        asset_name=k.asset.name,
+                        is_object=True,
+                        object_size=o.size,
+                    )
+                )
+    return out
+
+
+def _largest_rows(*, scope: Scope, stores: tuple[str, ...], limit: int) -> Largest:
+    """The largest rows by their own bytes (live, or the snapshot's), before the objects join them."""
     large = any(
         row_count(model).how != EXACT
         for store, model in (("task", TaskStateStore), ("asset", AssetStateStore))
@@ -284,7 +443,7 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = (TASK, ASSET), lim
                 else scope.allows_asset(item.get("asset_name"), item.get("asset_uri"))
             )
         ]
-        return Largest(sorted(rows, key=lambda r: -r.size)[:limit], "snapshot", snapshot.taken_at)
+        return Largest(rows, "snapshot", snapshot.taken_at)
     rows = []
     if TASK in stores:
         task = scoped_task_keys(scope).annotate(size=Length("value")).order_by("-size", "id")[:limit]
@@ -309,4 +468,4 @@ def largest_values(*, scope: Scope, stores: tuple[str, ...] = (TASK, ASSET), lim
             .order_by("-size", "asset_id", "key")[:limit]
         )
         rows += [LargeValue("asset", k.key, k.size, asset_id=k.asset_id, asset_name=k.asset.name) for k in asset]
-    return Largest(sorted(rows, key=lambda r: -r.size)[:limit], "live")
+    return Largest(rows, "live")

@@ -1,6 +1,7 @@
 """Demo data: a believable, idempotent deployment; fast set-based scale data."""
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -104,6 +105,7 @@ def test_bad_scale_arguments():
 def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch, settings, tmp_path):
     """`make run` gives the demo a file:// object storage in var/demo/state/: its offloaded values are written
     there like common.io's backend writes them, and the key page's resolver reads them back."""
+    from statestore_admin.objects import sizes
     from statestore_admin.objects import store as objects
 
     monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
@@ -113,6 +115,9 @@ def test_with_object_storage_the_demos_offloaded_values_are_objects(monkeypatch,
     rows = TaskStateStore.objects.filter(dag_id="s3_ingest", key="manifest")
     assert rows.count() == 2  # one per run, each its own object
     for row in rows:
+        # The dashboard wrote these objects: their sizes are known before any read (objects.sizes)
+        on_disk = os.path.getsize(objects.storage().path(row.worker_ref))
+        assert sizes.stored_size(row.value).object_bytes == on_disk > 0
         resolved = objects.resolve_task_row(row)
         assert resolved.reference.kind == objects.OBJECT and resolved.reference.risk is None
         assert resolved.reference.ref.endswith("/download/-1/manifest.gz")

@@ -195,6 +195,7 @@ def test_path_and_ref_of_round_trip(store, base, tmp_path):
     assert sorted(store.ref_of(p) for p in listed) == sorted(refs)
 
 
+@db  # a deleted or missing object's recorded size is forgotten (objects.sizes)
 def test_path_and_ref_of_with_a_conn_id_on_memory(settings):
     settings.WORKER_BACKEND_STORAGE_OPTIONS = {}
     store = Storage("memory://conn@statebucket/prefix", compression="gzip")
@@ -336,6 +337,7 @@ def test_resolve_with_reading_off(store, settings):
     assert resolved.text is None and "WORKER_BACKEND_READ=1" in resolved.error
 
 
+@db  # a deleted or missing object's recorded size is forgotten (objects.sizes)
 def test_resolve_missing_is_dangling(store, read_objects):
     resolved = _resolve(store.task_ref("d", "r", "t", -1, "k"), store)
     assert resolved.text is None and "dangling" in resolved.error
@@ -469,6 +471,7 @@ def test_refs_to_delete(store, base):
     assert [r.kind for r in objects.refs_to_delete(values[:2], None)] == [UNCONFIGURED]
 
 
+@db  # a deleted or missing object's recorded size is forgotten (objects.sizes)
 def test_delete_objects_deleted_missing_failed(store, base, tmp_path):
     gone = write_object(store, store.task_ref("d", "r", "t", -1, "gone"), 1)
     locked = write_object(store, store.task_ref("d", "r", "locked", -1, "k"), 2)
@@ -528,6 +531,7 @@ def test_describe_one_failure_and_none():
     )
 
 
+@db  # a deleted or missing object's recorded size is forgotten (objects.sizes)
 def test_delete_objects_accumulates_into_a_result(store):
     into = objects.ObjectDeletes(deleted=3)
     ref = write_object(store, store.task_ref("d", "r", "t", -1, "k"), 1)

@@ -4,6 +4,7 @@ small tables; above ``counting.ESTIMATE_ABOVE`` rows (lowered here) PostgreSQL's
 in the snapshot, and an honest message (with the command to run) where there is no snapshot. No page scans a
 large table: the number of queries does not grow with the rows."""
 
+import os
 import re
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from statestore_admin.state import selectors
 from statestore_admin.stats import figures as overview_figures
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.html import flat
+from tests.objects_helpers import ref_value, write_object
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -146,7 +148,8 @@ def test_small_tables_show_the_snapshot_beside_the_live_figures(client, operator
     client.force_login(operator)
     html = client.get("/").content.decode()
     assert figures(html)["task-keys"] == "9"  # live and exact
-    assert re.search(r'data-snapshot="task-keys">115 at the last snapshot, <time[^>]*>12\xa0minutes ago', html)
+    # The snapshot's line says what changed since: 9 keys now, 115 then
+    assert re.search(r'data-snapshot="task-keys">\u2212106 since the snapshot <time[^>]*>12\xa0minutes ago', html)
     body = client.get(STATS).json()
     assert body["snapshot"]["figures"] == {
         "task_keys": 115,
@@ -156,6 +159,42 @@ def test_small_tables_show_the_snapshot_beside_the_live_figures(client, operator
         "never_expire": 12,
     }
     assert 12 * 60 - 5 <= body["snapshot"]["age_seconds"] <= 12 * 60 + 60
+
+
+LIVE = dict(task_keys=9, expired=4, expiring=1, never=3, asset_keys=3)  # the world's figures, counted live
+
+
+def snapshot_lines(html: str) -> dict[str, str]:
+    return {
+        name: flat(re.sub(r"<[^>]+>", "", text)).strip()
+        for name, text in re.findall(r'data-snapshot="([a-z-]+)">(.*?)</div>', html, re.S)
+    }
+
+
+def test_a_fresh_snapshot_equal_to_the_live_figures_adds_no_line(client, operator, world):
+    snapshot(minutes_ago=12, **LIVE)
+    client.force_login(operator)
+    html = client.get("/").content.decode()
+    assert figures(html)["task-keys"] == "9" and snapshot_lines(html) == {}
+
+
+def test_a_fresh_snapshot_shows_only_the_figures_that_changed(client, operator, world):
+    snapshot(minutes_ago=12, **{**LIVE, "task_keys": 9 - 120, "never": 5})
+    client.force_login(operator)
+    assert snapshot_lines(client.get("/").content.decode()) == {
+        "task-keys": "+120 since the snapshot 12\xa0minutes ago",
+        "never-keys": "\u22122 since the snapshot 12\xa0minutes ago",
+    }
+
+
+def test_an_old_snapshot_is_shown_even_when_nothing_changed(client, operator, world):
+    assert overview_figures.SNAPSHOT_OLD_AFTER == timedelta(hours=1)  # the hourly schedule of state_store_stats
+    snapshot(minutes_ago=180, **{**LIVE, "expired": 1})
+    client.force_login(operator)
+    lines = snapshot_lines(client.get("/").content.decode())
+    assert lines["task-keys"] == "unchanged since the snapshot 3\xa0hours ago"
+    assert lines["expired-keys"] == "+3 since the snapshot 3\xa0hours ago"
+    assert set(lines) == {"task-keys", "asset-keys", "expired-keys", "expiring-keys", "never-keys"}
 
 
 # Large tables ----------------------------------------------------------------------------------------------
@@ -262,6 +301,26 @@ def test_largest_values_of_large_tables_come_from_the_snapshot(client, user_fact
     html = client.get("/overview/largest/", **HX).content.decode()
     assert "big_ml" in html and "big_etl" in html and "big_asset" not in html  # no view on asset state
     assert html.index("big_ml") < html.index("big_etl")
+
+
+def test_largest_values_of_large_tables_rank_a_read_object_among_the_snapshots(
+    client, operator, world, large, object_storage, read_objects, task_key_factory
+):
+    """The snapshot's largest rows hold no worker-side object's size: the objects the dashboard read join them,
+    ranked by the row plus the object."""
+    store = object_storage
+    run = world["etl_a"]
+    ref = write_object(store, store.task_ref(run.dag_id, run.run_id, "t", -1, "offloaded"), os.urandom(8000).hex())
+    row = task_key_factory(run, task_id="t", key="offloaded", value=ref_value(ref))
+    large()
+    snapshot(minutes_ago=5)
+    client.force_login(operator)
+    html = client.get("/overview/largest/", **HX).content.decode()
+    assert html.index("big_ml") < html.index("big_etl") and "offloaded" not in html  # never read: unknown
+    client.get(f"/keys/task/{row.pk}/")  # reads it: about 16 KB, gzip-compressed as stored
+    html = client.get("/overview/largest/", **HX).content.decode()
+    assert html.index("offloaded") < html.index("big_ml") < html.index("big_etl")
+    assert "By stored size" in html
 
 
 # The DAG list -----------------------------------------------------------------------------------------------

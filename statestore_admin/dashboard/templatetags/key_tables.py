@@ -6,6 +6,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from statestore_admin.objects import sizes
+
 register = template.Library()
 
 SORT_CHOICES = [
@@ -44,3 +46,13 @@ def sort_th(context, column: str, label: str, css: str = ""):
         label,
         arrow,
     )
+
+
+@register.simple_tag
+def with_sizes(items, store: str, attr: str = ""):
+    """``items`` of a key table with their sizes (``objects.sizes.of_listed``: a worker-side reference's object
+    where the dashboard recorded its size), for ``{% with_sizes keys "task" as keys %}``; with ``attr``, the
+    items' rows are ``item.<attr>`` (a key's story: ``{% with_sizes story.entries "task" "row" as entries %}``)."""
+    items = list(items)
+    sizes.of_listed([getattr(i, attr) for i in items] if attr else items, store)
+    return items

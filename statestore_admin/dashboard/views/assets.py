@@ -9,6 +9,7 @@ from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.dashboard.diffs import key_history
 from statestore_admin.dashboard.http.pages import render_page, requires_view
+from statestore_admin.objects import sizes
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors
 
@@ -35,6 +36,7 @@ def asset_key(request, asset_id):
     key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
     selectors.with_writer_coordinates([key])
     history = key_history(selectors.asset_key_history(key.asset_id, key.key))
+    resolved = objects.resolve_asset_row(key, key.asset)  # first: reading the object records its size
     return render(
         request,
         "keys/asset.html",
@@ -42,6 +44,7 @@ def asset_key(request, asset_id):
             "key": key,
             "writer_run": selectors.writer_run(key, scope=scope_of(request.user)),
             "history": history,
-            "resolved": objects.resolve_asset_row(key, key.asset),
+            "resolved": resolved,
+            "size": sizes.stored_size(key.value),
         },
     )

@@ -15,6 +15,7 @@ from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.diffs import key_history
 from statestore_admin.dashboard.http import params
 from statestore_admin.dashboard.http.pages import invalid_page, render_page, requires_view
+from statestore_admin.objects import sizes
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors, services
 
@@ -161,4 +162,5 @@ def task_key(request, key_id):
         "now": timezone.now(),
         "resolved": objects.resolve_task_row(key),
     }
+    context["size"] = sizes.stored_size(key.value)  # after the read, which records the object's size
     return render(request, "keys/task.html", context)
