@@ -2,9 +2,19 @@
 // text instead of the tree; "Expand all" and "Collapse all" open or fold every level; the search highlights each
 // match (keys and values, case-insensitive) and unfolds the levels around it. A value that is not a JSON tree
 // (plain text, or nested too deep: state_tags.json_tree) keeps only "Copy JSON".
+// A large value's page holds only its first entries and levels (templatetags/json_folding.py): "Show N more" and
+// opening a folded level load the rest through htmx; "Expand all" and the search first load the whole tree
+// (the value's parts URL, data-src, with all=1), and "Raw" loads the raw text when the page does not hold it.
 (function () {
   "use strict";
   const SEARCH_DELAY_MS = 150;
+
+  const part = (src, query) => `${src}${src.includes("?") ? "&" : "?"}${query}`;
+  async function load(url) { // a part of the value: the server answers parts to htmx only
+    const response = await fetch(url, { headers: { "HX-Request": "true" } });
+    if (!response.ok) throw new Error(`${response.status} ${url}`);
+    return response.text();
+  }
 
   function unmark(tree) {
     tree.querySelectorAll("mark.j-match").forEach((mark) => mark.replaceWith(...mark.childNodes));
@@ -56,8 +66,27 @@
       rawButton.setAttribute("aria-pressed", String(on));
       tools.querySelectorAll("[data-json-expand], [data-json-collapse]").forEach((b) => { b.disabled = on; });
     };
-    rawButton.addEventListener("click", () => showRaw(raw.hidden));
-    tools.querySelector("[data-json-expand]").addEventListener("click", () => {
+    let whole = null; // the whole tree, once loaded
+    const loadWhole = () => {
+      if (!tree.querySelector("[data-json-later], .j-more")) return Promise.resolve();
+      whole ??= load(part(tree.dataset.src, "path=%5B%5D&all=1")).then((html) => {
+        tree.querySelector(":scope > details > ul").innerHTML = html; // escaped by the server
+      });
+      whole.catch(() => {
+        whole = null;
+        matches.textContent = gettext("The rest of the value could not be loaded.");
+      });
+      return whole;
+    };
+    rawButton.addEventListener("click", async () => {
+      if (raw.hidden && raw.dataset.src && !raw.dataset.loaded) {
+        raw.textContent = await load(raw.dataset.src);
+        raw.dataset.loaded = "";
+      }
+      showRaw(raw.hidden);
+    });
+    tools.querySelector("[data-json-expand]").addEventListener("click", async () => {
+      await loadWhole();
       tree.querySelectorAll("details").forEach((fold) => { fold.open = true; });
     });
     tools.querySelector("[data-json-collapse]").addEventListener("click", () => {
@@ -66,9 +95,13 @@
     let timer = null;
     let found = [];
     let current = -1;
-    const run = () => {
-      unmark(tree);
+    let runs = 0;
+    const run = async () => {
       const needle = search.value.trim().toLowerCase();
+      const thisRun = ++runs;
+      if (needle) await loadWhole();
+      if (thisRun !== runs) return; // typed on while the value loaded
+      unmark(tree);
       found = needle ? highlight(tree, needle) : [];
       current = -1;
       matches.textContent = needle
