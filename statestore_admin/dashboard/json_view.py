@@ -12,7 +12,8 @@ from statestore_admin.dashboard.templatetags.json_folding import LARGE_VALUE, Tr
 def value_part(request, stored: str, resolve) -> HttpResponse:
     """A part of a key's value for its page's tree, to htmx only (404 otherwise, as for a path the value does
     not have): of ``stored`` (the row's text), or with ``of=resolved`` of the value behind its worker-side
-    reference (``resolve()``: an ``objects.Resolved`` or None). ``raw=1``: its whole text, indented; ``path``
+    reference (``resolve()``: an ``objects.Resolved`` or None). ``raw=1``: its whole text, indented (the raw
+    view); ``copy=1``: its text as stored ("Copy JSON"); ``path``
     (a JSON array of keys and indexes) and ``from``: the entries of that array or object from there; ``all=1``
     with them: every entry and everything within."""
     if not request.htmx:
@@ -23,8 +24,8 @@ def value_part(request, stored: str, resolve) -> HttpResponse:
         if resolved is None or resolved.text is None:
             raise Http404("no value behind a reference")
         text = resolved.text
-    if request.GET.get("raw"):
-        return HttpResponse(pretty(text), content_type="text/plain; charset=utf-8")
+    if request.GET.get("raw") or request.GET.get("copy"):
+        return HttpResponse(text if request.GET.get("copy") else pretty(text), content_type="text/plain; charset=utf-8")
     try:
         path = json.loads(request.GET.get("path", "[]"))
         start = int(request.GET.get("from", "0"))

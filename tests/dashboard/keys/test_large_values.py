@@ -50,7 +50,8 @@ def test_a_huge_task_value_gives_a_bounded_page_and_loads_the_rest(client, opera
     whole = client.get(url, {"path": "[]", "all": "1"}, **HX).content.decode()
     assert "part-04999" in whole and "z" * 300_000 in whole and "Show 50 more" not in whole
     raw = client.get(url, {"raw": "1"}, **HX)
-    assert json.loads(raw.content) == HUGE
+    assert json.loads(raw.content) == HUGE and raw.content.decode().startswith('[\n  {\n    "<script>')
+    assert client.get(url, {"copy": "1"}, **HX).content.decode() == huge_task_key.value  # as stored
     assert client.get(url, {"path": "[]", "from": 50}).status_code == 404  # not htmx
     assert client.get(url, {"path": json.dumps([5, "nope"])}, **HX).status_code == 404
     assert client.get(url, {"path": "not json"}, **HX).status_code == 404
