@@ -67,26 +67,32 @@
       tools.querySelectorAll("[data-json-expand], [data-json-collapse]").forEach((b) => { b.disabled = on; });
     };
     let whole = null; // the whole tree, once loaded
-    const loadWhole = () => {
-      if (!tree.querySelector("[data-json-later], .j-more")) return Promise.resolve();
+    const failed = () => { matches.textContent = gettext("The rest of the value could not be loaded."); };
+    const loadWhole = () => { // true once the tree holds the whole value
+      if (!tree.querySelector("[data-json-later], .j-more")) return Promise.resolve(true);
+      if (!whole) matches.textContent = gettext("Loading the whole value…");
       whole ??= load(part(tree.dataset.src, "path=%5B%5D&all=1")).then((html) => {
         tree.querySelector(":scope > details > ul").innerHTML = html; // escaped by the server
-      });
-      whole.catch(() => {
+        matches.textContent = "";
+        return true;
+      }, () => {
         whole = null;
-        matches.textContent = gettext("The rest of the value could not be loaded.");
+        failed();
+        return false;
       });
       return whole;
     };
     rawButton.addEventListener("click", async () => {
       if (raw.hidden && raw.dataset.src && !raw.dataset.loaded) {
-        raw.textContent = await load(raw.dataset.src);
-        raw.dataset.loaded = "";
+        try {
+          raw.textContent = await load(raw.dataset.src);
+          raw.dataset.loaded = "";
+        } catch { failed(); return; }
       }
       showRaw(raw.hidden);
     });
     tools.querySelector("[data-json-expand]").addEventListener("click", async () => {
-      await loadWhole();
+      if (!(await loadWhole())) return;
       tree.querySelectorAll("details").forEach((fold) => { fold.open = true; });
     });
     tools.querySelector("[data-json-collapse]").addEventListener("click", () => {
@@ -99,7 +105,7 @@
     const run = async () => {
       const needle = search.value.trim().toLowerCase();
       const thisRun = ++runs;
-      if (needle) await loadWhole();
+      if (needle && !(await loadWhole())) return;
       if (thisRun !== runs) return; // typed on while the value loaded
       unmark(tree);
       found = needle ? highlight(tree, needle) : [];
