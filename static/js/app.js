@@ -131,7 +131,11 @@
     const copy = event.target.closest("[data-copy-from]");
     if (copy) {
       const source = document.getElementById(copy.dataset.copyFrom);
-      navigator.clipboard.writeText(source.value).then(
+      // a large value's text is not in its page (templates/keys/_value.html): loaded first, from data-src
+      const text = source.value || !source.dataset.src ? Promise.resolve(source.value)
+        : fetch(source.dataset.src, { headers: { "HX-Request": "true" } })
+          .then((response) => (response.ok ? response.text() : Promise.reject(response.status)));
+      text.then((value) => navigator.clipboard.writeText(value)).then(
         () => toast(gettext("Value copied to the clipboard."), "success"),
         () => toast(gettext("The browser refused to copy."), "error"));
     }

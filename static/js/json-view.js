@@ -2,9 +2,19 @@
 // text instead of the tree; "Expand all" and "Collapse all" open or fold every level; the search highlights each
 // match (keys and values, case-insensitive) and unfolds the levels around it. A value that is not a JSON tree
 // (plain text, or nested too deep: state_tags.json_tree) keeps only "Copy JSON".
+// A large value's page holds only its first entries and levels (templatetags/json_folding.py): "Show N more" and
+// opening a folded level load the rest through htmx; "Expand all" and the search first load the whole tree
+// (the value's parts URL, data-src, with all=1), and "Raw" loads the raw text when the page does not hold it.
 (function () {
   "use strict";
   const SEARCH_DELAY_MS = 150;
+
+  const part = (src, query) => `${src}${src.includes("?") ? "&" : "?"}${query}`;
+  async function load(url) { // a part of the value: the server answers parts to htmx only
+    const response = await fetch(url, { headers: { "HX-Request": "true" } });
+    if (!response.ok) throw new Error(`${response.status} ${url}`);
+    return response.text();
+  }
 
   function unmark(tree) {
     tree.querySelectorAll("mark.j-match").forEach((mark) => mark.replaceWith(...mark.childNodes));
@@ -56,8 +66,33 @@
       rawButton.setAttribute("aria-pressed", String(on));
       tools.querySelectorAll("[data-json-expand], [data-json-collapse]").forEach((b) => { b.disabled = on; });
     };
-    rawButton.addEventListener("click", () => showRaw(raw.hidden));
-    tools.querySelector("[data-json-expand]").addEventListener("click", () => {
+    let whole = null; // the whole tree, once loaded
+    const failed = () => { matches.textContent = gettext("The rest of the value could not be loaded."); };
+    const loadWhole = () => { // true once the tree holds the whole value
+      if (!tree.querySelector("[data-json-later], .j-more")) return Promise.resolve(true);
+      if (!whole) matches.textContent = gettext("Loading the whole value…");
+      whole ??= load(part(tree.dataset.src, "path=%5B%5D&all=1")).then((html) => {
+        tree.querySelector(":scope > details > ul").innerHTML = html; // escaped by the server
+        matches.textContent = "";
+        return true;
+      }, () => {
+        whole = null;
+        failed();
+        return false;
+      });
+      return whole;
+    };
+    rawButton.addEventListener("click", async () => {
+      if (raw.hidden && raw.dataset.src && !raw.dataset.loaded) {
+        try {
+          raw.textContent = await load(raw.dataset.src);
+          raw.dataset.loaded = "";
+        } catch { failed(); return; }
+      }
+      showRaw(raw.hidden);
+    });
+    tools.querySelector("[data-json-expand]").addEventListener("click", async () => {
+      if (!(await loadWhole())) return;
       tree.querySelectorAll("details").forEach((fold) => { fold.open = true; });
     });
     tools.querySelector("[data-json-collapse]").addEventListener("click", () => {
@@ -66,9 +101,13 @@
     let timer = null;
     let found = [];
     let current = -1;
-    const run = () => {
-      unmark(tree);
+    let runs = 0;
+    const run = async () => {
       const needle = search.value.trim().toLowerCase();
+      const thisRun = ++runs;
+      if (needle && !(await loadWhole())) return;
+      if (thisRun !== runs) return; // typed on while the value loaded
+      unmark(tree);
       found = needle ? highlight(tree, needle) : [];
       current = -1;
       matches.textContent = needle

@@ -631,6 +631,15 @@ def dashboard_cases(w) -> list[Case]:
             ),
             Case("keys/task/<int:key_id>/", "GET", f"/keys/task/{key.pk}/", target=target, needs=(TASK["view"],)),
             Case(
+                "keys/task/<int:key_id>/value/",
+                "GET",
+                f"/keys/task/{key.pk}/value/?raw=1",
+                face=HTMX,
+                target=target,
+                needs=(TASK["view"],),
+                headers=HX,
+            ),
+            Case(
                 "keys/task/<int:key_id>/story/",
                 "GET",
                 f"/keys/task/{key.pk}/story/",
@@ -708,6 +717,15 @@ def dashboard_cases(w) -> list[Case]:
                 f"/assets/{asset.pk}/key/?key={akey}",
                 target=target,
                 needs=(ASSET["view"],),
+            ),
+            Case(
+                "assets/<int:asset_id>/key/value/",
+                "GET",
+                f"/assets/{asset.pk}/key/value/?key={akey}&raw=1",
+                face=HTMX,
+                target=target,
+                needs=(ASSET["view"],),
+                headers=HX,
             ),
             Case(
                 "assets/<int:asset_id>/key/edit/",

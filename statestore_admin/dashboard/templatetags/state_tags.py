@@ -1,22 +1,17 @@
 """Template helpers: key status badges and foldable JSON. Everything user-written is escaped."""
 
-import json
-
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext, pgettext
+from django.utils.translation import pgettext
 
+from statestore_admin.core.formatting import count
 from statestore_admin.core.status import STATUSES, status_of
 from statestore_admin.core.values import MAX_DEPTH, json_depth, pretty, stored_surrogate, stored_value
-from statestore_admin.dashboard.templatetags.user_text import user_text
+from statestore_admin.dashboard.templatetags import json_folding
 
 register = template.Library()
-FOLD_ABOVE = 8  # items: larger objects and arrays below the top level start folded
-LARGE_VALUE = 8 * 1024  # characters: a value this long opens its first OPEN_LEVELS levels only
-OPEN_LEVELS = 2
 
 
 @register.simple_tag
@@ -32,61 +27,8 @@ def status(expires_at, now=None):
     return format_html('<span class="badge badge-{}" title="{}">{}</span>', state, STATUSES[state], label)
 
 
-COMMA = mark_safe('<span class="j-punct">,</span>')
-
-
-def _node(value, depth: int, open_levels: int | None, after="") -> str:
-    """One JSON value as a tree, ``after`` it (a comma, when items follow). Counts of folded items are drawn
-    by CSS (``data-count``), so that selecting an unfolded tree copies valid JSON."""
-    if isinstance(value, dict) and value:
-        last = len(value) - 1
-        items = format_html_join(
-            "",
-            '<li><span class="j-key">{}</span><span class="j-punct">: </span>{}</li>',
-            (
-                (
-                    user_text(json.dumps(k, ensure_ascii=False)),
-                    _node(v, depth + 1, open_levels, COMMA if i < last else ""),
-                )
-                for i, (k, v) in enumerate(value.items())
-            ),
-        )
-        count = ngettext("%(count)s key", "%(count)s keys", len(value)) % {"count": len(value)}
-        return _fold("{", "}", count, items, depth, len(value), open_levels, after)
-    if isinstance(value, list) and value:
-        last = len(value) - 1
-        items = format_html_join(
-            "",
-            "<li>{}</li>",
-            ((_node(v, depth + 1, open_levels, COMMA if i < last else ""),) for i, v in enumerate(value)),
-        )
-        count = ngettext("%(count)s item", "%(count)s items", len(value)) % {"count": len(value)}
-        return _fold("[", "]", count, items, depth, len(value), open_levels, after)
-    if isinstance(value, dict | list):
-        return format_html('<span class="j-punct">{}</span>{}', "{}" if isinstance(value, dict) else "[]", after)
-    kind = "str" if isinstance(value, str) else "bool" if isinstance(value, bool) else "num"
-    return format_html('<span class="j-{}">{}</span>{}', kind, user_text(json.dumps(value, ensure_ascii=False)), after)
-
-
-def _fold(opening, closing, count, items, depth, size, open_levels, after):
-    """A foldable object or array: open at the top, and below it when small (``FOLD_ABOVE``) and, in a large
-    value, within its first ``open_levels`` levels."""
-    shallow = open_levels is None or depth < open_levels
-    is_open = " open" if depth == 0 or (size <= FOLD_ABOVE and shallow) else ""
-    return format_html(
-        '<details class="j-fold"{}><summary><span class="j-punct">{}</span><span class="j-count" data-count="{}">'
-        '</span></summary><ul>{}</ul><span class="j-punct">{}</span>{}</details>',
-        is_open,
-        opening,
-        count,
-        items,
-        closing,
-        after,
-    )
-
-
 @register.simple_tag
-def json_tree(text):
+def json_tree(text, src=None):
     """Pretty, foldable JSON for a stored value (text that is not JSON is shown as it is, and so is JSON
     nested deeper than values may be written: Airflow has no such limit). A value holding a lone surrogate
     (which Airflow can write, escaped, and the dashboard refuses) says so and where above it."""
@@ -103,25 +45,47 @@ def json_tree(text):
         if surrogate
         else ""
     )
-    return format_html("{}{}", notice, _json_tree(text))
+    return format_html("{}{}", notice, _json_tree(text, src))
 
 
-def _json_tree(text):
+def _json_tree(text, src):
     if isinstance(text, str) and json_depth(text) > MAX_DEPTH:
         return format_html(
-            '<p class="warning">{}</p><pre class="code">{}</pre>',
+            '<p class="warning">{}</p>{}',
             _("Arrays and objects nest more than %(depth)s levels deep: shown as raw text.") % {"depth": MAX_DEPTH},
-            text,
+            _as_text(text, src),
         )
     try:
         value = stored_value(text)
     except ValueError:
+        return _as_text(text, src)
+    return format_html('<div class="json-tree" data-src="{}">{}</div>', src or "", json_folding.tree(value, text, src))
+
+
+def _as_text(text, src):
+    """A value shown as its text: its first ``INLINE_RAW`` characters in a page whose copy loads the rest."""
+    if not src or len(text) <= json_folding.INLINE_RAW:
         return format_html('<pre class="code">{}</pre>', text)
-    open_levels = OPEN_LEVELS if isinstance(text, str) and len(text) > LARGE_VALUE else None
-    return format_html('<div class="json-tree">{}</div>', _node(value, 0, open_levels))
+    note = _("The first %(shown)s characters of %(count)s: “Copy JSON” copies the whole value.") % {
+        "shown": count(json_folding.INLINE_RAW),
+        "count": count(len(text)),
+    }
+    return format_html('<p class="muted">{}</p><pre class="code">{}…</pre>', note, text[: json_folding.INLINE_RAW])
 
 
 register.filter("pretty_json", pretty)
+
+
+@register.filter
+def part(src, query):
+    """``src`` (the URL of a value's parts) asking for ``query`` (``"raw=1"``, ``"of=resolved"``)."""
+    return f"{src}{'&' if '?' in src else '?'}{query}" if src else ""
+
+
+@register.filter
+def inlined(value, src):
+    """Whether a value's raw text is in its page (short, or no URL to load it from): json_folding.INLINE_RAW."""
+    return not src or len(value or "") <= json_folding.INLINE_RAW
 
 
 @register.simple_tag(takes_context=True)

@@ -4,11 +4,14 @@ string, so every view of a list can be shared as a link.
 """
 
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.dashboard.diffs import key_history
 from statestore_admin.dashboard.http.pages import render_page, requires_view
+from statestore_admin.dashboard.json_view import value_part
 from statestore_admin.objects import sizes
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors
@@ -46,5 +49,14 @@ def asset_key(request, asset_id):
             "history": history,
             "resolved": resolved,
             "size": sizes.stored_size(key.value),
+            "value_src": f"{reverse('asset-key-value', args=[key.asset_id])}?{urlencode({'key': key.key})}",
         },
     )
+
+
+@requires_view(permissions.ASSET)
+def asset_key_value(request, asset_id):
+    """A part of an asset key's value for its page's tree (``json_view.value_part``); ``of=resolved``: of the
+    value behind its worker-side reference."""
+    key = selectors.get_asset_key(asset_id, request.GET.get("key", ""), scope=scope_of(request.user))
+    return value_part(request, key.value, lambda: objects.resolve_asset_row(key, key.asset))

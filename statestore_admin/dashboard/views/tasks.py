@@ -15,6 +15,7 @@ from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.diffs import key_history
 from statestore_admin.dashboard.http import params
 from statestore_admin.dashboard.http.pages import invalid_page, render_page, requires_view
+from statestore_admin.dashboard.json_view import value_part
 from statestore_admin.objects import sizes
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors, services
@@ -161,6 +162,15 @@ def task_key(request, key_id):
         "history": history,
         "now": timezone.now(),
         "resolved": objects.resolve_task_row(key),
+        "value_src": reverse("task-key-value", args=[key.pk]),
     }
     context["size"] = sizes.stored_size(key.value)  # after the read, which records the object's size
     return render(request, "keys/task.html", context)
+
+
+@requires_view(permissions.TASK)
+def task_key_value(request, key_id):
+    """A part of a task key's value for its page's tree (``json_view.value_part``); ``of=resolved``: of the
+    value behind its worker-side reference."""
+    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
+    return value_part(request, key.value, lambda: objects.resolve_task_row(key))
