@@ -1,7 +1,8 @@
 """A tour of the demo as a new user takes it (issue 42): every page reachable by links from the overview, in
 Chromium, as an administrator, on the demo's own data. What a user reads must never hold template syntax: a
 ``{# … #}`` that spans lines, or a tag broken across lines, is printed as text by Django, not removed (the DAG
-runs page once showed a developer's note above its Compare button).
+runs page once showed a developer's note above its Compare button). And a key page stays light whatever its
+value's size (the demo's 37 KB ``manifest`` once made a 409 KB page): under ``KEY_PAGE_LIMIT`` of HTML.
 
 The crawl follows same-site links of GET pages only (never a download, an export, the API or sign-out) and
 visits each path once, its query aside, so that filtered lists of one page are not counted as new pages."""
@@ -24,6 +25,8 @@ pytestmark = [
 SYNTAX = re.compile(r"\{#|#\}|\{%|%\}")
 # Pages a link may name that are not pages to read: files, the API, Django's admin, leaving.
 SKIP = re.compile(r"/(api|admin|static|logout|jsi18n)/|/export/|/download/|/raw/|\.(json|csv|ndjson)$")
+KEY_PAGE = re.compile(r"^/keys/task/\d+/$|^/assets/\d+/key/$")
+KEY_PAGE_LIMIT = 150_000
 LIMIT = 120  # the demo has about 100 distinct page paths; the cap keeps a loop of links from running forever
 
 
@@ -47,10 +50,12 @@ def page_paths(page, origin: str) -> set[str]:
     return found
 
 
-def test_no_page_of_the_demo_shows_template_syntax(page, live_server, deployment, administrator):
+def test_no_page_of_the_demo_shows_template_syntax_and_key_pages_stay_light(
+    page, live_server, deployment, administrator
+):
     sign_in(page, live_server, administrator, start="/")
     origin = live_server.url
-    queue, seen_paths, shown = ["/"], set(), []
+    queue, seen_paths, shown, heavy = ["/"], set(), [], []
     while queue and len(seen_paths) < LIMIT:
         target = queue.pop(0)
         path = target.split("?")[0]
@@ -62,6 +67,8 @@ def test_no_page_of_the_demo_shows_template_syntax(page, live_server, deployment
         if "text/html" not in (response.headers.get("content-type") or ""):
             continue
         expect(page.locator("body")).to_be_visible()
+        if KEY_PAGE.search(path) and len(response.body()) > KEY_PAGE_LIMIT:
+            heavy.append(f"{target}: {len(response.body()):,} bytes")
         text = page.locator("body").inner_text()
         shown.extend(f"{target}: …{text[max(m.start() - 40, 0) : m.end() + 40]}…" for m in SYNTAX.finditer(text))
         queue.extend(p for p in sorted(page_paths(page, origin)) if p.split("?")[0] not in seen_paths)
@@ -69,3 +76,4 @@ def test_no_page_of_the_demo_shows_template_syntax(page, live_server, deployment
     for pattern in (r"^/dags/[^/]+/$", r"^/runs/\d+/$", r"^/runs/\d+/tasks/", r"^/keys/task/\d+/$", r"^/assets/\d+/$"):
         assert any(re.search(pattern, p) for p in seen_paths), f"the tour never reached {pattern}: {sorted(seen_paths)}"
     assert shown == []
+    assert heavy == []
