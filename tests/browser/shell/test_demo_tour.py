@@ -2,7 +2,12 @@
 Chromium, as an administrator, on the demo's own data. What a user reads must never hold template syntax: a
 ``{# … #}`` that spans lines, or a tag broken across lines, is printed as text by Django, not removed (the DAG
 runs page once showed a developer's note above its Compare button). And a key page stays light whatever its
-value's size (the demo's 37 KB ``manifest`` once made a 409 KB page): under ``KEY_PAGE_LIMIT`` of HTML.
+value's size (the demo's 37 KB ``manifest`` once made a 409 KB page): under ``KEY_PAGE_LIMIT`` of HTML; a key
+whose value is a worker-side object (the demo writes them to a file:// storage, as ``make run`` does) shows the
+object's size beside the reference's bytes.
+
+The pages are read in turn at 1280 and 390 px, light and dark (``LAYOUTS``), so every layout is taken and no page
+is read four times; at 390 px no page is wider than the screen.
 
 The crawl follows same-site links of GET pages only (never a download, an export, the API or sign-out) and
 visits each path once, its query aside, so that filtered lists of one page are not counted as new pages."""
@@ -27,11 +32,18 @@ SYNTAX = re.compile(r"\{#|#\}|\{%|%\}")
 SKIP = re.compile(r"/(api|admin|static|logout|jsi18n)/|/export/|/download/|/raw/|\.(json|csv|ndjson)$")
 KEY_PAGE = re.compile(r"^/keys/task/\d+/$|^/assets/\d+/key/$")
 KEY_PAGE_LIMIT = 150_000
-LIMIT = 120  # the demo has about 100 distinct page paths; the cap keeps a loop of links from running forever
+LIMIT = 120
+LAYOUTS = [
+    (scheme, size) for scheme in ("light", "dark") for size in ((1280, 860), (390, 844))
+]  # the demo has about 100 distinct page paths; the cap keeps a loop of links from running forever
 
 
 @pytest.fixture
-def deployment():
+def deployment(monkeypatch, settings, tmp_path):
+    """The demo as ``make run`` loads it: its offloaded values are objects in a file:// storage, gzip-compressed."""
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_PATH", f"file://{tmp_path}/state/")
+    monkeypatch.setenv("AIRFLOW__COMMON_IO__STATE_STORE_OBJECTSTORAGE_COMPRESSION", "gzip")
+    settings.WORKER_BACKEND_READ = True
     call_command("demo_data", allow_any_database=True, verbosity=0)
 
 
@@ -55,13 +67,16 @@ def test_no_page_of_the_demo_shows_template_syntax_and_key_pages_stay_light(
 ):
     sign_in(page, live_server, administrator, start="/")
     origin = live_server.url
-    queue, seen_paths, shown, heavy = ["/"], set(), [], []
+    queue, seen_paths, shown, heavy, wide, sized = ["/"], set(), [], [], [], 0
     while queue and len(seen_paths) < LIMIT:
         target = queue.pop(0)
         path = target.split("?")[0]
         if path in seen_paths:
             continue
         seen_paths.add(path)
+        scheme, (width, height) = LAYOUTS[len(seen_paths) % len(LAYOUTS)]
+        page.emulate_media(color_scheme=scheme)
+        page.set_viewport_size({"width": width, "height": height})
         response = page.goto(f"{origin}{target}")
         assert response.status < 500, f"{target} answered {response.status}"
         if "text/html" not in (response.headers.get("content-type") or ""):
@@ -69,6 +84,11 @@ def test_no_page_of_the_demo_shows_template_syntax_and_key_pages_stay_light(
         expect(page.locator("body")).to_be_visible()
         if KEY_PAGE.search(path) and len(response.body()) > KEY_PAGE_LIMIT:
             heavy.append(f"{target}: {len(response.body()):,} bytes")
+        if KEY_PAGE.search(path) and page.get_by_test_id("db-size").count():  # a worker-side reference
+            # read by this page: its size is known (unless the object is out of reach: an s3:// reference here)
+            sized += bool(re.search(r"\d", page.get_by_test_id("object-size").inner_text()))
+        if width < 400 and page.evaluate("document.documentElement.scrollWidth") > width:
+            wide.append(f"{target} ({scheme})")
         text = page.locator("body").inner_text()
         shown.extend(f"{target}: …{text[max(m.start() - 40, 0) : m.end() + 40]}…" for m in SYNTAX.finditer(text))
         queue.extend(p for p in sorted(page_paths(page, origin)) if p.split("?")[0] not in seen_paths)
@@ -77,3 +97,5 @@ def test_no_page_of_the_demo_shows_template_syntax_and_key_pages_stay_light(
         assert any(re.search(pattern, p) for p in seen_paths), f"the tour never reached {pattern}: {sorted(seen_paths)}"
     assert shown == []
     assert heavy == []
+    assert wide == []
+    assert sized, "no key page showed the size of a worker-side object it read"
