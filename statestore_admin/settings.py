@@ -24,7 +24,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND
-from statestore_admin.airflow.dburl import resolve_airflow_database, with_timeouts
+from statestore_admin.airflow.dburl import SQLITE_OPTIONS, resolve_airflow_database, with_timeouts
 from statestore_admin.framing import frame_origin, framing_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -156,6 +156,12 @@ AIRFLOW_FIXTURE_SERIES = env.str("AIRFLOW_FIXTURE_SERIES", default="3.3")
 if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
     EMBEDDED_FILES_DIR.mkdir(parents=True, exist_ok=True)
 
+# A SQLite dashboard database (the embedded default, or DATABASE_URL=sqlite:///…) is written by every worker of
+# `make serve` (sessions, tokens' last use, audit, the shared cache): in SQLite's write-ahead log readers never wait
+# for a writer nor a writer for readers (in the default rollback journal each write locks every reader out, and
+# under load requests queued behind it); a writer waits its turn (BEGIN IMMEDIATE, up to 20 s) as on the Airflow
+# alias (airflow/dburl.py).
+DASHBOARD_SQLITE_OPTIONS = {**SQLITE_OPTIONS, "init_command": "PRAGMA journal_mode=WAL"}
 DATABASES = {
     "default": (
         env.db_url_config(f"sqlite:///{EMBEDDED_FILES_DIR / 'dashboard.sqlite3'}")
@@ -169,6 +175,8 @@ DATABASES = {
         "CONN_MAX_AGE": env.int("AIRFLOW_DATABASE_CONN_MAX_AGE", default=60),
     },
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {**DASHBOARD_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DATABASE_ROUTERS = ["statestore_admin.airflow.router.AirflowRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -4,9 +4,13 @@ Sign-in is throttled by django-axes (settings: ``AXES_*``, from ``LOGIN_FAILURE_
 ``LOGIN_LOCKOUT_MINUTES``); ``LoginThrottleBackend`` is its authentication backend. Bearer tokens are
 throttled here: every failed token authentication from an address is recorded in Django's cache (the one
 every worker and server shares), and once ``TOKEN_FAILURE_LIMIT`` failures fall within
-``TOKEN_LOCKOUT_MINUTES``, further bearer requests from that address answer 429 with ``Retry-After`` (DRF's
+``TOKEN_LOCKOUT_MINUTES``, further wrong tokens from that address answer 429 with ``Retry-After`` (DRF's
 ``Throttled``) until the oldest of them leaves the window.
-A successful token use neither counts nor is refused while the address is not over the limit.
+
+A valid token is never refused nor counted: the throttle is asked only once a token was not found. Unlike a
+password, a token (``ApiToken.issue``: 256 random bits) cannot be guessed within any lockout, so refusing a
+valid one would protect nothing, and would let whoever shares a client's address (a NAT, a proxy's egress)
+lock its scripts out with wrong tokens. It also keeps the shared cache off the path of every valid API call.
 """
 
 import math

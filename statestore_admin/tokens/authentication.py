@@ -51,9 +51,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token = header[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed(_("Invalid bearer token.")) from None
-        throttling.check_token_failures(request)  # 429 once too many tokens from this address failed
         record = ApiToken.objects.active().select_related("user").filter(digest=digest(token)).first()
         if record is None or not record.user.is_active:
+            # Only a wrong token asks the throttle (429 once too many from this address failed), so a valid one
+            # costs no cache read and no neighbour behind the same address can lock a script out (throttling.py).
+            throttling.check_token_failures(request)
             throttling.record_token_failure(request)
             raise exceptions.AuthenticationFailed(_("Invalid or revoked token."))
         now = timezone.now()

@@ -84,11 +84,12 @@ def test_the_token_limit_holds_across_the_workers_of_one_server(tmp_path):
         token = prepare(env, uuid.uuid4().hex)["token"]
         with gunicorn(tmp_path, env):
             base = f"http://127.0.0.1:{env['PORT']}"
-            # One after the other: exactly the limit answers 401, then 429 with Retry-After, valid token or not.
+            # One after the other: exactly the limit answers 401, then 429 with Retry-After; a valid token works.
             assert statuses_until_429([base], "203.0.113.1", 3 * limit) == [401] * limit + [429]
-            refused = bearer(base, token, "203.0.113.1")
+            refused = bearer(base, "ssa_wrong", "203.0.113.1")
             assert refused.status_code == 429 and 0 < int(refused.headers["Retry-After"]) <= 15 * 60
-            assert bearer(base, token, "203.0.113.2").status_code == 200  # another address is not affected
+            assert bearer(base, token, "203.0.113.1").status_code == 200
+            assert bearer(base, token, "203.0.113.2").status_code == 200
 
             # All at once, spread over the workers by the kernel: still the limit, each failure counted once.
             with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
@@ -206,7 +207,8 @@ def test_two_servers_count_wrong_tokens_together(two):
         assert requests.get(f"{base}/readyz", timeout=30).json()["cache"] == {"backend": "redis", "status": "ok"}
     # Wrong tokens taking turns between the two servers: refused at the limit, on both.
     assert statuses_until_429(two.bases, "203.0.113.1", 3 * LIMIT) == [401] * LIMIT + [429]
-    assert [bearer(base, two.token, "203.0.113.1").status_code for base in two.bases] == [429, 429]
+    assert [bearer(base, "ssa_wrong", "203.0.113.1").status_code for base in two.bases] == [429, 429]
+    assert [bearer(base, two.token, "203.0.113.1").status_code for base in two.bases] == [200, 200]
     # All at once on both servers: each failure counted once.
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         burst = list(pool.map(lambda n: bearer(two.bases[n % 2], "ssa_wrong", "203.0.113.2").status_code, range(20)))

@@ -1,0 +1,387 @@
+"""`/api/v2` under load, ours beside Airflow 3.3.2's own api-server, on one deployment built by
+``bench/deployment.py`` (``ssbench_deploy_{size}`` in PostgreSQL, Airflow 3.3.2's schema).
+
+Both servers read the same database with the same number of worker processes (``--workers``, default 3: what
+``make serve`` starts on two cores). ``--connections`` clients (threads, one keep-alive connection each) ask in
+turn for a task instance's keys (the list route) and for one of its keys, for ``--seconds`` after a warm-up;
+the result is requests per second, the median and 99th percentile latency, and the errors (any answer but 200,
+or no answer). Each variant of ours is a configuration an operator may run (``VARIANTS``): ``default`` is
+`make serve` as the README configures it with no ``DATABASE_URL`` and no ``CACHE_URL`` (the dashboard's own
+database, and so the shared cache, is a SQLite file); ``postgres`` puts the dashboard's database (and the cache)
+in PostgreSQL; ``locmem`` is the per-process cache, for reference only (the limits are then not shared).
+
+Ours is called with an API token of a superuser, Airflow's with its simple auth manager's
+``simple_auth_manager_all_admins`` (no token to check): Airflow's side does the lesser work.
+
+    .venv/bin/python bench/deployment.py --size 10m
+    .venv/bin/python bench/api_load_bench.py --size 10m --write
+    .venv/bin/python bench/api_load_bench.py --size 20k --profile 400   # where ours spends a request's time
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.deployment import DATABASE, SERVER  # noqa: E402
+
+AIRFLOW_VERSION = "3.3.2"
+DOC = ROOT / "docs" / "benchmarks" / "api-load.md"
+VARIANTS = {
+    "default": {},
+    "postgres": {"DATABASE_URL": "{dashboard_db}"},
+    "locmem": {"CACHE_URL": "locmemcache://"},
+}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port: int, path: str, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"port {port}: the server exited with {process.returncode}")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", path)
+            if connection.getresponse().status < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"port {port}{path} did not answer within {seconds}s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, 15)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
+def target(database: str) -> dict:
+    """A task instance with keys (a run's ``extract``: five keys) and one of its keys."""
+    with psycopg.connect(f"{SERVER}/{database}") as connection:
+        dag_id, run_id, task_id, key = connection.execute(
+            "SELECT dag_id, run_id, task_id, key FROM task_state_store WHERE task_id = 'extract' AND map_index = -1 "
+            "ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    base = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/state-store"
+    return {"list": base, "key": f"{base}/{quote(key, safe='')}"}
+
+
+# --- the load ---------------------------------------------------------------------------------------------
+
+
+def load(port: int, paths: list[str], headers: dict, connections: int, seconds: float, warmup: float) -> dict:
+    """``connections`` threads, each asking ``paths`` in turn on one keep-alive connection."""
+    latencies: list[list[float]] = [[] for _ in range(connections)]
+    errors = [0] * connections
+    start = time.monotonic()
+    measure_from, until = start + warmup, start + warmup + seconds
+
+    def client(n: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        i = n
+        while True:
+            now = time.monotonic()
+            if now >= until:
+                break
+            path = paths[i % len(paths)]
+            i += 1
+            try:
+                connection.request("GET", path, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                ok = response.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            done = time.monotonic()
+            if now >= measure_from:
+                latencies[n].append(done - now)
+                errors[n] += not ok
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    merged = sorted(t for ts in latencies for t in ts)
+    return {
+        "requests": len(merged),
+        "rps": len(merged) / seconds,
+        "p50_ms": 1000 * statistics.median(merged) if merged else None,
+        "p99_ms": 1000 * merged[min(len(merged) - 1, int(0.99 * len(merged)))] if merged else None,
+        "errors": sum(errors),
+    }
+
+
+# --- the servers ------------------------------------------------------------------------------------------
+
+
+def airflow_venv() -> Path:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "airflow_venv.sh"), AIRFLOW_VERSION], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"scripts/airflow_venv.sh failed:\n{done.stderr[-2000:]}")
+    return Path(done.stdout.strip())
+
+
+@contextlib.contextmanager
+def airflow_server(database: str, workers: int, workdir: Path):
+    venv = airflow_venv()
+    home = workdir / "airflow-home"
+    home.mkdir(exist_ok=True)
+    (home / "airflow.cfg").write_text(
+        "[database]\n"
+        f"sql_alchemy_conn = postgresql+psycopg2://postgres@127.0.0.1:5432/{database}\n"
+        "[core]\nload_examples = False\n"
+        "auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager\n"
+        "simple_auth_manager_all_admins = True\n"
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(workdir), "AIRFLOW_HOME": str(home)}
+    port = free_port()
+    command = [str(venv / "bin" / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--workers", str(workers)]
+    with open(workdir / "airflow.log", "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(port, "/api/v2/version", process)
+        yield port, {}
+    finally:
+        stop(process)
+
+
+def ours_environment(database: str, workers: int, workdir: Path, variant: str, dashboard_db: str) -> dict:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+    env = {name: value for name, value in os.environ.items() if name in keep}
+    env.update(
+        AIRFLOW_HOME=str(workdir / "no-airflow-home"),
+        AIRFLOW_DATABASE_URL=f"{SERVER}/{database}",
+        STATESTORE_VAR_DIR=str(workdir / "var"),
+        SECRET_KEY="bench-" + uuid.uuid4().hex,
+        ALLOWED_HOSTS="127.0.0.1",
+        DEBUG="0",
+        HOST="127.0.0.1",
+        PORT=str(free_port()),
+        WEB_CONCURRENCY=str(workers),
+        SECURE_COOKIES="0",
+    )
+    env.update({name: value.format(dashboard_db=dashboard_db) for name, value in VARIANTS[variant].items()})
+    return env
+
+
+def manage(env: dict, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, input=stdin
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+TOKEN = """
+from io import StringIO
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-" + "x" * 20)
+out = StringIO()
+call_command("create_api_token", "bench", "--name", "load", stdout=out)
+print(out.getvalue().strip())
+"""
+
+
+@contextlib.contextmanager
+def our_server(env: dict):
+    manage(env, "migrate", "--noinput", "--verbosity", "0")
+    manage(env, "collectstatic", "--noinput", "--verbosity", "0")
+    token = manage(env, "shell", "--no-imports", "-c", TOKEN).split()[-1]
+    log = open(Path(env["STATESTORE_VAR_DIR"]).parent / f"ours-{env['PORT']}.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--config", "gunicorn.conf.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for(int(env["PORT"]), "/healthz", process)
+        yield int(env["PORT"]), {"Authorization": f"Bearer {token}"}
+    finally:
+        stop(process)
+        log.close()
+
+
+@contextlib.contextmanager
+def dashboard_database():
+    name = f"ssbench_api_dashboard_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(SERVER, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{SERVER}/{name}"
+    finally:
+        with psycopg.connect(SERVER, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- profile --------------------------------------------------------------------------------------------
+
+PROFILE = """
+import cProfile, pstats, sys
+from django.test import Client
+client = Client(HTTP_AUTHORIZATION="Bearer " + sys.argv[1], SERVER_NAME="127.0.0.1")
+paths = sys.argv[2].split("|")
+for path in paths * 5:
+    assert client.get(path).status_code == 200, path
+profile = cProfile.Profile()
+profile.enable()
+for n in range(int(sys.argv[3])):
+    client.get(paths[n % len(paths)])
+profile.disable()
+pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
+pstats.Stats(profile).sort_stats("tottime").print_stats(15)
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+for path in paths:
+    for alias in ("default", "airflow"):
+        with CaptureQueriesContext(connections[alias]) as queries:
+            client.get(path)
+        print(f"{path} on {alias}: {len(queries)} queries")
+        for query in queries:
+            print("   ", query["time"], query["sql"][:300])
+"""
+
+
+def profile(args, database: str, paths: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="ssbench-api-") as tmp:
+        env = ours_environment(database, 1, Path(tmp), args.variant or "default", "")
+        manage(env, "migrate", "--noinput", "--verbosity", "0")
+        token = manage(env, "shell", "--no-imports", "-c", TOKEN).split()[-1]
+        script = Path(tmp) / "bench_profile.py"  # not profile.py: cProfile imports the standard profile
+        script.write_text(
+            "import django, os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', "
+            "'statestore_admin.settings')\ndjango.setup()\n" + PROFILE
+        )
+        done = subprocess.run(
+            [sys.executable, str(script), token, "|".join(paths), str(args.profile)],
+            cwd=ROOT,
+            env={**env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+        )
+        print(done.stdout[-12000:], done.stderr[-3000:])
+
+
+# --- main -----------------------------------------------------------------------------------------------
+
+
+def row(name: str, result: dict, anchor: dict | None) -> str:
+    ratio = ""
+    if anchor:
+        ratio = f"{result['rps'] / anchor['rps']:.2f}× | {result['p99_ms'] / anchor['p99_ms']:.2f}×"
+    else:
+        ratio = "1 | 1"
+    return (
+        f"| {name} | {result['rps']:,.0f} | {result['p50_ms']:.1f} | {result['p99_ms']:.1f} | {result['errors']} "
+        f"| {ratio} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="10m")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--variants", default="default,postgres,locmem")
+    parser.add_argument("--variant", help="with --profile: the variant profiled (default: default)")
+    parser.add_argument("--profile", type=int, help="profile this many requests of ours in one process instead")
+    parser.add_argument("--write", action="store_true", help=f"add the result to {DOC.relative_to(ROOT)}")
+    args = parser.parse_args()
+    database = DATABASE.format(size=args.size)
+    paths = list(target(database).values())
+    if args.profile:
+        profile(args, database, paths)
+        return
+    results: list[tuple[str, dict]] = []
+    with tempfile.TemporaryDirectory(prefix="ssbench-api-") as tmp:
+        work = Path(tmp)
+        with airflow_server(database, args.workers, work) as (port, headers):
+            results.append(
+                (
+                    f"Airflow {AIRFLOW_VERSION} api-server",
+                    load(port, paths, headers, args.connections, args.seconds, args.warmup),
+                )
+            )
+        for variant in args.variants.split(","):
+            with contextlib.ExitStack() as stack:
+                dashboard_db = stack.enter_context(dashboard_database()) if "postgres" in variant else ""
+                (work / variant).mkdir()
+                env = ours_environment(database, args.workers, work / variant, variant, dashboard_db)
+                port, headers = stack.enter_context(our_server(env))
+                results.append(
+                    (f"ours, {variant}", load(port, paths, headers, args.connections, args.seconds, args.warmup))
+                )
+    anchor = results[0][1]
+    lines = [
+        f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.size}, {args.connections} connections, "
+        f"{args.workers} workers each",
+        "",
+        f"Machine: {platform.platform()}, {os.cpu_count()} cores. Command: `.venv/bin/python bench/api_load_bench.py "
+        f"{' '.join(sys.argv[1:])}`. Requests alternate between a task instance's key list and one of its keys.",
+        "",
+        "| server | requests/s | p50 ms | p99 ms | errors | throughput, p99 against Airflow |",
+        "|---|---|---|---|---|---|",
+        *(row(name, result, None if result is anchor else anchor) for name, result in results),
+        "",
+    ]
+    print("\n".join(lines))
+    print(json.dumps(results, indent=1))
+    if args.write:
+        text = DOC.read_text() if DOC.exists() else HEADER
+        head, _, rest = text.partition("\n### ")
+        DOC.write_text(head.rstrip("\n") + "\n\n" + "\n".join(lines) + ("\n### " + rest if rest else ""))
+
+
+HEADER = """# `/api/v2` under load, beside Airflow's api-server
+
+Newest first. Written by `bench/api_load_bench.py` (its docstring says what each variant is) on deployments built
+by `bench/deployment.py`. The machine is shared and noisy: compare the ratios within one run, not runs.
+"""
+
+
+if __name__ == "__main__":
+    main()
