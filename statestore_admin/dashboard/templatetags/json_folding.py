@@ -63,12 +63,14 @@ class Tree:
         by CSS (``data-count``), so that selecting an unfolded tree copies valid JSON."""
         if isinstance(value, dict | list) and value:
             return self._fold(value, path, after)
+        # Joined as strings, not through format_html: a whole tree holds hundreds of thousands of these, and each
+        # piece is safe already (constants, ``after``, and ``user_text``'s escaped text).
         if isinstance(value, dict | list):
-            html = format_html('<span class="j-punct">{}</span>{}', "{}" if isinstance(value, dict) else "[]", after)
+            html = mark_safe(f'<span class="j-punct">{"{}" if isinstance(value, dict) else "[]"}</span>{after}')
         else:
             kind = "str" if isinstance(value, str) else "bool" if isinstance(value, bool) else "num"
             text = self._text(value) if isinstance(value, str) else user_text(json.dumps(value, ensure_ascii=False))
-            html = format_html('<span class="j-{}">{}</span>{}', kind, text, after)
+            html = mark_safe(f'<span class="j-{kind}">{text}</span>{after}')
         return self._spend(html)
 
     def _fold(self, value, path: list, after) -> SafeString:
@@ -118,16 +120,12 @@ class Tree:
             if not self.whole and index > start and self.spent >= BUDGET:
                 break
             inner = self.node(item, [*path, name], COMMA if index < last else "")
-            if isinstance(value, dict):
+            if isinstance(value, dict):  # safe pieces joined, as in ``node``
                 items.append(
-                    format_html(
-                        '<li><span class="j-key">{}</span><span class="j-punct">: </span>{}</li>',
-                        self._text(name),
-                        inner,
-                    )
+                    f'<li><span class="j-key">{self._text(name)}</span><span class="j-punct">: </span>{inner}</li>'
                 )
             else:
-                items.append(format_html("<li>{}</li>", inner))
+                items.append(f"<li>{inner}</li>")
             shown = index + 1
         if shown < size:
             items.append(self._more(path, shown, size))
