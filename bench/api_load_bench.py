@@ -169,6 +169,8 @@ def airflow_server(database: str, workers: int, workdir: Path):
         "[core]\nload_examples = False\n"
         "auth_manager = airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager\n"
         "simple_auth_manager_all_admins = True\n"
+        # several workers must share the key that signs the execution API's tokens (Airflow refuses to start)
+        f"[api_auth]\njwt_secret = {uuid.uuid4().hex}\n"
     )
     env = {"PATH": os.environ["PATH"], "HOME": str(workdir), "AIRFLOW_HOME": str(home)}
     port = free_port()
