@@ -3,6 +3,8 @@
 import zoneinfo
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
 from statestore_admin.core import formatting
 
 
@@ -86,3 +88,36 @@ def test_a_time_in_a_zone_at_the_ends_of_the_calendar_stays_in_utc_and_says_so()
     assert formatting.shown_in_utc(formatting.in_zone(latest, kiritimati), kiritimati)
     assert not formatting.shown_in_utc(formatting.in_zone(latest, UTC), UTC)
     assert formatting.number(10**400) == "1e+400" and formatting.number(-(12345 * 10**30)) == "-1.234e+34"
+
+
+# Relative times round as people read them (issue 42 item 8): one unit, to the nearest, at each unit's edge.
+SPAN_EDGES = [
+    (timedelta(minutes=44), "44 minutes"),
+    (timedelta(minutes=45), "1 hour"),
+    (timedelta(hours=21, minutes=59), "22 hours"),
+    (timedelta(hours=22), "1 day"),
+    (timedelta(days=25), "25 days"),
+    (timedelta(days=26), "1 month"),  # the day-to-month edge
+    (timedelta(days=55), "2 months"),
+    (timedelta(days=319), "10 months"),
+    (timedelta(days=320), "1 year"),  # the month-to-year edge: never "11 months" of a year's token
+    (timedelta(days=364), "1 year"),
+    (timedelta(days=365), "1 year"),
+    (timedelta(days=547), "1 year"),
+    (timedelta(days=549), "2 years"),
+]
+
+
+@pytest.mark.parametrize(("delta", "expected"), SPAN_EDGES)
+def test_a_span_is_one_unit_rounded_at_the_month_and_year_edges(delta, expected):
+    assert formatting.span(delta.total_seconds()).replace("\xa0", " ") == expected
+    assert formatting.span(-delta.total_seconds()).replace("\xa0", " ") == expected  # the past alike
+
+
+def test_a_token_of_365_days_expires_in_1_year_and_one_made_a_year_ago_was_1_year_ago():
+    from statestore_admin.dashboard.templatetags.display import relative
+
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    assert relative(now + timedelta(days=365), now).replace("\xa0", " ") == "in 1 year"
+    assert relative(now - timedelta(days=365, hours=3), now).replace("\xa0", " ") == "1 year ago"
+    assert relative(now + timedelta(seconds=30), now) == "just now"
