@@ -159,9 +159,10 @@ if EMBEDDED_DASHBOARD_DB or AIRFLOW_DATABASE.embedded:
 # A SQLite dashboard database (the embedded default, or DATABASE_URL=sqlite:///…) is written by every worker of
 # `make serve` (sessions, tokens' last use, audit, the shared cache): in SQLite's write-ahead log readers never wait
 # for a writer nor a writer for readers (in the default rollback journal each write locks every reader out, and
-# under load requests queued behind it); a writer waits its turn (BEGIN IMMEDIATE, up to 20 s) as on the Airflow
-# alias (airflow/dburl.py).
-DASHBOARD_SQLITE_OPTIONS = {**SQLITE_OPTIONS, "init_command": "PRAGMA journal_mode=WAL"}
+# under load requests queued behind it); a writer waits up to 20 s for its turn. Transactions stay deferred: BEGIN
+# IMMEDIATE (the Airflow alias's, airflow/dburl.py) would take the write lock for every atomic block, reads too,
+# and a /readyz probe's cache write then waited behind any open transaction.
+DASHBOARD_SQLITE_OPTIONS = {"timeout": SQLITE_OPTIONS["timeout"], "init_command": "PRAGMA journal_mode=WAL"}
 DATABASES = {
     "default": (
         env.db_url_config(f"sqlite:///{EMBEDDED_FILES_DIR / 'dashboard.sqlite3'}")
