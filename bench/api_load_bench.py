@@ -41,7 +41,15 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+import django  # noqa: E402
+
+django.setup()  # the test helpers below (make serve's gunicorn, as the serving tests start it) import Django's
+
 from bench.deployment import DATABASE, SERVER  # noqa: E402
+from tests.operations.test_production import free_port, stop  # noqa: E402
+from tests.operations.test_serving import gunicorn  # noqa: E402
 
 AIRFLOW_VERSION = "3.3.2"
 DOC = ROOT / "docs" / "benchmarks" / "api-load.md"
@@ -50,14 +58,6 @@ VARIANTS = {
     "postgres": {"DATABASE_URL": "{dashboard_db}"},
     "locmem": {"CACHE_URL": "locmemcache://"},
 }
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(port: int, path: str, process: subprocess.Popen, seconds: float = 120) -> None:
@@ -74,16 +74,6 @@ def wait_for(port: int, path: str, process: subprocess.Popen, seconds: float = 1
             pass
         time.sleep(0.3)
     raise RuntimeError(f"port {port}{path} did not answer within {seconds}s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, 15)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, 9)
-        process.wait()
 
 
 def target(database: str) -> dict:
@@ -182,7 +172,7 @@ def airflow_server(database: str, workers: int, workdir: Path):
         wait_for(port, "/api/v2/version", process)
         yield port, {}
     finally:
-        stop(process)
+        stop(process, timeout=30)
 
 
 def ours_environment(database: str, workers: int, workdir: Path, variant: str, dashboard_db: str) -> dict:
@@ -226,24 +216,12 @@ print(out.getvalue().strip())
 
 @contextlib.contextmanager
 def our_server(env: dict):
+    """`make serve` on ``env``: migrated, a superuser's token, then gunicorn as the serving tests start it."""
     manage(env, "migrate", "--noinput", "--verbosity", "0")
     manage(env, "collectstatic", "--noinput", "--verbosity", "0")
     token = manage(env, "shell", "--no-imports", "-c", TOKEN).split()[-1]
-    log = open(Path(env["STATESTORE_VAR_DIR"]).parent / f"ours-{env['PORT']}.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--config", "gunicorn.conf.py"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        wait_for(int(env["PORT"]), "/healthz", process)
+    with gunicorn(Path(env["STATESTORE_VAR_DIR"]).parent, env):
         yield int(env["PORT"]), {"Authorization": f"Bearer {token}"}
-    finally:
-        stop(process)
-        log.close()
 
 
 @contextlib.contextmanager
