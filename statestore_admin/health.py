@@ -106,6 +106,11 @@ def probe_schema(alias: str, timeout: float = READY_TIMEOUT) -> dict:
     """Which Airflow schema database ``alias`` has (``AirflowSchema.as_dict`` and ``describe``), on a fresh
     connection with a ``timeout`` deadline where the backend has one; ``{"unsupported": why}`` otherwise."""
     wrapper = connections.create_connection(alias)
+    if wrapper.vendor == "sqlite":  # a copy: the alias's own settings keep their longer busy timeout
+        wrapper.settings_dict = {
+            **wrapper.settings_dict,
+            "OPTIONS": {**wrapper.settings_dict["OPTIONS"], "timeout": timeout},
+        }
     try:
         if hasattr(wrapper, "set_query_timeout"):
             wrapper.set_query_timeout(timeout)

@@ -240,11 +240,15 @@ def _columns(connection) -> dict[str, set[str]]:
             for table, column in cursor.fetchall():
                 found[table].add(column)
             return found
+        # PRAGMA table_info, not Django's get_table_description: that one first probes JSON support inside a
+        # transaction, and on an Airflow alias in IMMEDIATE mode that waits for any writer's lock (up to the
+        # busy timeout) for a read that needs no lock at all.
         existing = set(connection.introspection.table_names(cursor))
-        return {
-            t: {c.name for c in connection.introspection.get_table_description(cursor, t)} if t in existing else set()
-            for t in tables
-        }
+        found = {}
+        for table in tables:
+            cursor.execute(f"PRAGMA table_info({connection.ops.quote_name(table)})")
+            found[table] = {row[1] for row in cursor.fetchall()} if table in existing else set()
+        return found
 
 
 UNREADABLE = "unreadable"  # the role may not read alembic_version: the columns alone decide
