@@ -357,3 +357,86 @@ def make_loop_decision(gate, reason):
                 timezone.now(),
             ],
         )
+
+
+def make_long_loop(dag_run, node_id, iterations, keyed=(), decision=lambda index: f"reason {index}"):
+    """A loop ``node_id`` of ``iterations`` iterations in a few INSERTs, for tests at scale: each iteration has its
+    gate ``{node_id}.gate`` (recording ``decision(index)``), a task ``{node_id}.step`` directly in the loop, and an
+    expansion of the mapped task ``{node_id}.work`` (a region under the iteration) with one task instance; the
+    iterations in ``keyed`` hold a key ``offset`` in both tasks. Returns the loop's region."""
+    loop = make_region(dag_run, node_id)
+    gate, step, work = f"{node_id}.gate", f"{node_id}.step", f"{node_id}.work"
+    now = timezone.now()
+    regions, instances, keys, gates = [], [], [], []
+
+    def instance(task_id, region_id, index, operator=None):
+        return TaskInstance(
+            id=_ordered_uuid(),
+            dag_id=dag_run.dag_id,
+            task_id=task_id,
+            run_id=dag_run.run_id,
+            map_index=index,
+            region_id=region_id,
+            working_set=True,
+            state="success",
+            try_number=1,
+            pool="default_pool",
+            pool_slots=1,
+            operator=operator,
+        )
+
+    for index in range(iterations):
+        expansion = _ordered_uuid()
+        regions.append(
+            DynamicRegion(
+                id=expansion,
+                dag_id=dag_run.dag_id,
+                run_id=dag_run.run_id,
+                node_id=work,
+                parent_region_id=loop.pk,
+                parent_region_index=index,
+                family_root_id=expansion,
+                path=bytes(loop.path) + loop.family_root_id.bytes + struct.pack(">I", index),
+                resumes_from_index=0,
+                created_at=now + timedelta(microseconds=next(_sequence)),
+            )
+        )
+        gates.append(instance(gate, loop.pk, index, LOOP_GATE_OPERATOR))
+        instances += [gates[-1], instance(step, loop.pk, index), instance(work, expansion, 0)]
+        if index in keyed:
+            keys += [
+                TaskStateStore(
+                    dag_run=dag_run,
+                    dag_id=dag_run.dag_id,
+                    run_id=dag_run.run_id,
+                    task_id=task_id,
+                    region_id=region_id,
+                    map_index=at,
+                    key="offset",
+                    value=json.dumps({"iteration": index}),
+                    updated_at=now,
+                )
+                for task_id, region_id, at in ((step, loop.pk, index), (work, expansion, 0))
+            ]
+    DynamicRegion.objects.bulk_create(regions)
+    TaskInstance.objects.bulk_create(instances)
+    TaskStateStore.objects.bulk_create(keys)
+    connection = connections["airflow"]
+    prep = TaskInstance._meta.get_field("id").get_db_prep_value
+    value = "CAST(%s AS JSON)" if connection.vendor == "postgresql" else "%s"
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO xcom_v2 (id, task_instance_id, {connection.ops.quote_name('key')}, value, timestamp) "
+            f"VALUES (%s, %s, %s, {value}, %s)",
+            [
+                [
+                    prep(uuid.uuid4(), connection),
+                    prep(g.pk, connection),
+                    LOOP_DECISION_REASON_KEY,
+                    json.dumps(decision(g.map_index)),
+                    now,
+                ]
+                for g in gates
+            ],
+        )
+    return loop

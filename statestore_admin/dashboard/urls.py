@@ -45,6 +45,7 @@ urlpatterns = [
     path("dags/<str:dag_id>/", framable(tasks.dag_runs), name="dag-runs"),
     path("dags/<str:dag_id>/compare/", framable(story.run_compare), name="run-compare"),
     path("runs/<int:run_pk>/", framable(tasks.run_detail), name="run-detail"),
+    path("runs/<int:run_pk>/iterations/", framable(tasks.run_iterations), name="run-iterations"),
     path("runs/<int:run_pk>/tasks/<str:task_id>/", framable(tasks.task_instance), name="task-instance"),
     path("task-instance/", framable(tasks.task_instance_lookup), name="task-instance-lookup"),
     path("airflow/<str:destination>/", framable(from_airflow.from_airflow), name="from-airflow"),

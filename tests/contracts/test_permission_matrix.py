@@ -575,6 +575,7 @@ def dashboard_cases(w) -> list[Case]:
                 out_of_scope=status(403),
             ),
             Case("runs/<int:run_pk>/", "GET", run_url, target=target, needs=(TASK["view"],)),
+            Case("runs/<int:run_pk>/iterations/", "GET", f"{run_url}iterations/", target=target, needs=(TASK["view"],)),
             Case(
                 "runs/<int:run_pk>/tasks/<str:task_id>/",
                 "GET",

@@ -4,16 +4,19 @@ cursors live in the query string, so every view of a list can be shared as a lin
 """
 
 from django.shortcuts import redirect, render
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.diffs import key_history
 from statestore_admin.dashboard.http import params
+from statestore_admin.dashboard.http.fragments import fragment
 from statestore_admin.dashboard.http.pages import invalid_page, render_page, requires_view
 from statestore_admin.dashboard.json_view import value_part
 from statestore_admin.objects import sizes
@@ -59,11 +62,33 @@ def run_detail(request, run_pk):
         "tasks": tasks,
         "sort": sort,
         "q": prefix,
-        "loops": regions.loops(),
+        "loops": regions.loops(shown=(row.coordinate for group in groups for row in group.keys)),
         "now": timezone.now(),
         **_refresh(run),
     }
     return render_page(request, "runs/detail.html", context, "runs/_panel.html")
+
+
+@requires_view(permissions.TASK)
+@fragment(gettext_lazy("Loop iterations"), frame="loop-iterations")
+def run_iterations(request, run_pk):
+    """A page of one loop's iterations, which a gap in a long loop's list on the run page opens in its place:
+    ``loop`` (the loop's root region id), the indexes ``from`` … ``to`` (absent: to the loop's end). Without
+    ``loop``, the run's loops as its page lists them. The run page's ``q``, ``sort`` and ``cursor`` ride along
+    in the links, back to the run as it was."""
+    try:
+        loop = params.region_id(request.GET, "loop")
+    except Invalid as exc:
+        return invalid_page(request, exc)
+    run = selectors.get_run(run_pk, scope=scope_of(request.user))
+    context = {"run": run, "whole": not request.htmx}
+    if loop is None:
+        context["loops"] = selectors.run_regions(run).loops()
+    else:
+        first = params.integer(request.GET, "from", 0, low=0)
+        last = params.integer(request.GET, "to", None)
+        context["page"] = selectors.loop_iterations(run, loop, first, last)
+    return TemplateResponse(request, "runs/_iterations.html", context)
 
 
 def _sort_and_filter(request) -> tuple[str, str]:

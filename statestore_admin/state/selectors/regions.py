@@ -9,6 +9,10 @@ when its node is the task itself, and a mapped task group's expansion otherwise.
 are numbered from 0, as Airflow stores them and as Airflow's own UI shows them ("Iteration 0"), so a number
 here is the one typed into Airflow's ``?iteration=`` filter and API; an execution's iterations are listed
 oldest first, newest last, and a replaced execution before the one that replaced it.
+
+A loop may run hundreds of iterations: the run page lists a long loop's first and last iterations and those of
+the keys it shows, the others as gaps (``IterationGap``) that ``loop_iterations`` opens a page at a time, with
+bounded reads of Airflow 3.4's indexes (never the run's every region or task instance).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import ClassVar
 from uuid import UUID
 
 from django.db import connections
@@ -27,12 +32,20 @@ from django.utils.translation import gettext as _
 from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
+from statestore_admin.core.errors import NotFound
 
 # Airflow 3.4's names (airflow.models.task_coordinates.LOOP_GATE_OPERATOR, dynamic_region.LOOP_DECISION_REASON_KEY)
 LOOP_GATE_OPERATOR = "LoopGateOperator"
 LOOP_DECISION_REASON_KEY = "_airflow_loop_decision_reason"
 LOOP, MAP, GROUP = "loop", "map", "group"
 _MAX_REGION_INDEX = 2**31 - 1
+# A loop of up to ITERATIONS_LISTED iterations is listed whole; a longer one lists its first and last
+# EDGE_ITERATIONS, the iterations of the keys the page shows (up to KEYED_ITERATIONS) and gaps between them, which
+# open ITERATIONS_PAGE iterations at a time: a loop of any length costs the run page about the same.
+ITERATIONS_LISTED = 20
+EDGE_ITERATIONS = 3
+KEYED_ITERATIONS = 10
+ITERATIONS_PAGE = 50
 
 
 @dataclass(frozen=True)
@@ -133,16 +146,84 @@ class Iteration:
     region_id: UUID
     replaced: bool
     decision: str | None
+    is_gap: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class IterationGap:
+    """Iterations a long loop's list leaves out, from index ``first`` to ``last`` (None: to the loop's end), for
+    ``loop_iterations`` to read when asked."""
+
+    first: int
+    last: int | None
+    is_gap: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
 class LoopRun:
     """One loop's executions in a run, at one place (its ``parent`` coordinate's label; '' at the top):
-    its iterations oldest first, newest last, replaced ones before those that replaced them."""
+    its iterations oldest first, newest last, replaced ones before those that replaced them. ``root``: the
+    family's root region (the loop's id in ``loop_iterations``); ``listed``: what its list shows, the
+    iterations and, in a long loop, the gaps between those shown (``_listed``)."""
 
     node_id: str
     parent: str
     iterations: list[Iteration]
+    root: UUID | None = None
+    listed: list[Iteration | IterationGap] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IterationsPage:
+    """A page of one loop's iterations (``loop_iterations``): ``loop`` with those whose index is from ``first``
+    to ``last`` (the last listed, or the page's end if none is); ``more``: the gap after them, if the loop has
+    iterations there; ``previous``: the index the page before starts at (None on the first)."""
+
+    loop: LoopRun
+    first: int
+    last: int
+    more: IterationGap | None
+    previous: int | None
+
+    @property
+    def entries(self) -> list[Iteration | IterationGap]:
+        """What the page lists: its iterations, then the gap after them."""
+        return [*self.loop.listed, self.more] if self.more else list(self.loop.listed)
+
+
+def _listed(iterations: list[Iteration], keyed: set[int]) -> list[Iteration | IterationGap]:
+    """A loop's list: every iteration of a short loop; of a long one the first and last ``EDGE_ITERATIONS``
+    indexes and up to ``KEYED_ITERATIONS`` of ``keyed`` (each with all its executions), a gap for each run of
+    indexes between them (a lone index is shown rather than made a gap)."""
+    if len(iterations) <= ITERATIONS_LISTED:
+        return list(iterations)
+    by_index: dict[int, list[Iteration]] = {}
+    for iteration in iterations:
+        by_index.setdefault(iteration.index, []).append(iteration)
+    indexes = sorted(by_index)
+    kept = {
+        *indexes[:EDGE_ITERATIONS],
+        *indexes[-EDGE_ITERATIONS:],
+        *sorted(keyed & by_index.keys())[:KEYED_ITERATIONS],
+    }
+    listed: list[Iteration | IterationGap] = []
+    hidden: list[int] = []
+
+    def close_gap():
+        if len(hidden) == 1:
+            listed.extend(by_index[hidden[0]])
+        elif hidden:
+            listed.append(IterationGap(hidden[0], hidden[-1]))
+        hidden.clear()
+
+    for index in indexes:
+        if index in kept:
+            close_gap()
+            listed.extend(by_index[index])
+        else:
+            hidden.append(index)
+    close_gap()
+    return listed
 
 
 @dataclass
@@ -203,25 +284,42 @@ class RunRegions:
         order.reverse()
         return Coordinate(region_id, index, tuple(steps), self.superseded(region_id, index), tuple(order))
 
-    def loops(self) -> list[LoopRun]:
-        """Each loop execution of the run (a family: the original and the forks a clear made of it) with the
-        iterations that have task instances, ordered as the run page lists them."""
+    @cached_property
+    def _families(self) -> dict[UUID, list[Region]]:
+        """Each loop execution (a family: the original and the forks a clear made of it), oldest first."""
         families: dict[UUID, list[Region]] = {}
         for region in sorted(self.regions.values(), key=lambda r: r.created_at):
             if region.kind == LOOP:
                 families.setdefault(region.family_root, []).append(region)
-        found = []
-        for members in families.values():
-            first, created = members[0], {m.id: n for n, m in enumerate(members)}
-            parent = None if first.parent_id is None else self.coordinate(first.parent_id, first.parent_index)
-            iterations = [
-                Iteration(index, m.id, self.superseded(m.id, index), self.decisions.get((m.id, index)))
-                for m in members
-                for index in self.iterations_seen.get(m.id, ())
-            ]
-            iterations.sort(key=lambda it: (it.index, created[it.region_id]))
-            place = (parent.order if parent else (), first.created_at.isoformat())
-            found.append((place, LoopRun(first.node_id, parent.label if parent else "", iterations)))
+        return families
+
+    def _loop(self, root: UUID, keyed: set[int] | None = None) -> tuple[tuple, LoopRun]:
+        """The loop execution of family ``root`` with its place among the run's (a sort key); its ``listed``
+        iterations every one, or with ``keyed`` (the indexes of keys shown) a long loop's list (``_listed``)."""
+        members = self._families[root]
+        first, created = members[0], {m.id: n for n, m in enumerate(members)}
+        parent = None if first.parent_id is None else self.coordinate(first.parent_id, first.parent_index)
+        iterations = [
+            Iteration(index, m.id, self.superseded(m.id, index), self.decisions.get((m.id, index)))
+            for m in members
+            for index in self.iterations_seen.get(m.id, ())
+        ]
+        iterations.sort(key=lambda it: (it.index, created[it.region_id]))
+        place = (parent.order if parent else (), first.created_at.isoformat())
+        listed = list(iterations) if keyed is None else _listed(iterations, keyed)
+        return place, LoopRun(first.node_id, parent.label if parent else "", iterations, root, listed)
+
+    def loops(self, shown=()) -> list[LoopRun]:
+        """Each loop execution of the run with the iterations that have task instances, ordered as the run page
+        lists them. ``shown``: the coordinates of the keys the page shows; a long loop keeps their iterations in
+        its list (``_listed``)."""
+        keyed: dict[UUID, set[int]] = {}
+        for coordinate in shown:
+            for step in coordinate.steps if coordinate is not None else ():
+                region = self.regions.get(step.region_id)
+                if step.kind == LOOP and region is not None:
+                    keyed.setdefault(region.family_root, set()).add(step.index)
+        found = [self._loop(root, keyed.get(root, set())) for root in self._families]
         return [loop for _, loop in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -264,6 +362,21 @@ def _decisions(gates: list[tuple]) -> dict[tuple[UUID, int], str]:
     return found
 
 
+def _region(row: DynamicRegion, kind: str) -> Region:
+    return Region(
+        row.id,
+        row.node_id,
+        kind,
+        row.parent_region_id,
+        row.parent_region_index,
+        row.forked_from_region_id,
+        row.family_root_id,
+        bytes(row.path),
+        row.resumes_from_index,
+        row.created_at,
+    )
+
+
 def run_regions(run: DagRun) -> RunRegions:
     """The regions of ``run``: three or four short queries on 3.4 (none on 3.3, or none beyond the first for a
     run without regions)."""
@@ -291,19 +404,7 @@ def _regions_of(dag_id: str, run_id: str) -> RunRegions:
     )
     regions = {}
     for r in rows:
-        kind = LOOP if r.node_id in loop_nodes else MAP if r.node_id in mapped_tasks else GROUP
-        regions[r.id] = Region(
-            r.id,
-            r.node_id,
-            kind,
-            r.parent_region_id,
-            r.parent_region_index,
-            r.forked_from_region_id,
-            r.family_root_id,
-            bytes(r.path),
-            r.resumes_from_index,
-            r.created_at,
-        )
+        regions[r.id] = _region(r, LOOP if r.node_id in loop_nodes else MAP if r.node_id in mapped_tasks else GROUP)
     seen: dict[UUID, set[int]] = {}
     for _gate, region_id, index in gates:
         seen.setdefault(region_id, set()).add(index)
@@ -311,6 +412,90 @@ def _regions_of(dag_id: str, run_id: str) -> RunRegions:
         if region.parent_id in regions and regions[region.parent_id].kind == LOOP:
             seen.setdefault(region.parent_id, set()).add(region.parent_index)
     return RunRegions(regions, _decisions(gates), seen)
+
+
+# task_instance's indexes that hold region_id all start (dag_id, task_id, …) (task_instance_try_key: dag_id,
+# task_id, run_id, region_id, region_index): a page of a loop's iterations names the DAG's task ids, found by a
+# loose index scan (one probe a task), so that each of its reads is a range of that index, not the run's rows.
+_DAG_TASKS = """
+WITH RECURSIVE tasks(task_id, n) AS (
+    SELECT MIN(task_id), 1 FROM task_instance WHERE dag_id = %s
+    UNION ALL
+    SELECT (SELECT MIN(t.task_id) FROM task_instance t WHERE t.dag_id = %s AND t.task_id > tasks.task_id), n + 1
+    FROM tasks WHERE tasks.task_id IS NOT NULL AND n < %s
+)
+SELECT task_id FROM tasks WHERE task_id IS NOT NULL
+"""
+DAG_TASKS_MAX = 5_000
+_MAX_DEPTH = 32  # regions nested deeper than any DAG nests them: a cycle in hand-edited rows ends here
+
+
+def _dag_tasks(dag_id: str) -> list[str]:
+    with connections[airflow_alias()].cursor() as db:
+        db.execute(_DAG_TASKS, [dag_id, dag_id, DAG_TASKS_MAX])
+        return [row[0] for row in db.fetchall()]
+
+
+def _loop_not_found(run: DagRun, root: UUID) -> NotFound:
+    return NotFound(_("No loop %(loop)s in DAG run %(run_id)r.") % {"loop": root, "run_id": run.run_id})
+
+
+def loop_iterations(
+    run: DagRun, root: UUID, first: int = 0, last: int | None = None, size: int = ITERATIONS_PAGE
+) -> IterationsPage:
+    """The iterations of the loop ``root`` (its family's root region) in ``run`` whose index is from ``first``
+    up to ``last`` (None: the loop's end), at most ``size`` indexes: what a gap of the run page's list opens.
+    Bounded reads whatever the loop's length: the loop's executions and the regions it sits in (by
+    ``family_root_id`` and id), the gates and nested regions of the page's indexes (task_instance_try_key,
+    with the DAG's task ids; ``parent_region_id``), their decisions, and whether any iteration follows."""
+    if not regions_enabled():
+        raise _loop_not_found(run, root)
+    around = DynamicRegion.objects.filter(dag_id=run.dag_id, run_id=run.run_id)
+    members = list(around.filter(family_root_id=root))
+    if not members:
+        raise _loop_not_found(run, root)
+    rows = {r.id: r for r in members}
+    parent_id = members[0].parent_region_id
+    for _depth in range(_MAX_DEPTH):  # the regions it sits in, with their forks (a clear of an outer iteration)
+        parent = around.filter(pk=parent_id).first() if parent_id is not None and parent_id not in rows else None
+        if parent is None:
+            break
+        rows.update((r.id, r) for r in around.filter(family_root_id=parent.family_root_id))
+        parent_id = parent.parent_region_id
+    gates = TaskInstance.objects.filter(
+        dag_id=run.dag_id, run_id=run.run_id, task_id__in=_dag_tasks(run.dag_id), operator=LOOP_GATE_OPERATOR
+    )
+    kinds = {}
+    for node in {r.node_id for r in rows.values()}:
+        ids = [r.id for r in rows.values() if r.node_id == node]
+        if gates.filter(region_id__in=ids).exists():
+            kinds[node] = LOOP
+        else:
+            mapped = TaskInstance.objects.filter(dag_id=run.dag_id, run_id=run.run_id, task_id=node).exists()
+            kinds[node] = MAP if mapped else GROUP
+    if kinds[members[0].node_id] != LOOP:
+        raise _loop_not_found(run, root)
+    first = max(0, min(first, _MAX_REGION_INDEX))
+    stop = _MAX_REGION_INDEX if last is None else max(-1, min(last, _MAX_REGION_INDEX))
+    end = min(first + size - 1, stop)
+    ids = [m.id for m in members]
+    in_page = gates.filter(region_id__in=ids, map_index__gte=first, map_index__lte=end)
+    page_gates = list(in_page.values_list("id", "region_id", "map_index"))
+    nested = around.filter(parent_region_id__in=ids, parent_region_index__gte=first, parent_region_index__lte=end)
+    seen: dict[UUID, set[int]] = {}
+    for _gate, region_id, index in page_gates:
+        seen.setdefault(region_id, set()).add(index)
+    for region_id, index in nested.values_list("parent_region_id", "parent_region_index").distinct():
+        seen.setdefault(region_id, set()).add(index)
+    regions = RunRegions({r.id: _region(r, kinds[r.node_id]) for r in rows.values()}, _decisions(page_gates), seen)
+    _place, loop = regions._loop(root)
+    later = end < stop and (
+        gates.filter(region_id__in=ids, map_index__gt=end, map_index__lte=stop).exists()
+        or around.filter(parent_region_id__in=ids, parent_region_index__gt=end, parent_region_index__lte=stop).exists()
+    )
+    more = IterationGap(end + 1, None if last is None else stop) if later else None
+    shown_last = loop.iterations[-1].index if loop.iterations else end  # the loop may end before the page does
+    return IterationsPage(loop, first, shown_last, more, max(0, first - size) if first > 0 else None)
 
 
 def coordinates_at(points) -> dict[tuple, Coordinate]:
