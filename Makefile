@@ -56,9 +56,13 @@ serve: install
 
 # SQLite by default; STATESTORE_TEST_DB=postgres runs the same suite on PostgreSQL (127.0.0.1:5432).
 # PYTEST_ARGS: more arguments for pytest (.ci/run leaves the browser tests to one of its stages).
+# TEST_WORKERS: pytest-xdist's worker processes. Four on two cores: much of a test's time is waiting (on a live
+# server, a browser, a subprocess, a database), and worksteal hands a worker that is done the queue of a busy
+# one, so one slow file does not hold the run's end. TEST_WORKERS=0 runs in one process (a debugger, -x).
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 4
 test: install-dev
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-postgres:
 	STATESTORE_TEST_DB=postgres $(MAKE) test
