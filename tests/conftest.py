@@ -25,9 +25,23 @@ def _default_language():
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
-    """The test Airflow database gets Airflow's own DDL (the committed `airflow db migrate` output)."""
+    """The test Airflow database gets Airflow's own DDL (the committed `airflow db migrate` output).
+
+    At the end, on PostgreSQL, the sessions that live-server threads left open on this run's own test databases
+    are ended first: Django's DROP DATABASE refuses a database in use, and the test databases of a worker were
+    left behind on the shared cluster."""
     with django_db_blocker.unblock():
         create_airflow_schema(connections["airflow"])
+    yield
+    with django_db_blocker.unblock():
+        for alias in BOTH_DATABASES:
+            if connections[alias].vendor == "postgresql":
+                with connections[alias].cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                connections[alias].close()
 
 
 @pytest.fixture
