@@ -89,6 +89,22 @@ def test_a_schema_change_answers_503_naming_it_then_200(scene, other_session, cl
     assert client.get("/").status_code == 200
 
 
+def wait_until_waiting_for_a_lock(session, statement: str, seconds: float = 30) -> None:
+    """Until a session of ``session``'s database is blocked on a lock, running ``statement``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        session.execute("SELECT pg_stat_clear_snapshot()")  # a transaction sees one snapshot of the activity else
+        found = session.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            " AND query LIKE %s",
+            [statement + "%"],
+        ).fetchone()
+        if found:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no session waits for a lock running {statement!r}")
+
+
 def test_a_migration_queued_behind_a_reader_is_named_too(scene, other_session, client):
     """The usual case: a long reader holds the table, the ALTER TABLE waits for it, and every query queues
     behind the ALTER TABLE."""
@@ -103,7 +119,7 @@ def test_a_migration_queued_behind_a_reader_is_named_too(scene, other_session, c
             daemon=True,
         )
         alter.start()
-        time.sleep(0.5)
+        wait_until_waiting_for_a_lock(reader, "ALTER TABLE task_state_store")
         response = client.get(TASKS, **token)
         assert response.status_code == 503
         assert "waits for an exclusive lock on task_state_store: ALTER TABLE" in response.json()["detail"]

@@ -185,7 +185,12 @@ def test_with_local_passwords_off_a_password_is_refused_and_break_glass_gets_in(
     # The token is a secret: only the access log's request lines (the web server's) may show it, not the
     # Forbidden line or the login throttle's "successful login" line.
     token = link.partition("token=")[2]
-    time.sleep(0.5)  # the workers' last lines reach the log file
+    # The workers' last lines reach the log file: the access line of the refused request comes after the others.
+    deadline = time.monotonic() + 30
+    while (
+        not re.search(r'"POST /break-glass/\S* HTTP/1\.1" 403', server.log.read_text()) and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
     leaks = [line for line in server.log.read_text().splitlines() if token in line and '"GET /break-glass/' not in line]
     leaks = [line for line in leaks if '"POST /break-glass/' not in line]
     assert token and not leaks, leaks
