@@ -99,7 +99,7 @@ def expired_count():
 @pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
 def batch_order(request, monkeypatch):
     """PostgreSQL's batches in either order, whatever the planner expects (gc.sql._batch_order)."""
-    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: request.param)
     return request.param
 
 
@@ -348,15 +348,17 @@ def test_a_row_deleted_elsewhere_while_held_is_not_counted(expired_and_live, bat
 
 @pytest.mark.usefixtures("postgres_only")
 def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and_live, batch_order):
-    """Optimistic batches run as single statements in autocommit with the run's settings set on the
-    session (lock_timeout, asynchronous commit, the planner kept to the TID range scan); the run puts the
-    session's own values back, and a fallback batch in between still works."""
+    """Optimistic batches run as one prepared statement in autocommit with the run's settings set on the
+    session (lock_timeout, asynchronous commit, a generic plan, the planner kept to its walk); the run puts
+    the session's own values back and deallocates the statement."""
     expired_and_live(120, live=5)
     names = [
         "lock_timeout",
         "synchronous_commit",
+        "plan_cache_mode",
         "enable_seqscan",
         "enable_indexscan",
+        "enable_bitmapscan",
         "max_parallel_workers_per_gather",
     ]
     connection = connections["airflow"]
@@ -375,3 +377,6 @@ def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and
         batch_order,
     )
     assert current() == before and not connection.in_atomic_block
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone()[0] == 0
