@@ -11,8 +11,9 @@ Every variant runs on a fresh copy (CREATE DATABASE … TEMPLATE) of one dataset
 script, in ``--repeat`` whole rounds (default 3; medians are reported), ours and Airflow's in turn at each batch
 size, so that the ratios compare like with like on a shared, noisy machine; the load average is recorded. Whole
 commands are timed from process start; peak RSS comes from /usr/bin/time. Two floors frame the figures: a plain
-DELETE of the same rows, and our optimistic batch statement (the one ``gc/sql.py``'s ``_PgBatches`` prepares, in
-the walk our command chooses) looped inside the server in a DO block (no client, no round trips, no start-up).
+DELETE of the same rows, and our optimistic batches in the walk our command chooses, looped inside the server by
+the very DO block it runs them in (``gc/sql.py``, ``_PgBatches.run_in_server``), in one piece: no client, no
+round trips, no process start-up.
 Our command runs with ``--no-stats`` (Airflow's records no statistics snapshot either).
 
     bash scripts/airflow_venv.sh 3.3.2        # Airflow's real CLI, in ~/.cache/statestore-admin (once)
@@ -65,9 +66,9 @@ with psycopg.connect(url) as conn:
 print(total)
 """
 
-# Our optimistic batch statement as state_store_clean prepares it, for the walk it would choose on this copy:
-# its text with the run's values bound ($1: where a batch starts, $2: whether inclusive), its settings.
-OUR_BATCH = r"""
+# Our optimistic batches as state_store_clean runs them on this copy, in the walk it would choose: the DO block
+# that loops them inside the server (here without its bounds of time and count), and the session's settings.
+OUR_BATCHES = r"""
 import json, sys
 import django
 django.setup()
@@ -78,26 +79,9 @@ from statestore_admin.gc import sql
 plan = gc.GcPlan(cutoff=timezone.now(), batch_size=int(sys.argv[1]))
 connection = connections["airflow"]
 batches = sql._PgBatches(plan, sql._batch_order(connection, plan))
-body, params = batches.statement(False)
-with connection.cursor() as cursor:
-    body = cursor.cursor.mogrify(body, params)
-print(json.dumps({"order": batches.order, "start": batches.start, "body": body, "settings": batches.settings(False)}))
+block = batches.run_in_server(connection, None, 86400)
+print(json.dumps({"order": batches.order, "block": block, "settings": batches.settings(False)}))
 """
-
-# The same batches looped inside the server: no client, no round trips, no process start-up. What any client
-# running these batches can at best approach.
-BATCH_FLOOR = """DO $$
-DECLARE v_deleted bigint; v_finished boolean; v_edge text; v_tie boolean;
-  v_start {start_type} := '{start}'; v_inclusive boolean := false;
-BEGIN
-  LOOP
-    PERFORM {settings};
-    {body} INTO v_deleted, v_finished, v_edge, v_tie;
-    COMMIT;
-    IF v_edge IS NOT NULL THEN v_start := v_edge::{start_type}; v_inclusive := v_tie; END IF;
-    EXIT WHEN v_finished;
-  END LOOP;
-END $$"""
 
 
 def admin(sql: str) -> None:
@@ -197,20 +181,24 @@ def run_plain(template: str) -> dict:
 
 
 def run_batch_floor(template: str, batch: int, env: dict[str, str]) -> dict:
+    """Our batches looped inside the server: no client between them, no process start-up."""
     expired = fresh_copy(template)
     env = {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{COPY}", "DJANGO_SETTINGS_MODULE": "statestore_admin.settings"}
     ours = json.loads(
         subprocess.run(
-            [sys.executable, "-c", OUR_BATCH, str(batch)], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-c", OUR_BATCHES, str(batch)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     )
-    start_type = "tid" if ours["order"] == "physical" else "timestamptz"
-    settings = ", ".join(f"set_config('{name}', '{value}', true)" for name, value in ours["settings"].items())
-    body = ours["body"].replace("$1", "v_start").replace("$2", "v_inclusive")
-    block = BATCH_FLOOR.format(start_type=start_type, start=ours["start"], settings=settings, body=body)
     with psycopg.connect(f"{SERVER}/{COPY}", autocommit=True) as conn:
+        for name, value in ours["settings"].items():
+            conn.execute("SELECT set_config(%s, %s, false)", [name, value])
         started = time.perf_counter()
-        conn.execute(block)
+        conn.execute(ours["block"])
         seconds = time.perf_counter() - started
     left = left_expired()
     assert left == 0, f"the batch floor left {left} of {expired} expired rows"
@@ -266,6 +254,11 @@ def median_of(runs: list[dict]) -> dict:
     }
 
 
+def memory_batches(batches: list[int]) -> list[int]:
+    """The batch sizes whose peak RSS is compared between the large and the small dataset."""
+    return sorted({min(batches), max(batches)})
+
+
 def one_round(layout: str, big: str, small: str, batches: list[int], env: dict, airflow_venv: Path | None) -> dict:
     """Every variant once on ``layout``'s datasets, keyed by (who, batch); ours and Airflow's in turn."""
     runs = [run_plain(big)]
@@ -274,7 +267,7 @@ def one_round(layout: str, big: str, small: str, batches: list[int], env: dict, 
         runs.append(run_airflow(big, batch, env, airflow_venv))
         if batch:
             runs.append(run_batch_floor(big, batch, env))
-    runs += [{**run_ours(small, batch, env), "who": "ours small"} for batch in (0, max(batches))]
+    runs += [{**run_ours(small, batch, env), "who": "ours small"} for batch in memory_batches(batches)]
     print(f"{layout}: " + ", ".join(f"{r['who']} {r['batch']} {r['wall']:.2f}s" for r in runs), flush=True)
     return {(r["who"], r["batch"]): r for r in runs}
 
@@ -316,9 +309,8 @@ def layout_report(layout: str, results: dict, batches: list[int], airflow_name: 
             f"that loop, {ours['delete'] / plain:.2f}× the plain DELETE; whole command minus deletion "
             f"{ours['wall'] - ours['delete']:.2f} s"
         )
-    small = [results[("ours small", b)] for b in (0, max(batches))]
-    for batch, few in zip((0, max(batches)), small, strict=True):
-        many = results[("ours", batch)]
+    for batch in memory_batches(batches):
+        many, few = results[("ours", batch)], results[("ours small", batch)]
         lines.append(
             f"- peak RSS at batch size {batch}: {many['rss']} MB with {many['rows']} expired rows, {few['rss']} MB "
             f"with {few['rows']} (target < {TARGET_RSS} MB, flat); an empty-ish run {seconds(few)} s"
