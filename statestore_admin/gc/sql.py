@@ -6,9 +6,10 @@ each committed on its own. On PostgreSQL batches are optimistic (``_PgBatches``)
 range of addresses or expiries the batch's first N expired rows span, which re-checks ``expires_at < cutoff``
 on the newest row version (a row re-written with a later expiry while GC runs survives), waiting at most
 ``OPTIMISTIC_LOCK_TIMEOUT`` on a row another transaction holds; such a batch is rolled back and run again with
-``FOR UPDATE SKIP LOCKED``, which leaves held rows for the next run. An optimistic batch is one prepared
-statement executed in autocommit (one round trip, planned once per run) with the run's settings on the
-session, restored and the statement deallocated when the batches end; a fallback batch is a transaction with
+``FOR UPDATE SKIP LOCKED``, which leaves held rows for the next run. Optimistic batches are looped inside the
+server (a DO block per second of them, each batch committed on its own and reported in a notice), or one
+statement each in autocommit where they cannot be (with objects, inside a caller's transaction), with the
+run's settings on the session, restored when the batches end; a fallback batch is a transaction with
 ``SET LOCAL``. Batches take the walk the planner prices lower (``_batch_order``): the heap in physical order
 (a TID range scan from where the previous one stopped) when expired rows are spread over most pages, else
 the ``expires_at`` index (few expired rows, or rows that expired together stored together). Every
@@ -171,9 +172,6 @@ class _Batch(NamedTuple):
     refs: list[str] | None = None
 
 
-PREPARED = "statestore_admin_gc_batch"  # the optimistic batch statement's name in the session, during a run
-
-
 class _PgBatches:
     """PostgreSQL's batches of at most ``plan.batch_size`` (N) rows, optimistic first.
 
@@ -209,22 +207,17 @@ class _PgBatches:
         self.inclusive = False
         self.safe = False  # index order: a held row was met
 
-    def statement(self, safe: bool, start: str = "$1", inclusive: str = "$2") -> tuple[str, list]:
-        """A safe batch's statement, or the optimistic batches' one, where ``start`` names where the batch
-        starts and ``inclusive`` whether that start is inclusive (the prepared statement's parameters, or
-        the variables of a run of batches in the server)."""
+    def statement(self, safe: bool) -> tuple[str, list]:
+        """One batch as one statement: a safe batch, or an optimistic one where its rows cannot be looped in
+        the server (``run_in_server``), whose ``DELETE`` returns what it deleted."""
         where, params, n = expired_where(self.plan.dag_ids), expired_params(self.plan), int(self.plan.batch_size)
-        if self.order == PHYSICAL:
-            after, after_params = (f"ctid > {start}", []) if not safe else ("ctid > %s::tid", [self.start])
-        elif not safe:
-            # Before an exclusive start lie only the rows the previous batch deleted at that instant.
-            after, after_params = f"expires_at >= {start} AND (expires_at > {start} OR {inclusive})", []
-        else:
-            after, after_params = f"expires_at {'>=' if self.inclusive else '>'} %s::timestamptz", [self.start]
-        after, after_params = f"{after} AND {where}", [*after_params, *params]
+        after, after_params = self._after(where)
+        after_params = [*after_params, *params]
         # With objects, each DELETE returns the references among its values, aggregated as a fifth column.
         returning, ref_params = (f"{REF_OF_VALUE} AS ref", [REF_PREFIX]) if self.plan.with_objects else ("1", [])
         if safe:
+            if self.order == INDEX:  # from the start's instant on: at worst the rows deleted at it are walked again
+                after, after_params = f"expires_at >= %s::timestamptz AND {where}", [self.start, *params]
             edge, inclusive = ("max(ctid)", "false") if self.order == PHYSICAL else ("max(expires_at)", "true")
             # index order: rows of the last expiry picked may remain (skipped, or after the batch): inclusive
             sql = (
@@ -265,37 +258,60 @@ class _PgBatches:
         )
         return sql, [*after_params, *after_params, *ref_params, *after_params, *params, *ref_params]
 
-    def prepare(self) -> tuple[str, list]:
-        """PREPARE the optimistic batch statement for the run: planned once (a generic plan, which the
-        planner settings keep to its walk), where each batch's statement was parsed and planned again, a
-        fifth of the server's time at 1,000 rows a batch."""
-        sql, params = self.statement(False)
-        # Typed: a cast of $1 in a row filter would run for every row.
-        return f"PREPARE {PREPARED} ({self.start_type}, boolean) AS {sql}", params
+    def _after(self, where: str, start: str = "%s", inclusive: str = "%s") -> tuple[str, list]:
+        """The rows after where the next batch starts: ``start`` and ``inclusive`` are placeholders (with their
+        values) or the names of a server loop's variables (then no values)."""
+        values = [self.start, self.inclusive] if start == "%s" else []
+        if self.order == PHYSICAL:
+            return f"ctid > {start}::tid AND {where}", values[:1]
+        # Before an exclusive start lie only the rows the previous batch deleted at that instant.
+        sql = f"expires_at >= {start}::timestamptz AND (expires_at > {start}::timestamptz OR {inclusive}) AND {where}"
+        return sql, [*values[:1], *values]
 
     @property
     def start_type(self) -> str:
         return "tid" if self.order == PHYSICAL else "timestamptz"
 
-    def execute(self) -> tuple[str, list]:
-        """The next optimistic batch."""
-        return f"EXECUTE {PREPARED} (%s, %s)", [self.start, self.inclusive]
-
     def run_in_server(self, connection, most: int | None, seconds: float) -> str:
         """Optimistic batches from where the next one starts, looped inside the server (a DO block, no
-        client between them): each commits on its own and reports itself in a notice (``RUN_NOTICE``); the
-        loop ends after the last batch, after ``most`` batches, or after a batch that ends ``seconds`` past
-        the start."""
-        body = connection.ops.compose_sql(*self.statement(False, start="v_start", inclusive="v_inclusive"))
+        client between them): each a pick of the first N expired rows' edge and a plain ``DELETE`` of the
+        range up to it, whose row count needs no ``RETURNING`` (which cost as much as the deletes
+        themselves), committed on its own and reported in a notice (``RUN_NOTICE``). The loop ends after
+        the last batch, after ``most`` batches, or after a batch that ends ``seconds`` past the start. The
+        pick and the ``DELETE`` are two statements: a row committed between them with an expiry inside the
+        range (a writer giving a past expiry) is deleted with the batch."""
+        n = int(self.plan.batch_size)
+        where = connection.ops.compose_sql(expired_where(self.plan.dag_ids), expired_params(self.plan))
+        after, _ = self._after(where, start="v_start", inclusive="v_inclusive")
+        if self.order == PHYSICAL:
+            batch = (
+                "SELECT count(*), max(ctid) INTO v_picked, v_edge "
+                f"FROM (SELECT ctid FROM task_state_store WHERE {after} LIMIT {n}) AS picked; "
+                f"DELETE FROM task_state_store WHERE ctid <= v_edge AND {after}; "
+                f"GET DIAGNOSTICS v_deleted = ROW_COUNT; v_finished := v_picked < {n}; v_tie := false; "
+            )
+        else:
+            batch = (
+                # the N-th expiry (the edge) and the next one; none: fewer than N are left
+                "SELECT count(*), min(expires_at), max(expires_at) INTO v_picked, v_edge, v_beyond FROM "
+                f"(SELECT expires_at FROM task_state_store WHERE {after} ORDER BY expires_at "
+                f"OFFSET {n - 1} LIMIT 2) AS edges; "
+                "v_tie := v_picked = 2 AND v_edge = v_beyond; v_finished := v_picked = 0; "
+                # a tie at the edge: the first N by address; else the range of expiries up to the edge
+                "IF v_tie THEN DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store "
+                f"WHERE {after} ORDER BY expires_at LIMIT {n})) AND {where}; "
+                "ELSE DELETE FROM task_state_store WHERE expires_at <= coalesce(v_edge, 'infinity') "
+                f"AND {after}; END IF; GET DIAGNOSTICS v_deleted = ROW_COUNT; "
+            )
+        batch = batch.replace("%", "%%")  # its literals, as text in the block composed below
         block = (
-            f"DECLARE v_start {self.start_type} := %s; v_inclusive boolean := %s; v_deleted bigint; "
-            "v_finished boolean; v_edge text; v_tie boolean; v_batches integer := 0; "
-            "v_until timestamptz := clock_timestamp() + %s * interval '1 second'; "
-            f"BEGIN LOOP {body} INTO v_deleted, v_finished, v_edge, v_tie; COMMIT; v_batches := v_batches + 1; "
+            f"DECLARE v_start {self.start_type} := %s; v_inclusive boolean := %s; v_edge {self.start_type}; "
+            f"v_beyond {self.start_type}; v_picked bigint; v_deleted bigint; v_finished boolean; v_tie boolean; "
+            "v_batches integer := 0; v_until timestamptz := clock_timestamp() + %s * interval '1 second'; "
+            f"BEGIN LOOP {batch}COMMIT; v_batches := v_batches + 1; "
             f"RAISE NOTICE '{RUN_NOTICE}|%%|%%|%%|%%', v_deleted, v_finished, v_tie, v_edge; "
             "EXIT WHEN v_finished OR v_batches >= %s OR clock_timestamp() >= v_until; "
-            f"IF v_edge IS NOT NULL THEN v_start := v_edge::{self.start_type}; v_inclusive := v_tie; END IF; "
-            "END LOOP; END"
+            "v_start := v_edge; v_inclusive := v_tie; END LOOP; END"
         )
         block = connection.ops.compose_sql(block, [self.start, self.inclusive, seconds, most or 2**31 - 1])
         return connection.ops.compose_sql("DO %s", [block])
@@ -314,7 +330,7 @@ class _PgBatches:
         local = {
             "lock_timeout": f"{max(int(timeout * 1000), 1)}ms",
             "synchronous_commit": "off",
-            "plan_cache_mode": "force_generic_plan",  # the prepared statement: planned once
+            "plan_cache_mode": "force_generic_plan",  # the server loop's statements: planned once per loop
             "client_min_messages": "notice",  # a run of batches in the server reports each in a notice
             "max_parallel_workers_per_gather": "0",
             "enable_bitmapscan": "off",
@@ -405,24 +421,6 @@ def _session_settings(connection, values: dict[str, str]) -> Iterator[None]:
             _set_session(connection, before)
 
 
-@contextmanager
-def _optimistic_session(connection, batches: _PgBatches) -> Iterator[None]:
-    """The optimistic batches' settings on the session and their statement prepared, until the block ends."""
-    with _session_settings(connection, batches.settings(False)):
-        with connection.cursor() as cursor:
-            # A run that ended with its connection in a failed transaction may have left it prepared.
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE name = %s", [PREPARED])
-            if cursor.fetchone()[0]:
-                cursor.execute(f"DEALLOCATE {PREPARED}")
-            cursor.execute(*batches.prepare())
-        try:
-            yield
-        finally:
-            if not connection.needs_rollback and connection.is_usable():
-                with connection.cursor() as cursor:
-                    cursor.execute(f"DEALLOCATE {PREPARED}")
-
-
 def _set_session(connection, values: dict[str, str]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -467,9 +465,10 @@ def _pg_run(
 ) -> bool:
     """PostgreSQL's batches: optimistic ones looped inside the server when ``in_server`` (and not inside a
     caller's transaction: a DO block commits each batch), else one per statement; a safe batch after one
-    met a held row (``_PgBatches``)."""
+    met a held row (``_PgBatches``). With a pause between batches, one batch per loop."""
     if batches.safe or not in_server or connection.in_atomic_block:
         return _pg_batch(connection, batches, result, interrupter, committed)
+    most = 1 if batches.plan.sleep else most
     notices: list[str] = []
 
     def heard(diagnostic) -> None:
@@ -513,7 +512,7 @@ def _pg_batch(
     batch = None
     if not (held or batches.safe):
         try:
-            batch = _optimistic_batch(connection, *batches.execute(), interrupter)
+            batch = _optimistic_batch(connection, *batches.statement(False), interrupter)
         except DatabaseError as exc:
             if not _lock_not_available(exc):
                 raise
@@ -543,9 +542,9 @@ def batch_steps(plan: GcPlan, result: GcResult, interrupter: Interrupter) -> tup
     if connection.vendor == "postgresql":
         batches = _PgBatches(plan, _batch_order(connection, plan))
         result.batch_order = batches.order
-        session = _optimistic_session(connection, batches)
-        # A batch's objects are deleted after it commits, before the next starts; a pause comes between two.
-        in_server = not plan.with_objects and not plan.sleep
+        session = _session_settings(connection, batches.settings(False))
+        # A batch's objects are deleted after it commits, before the next starts: by the command.
+        in_server = not plan.with_objects
         return session, partial(_pg_run, connection, batches, result, interrupter, in_server)
     # SQLite: no row locks; it serialises writers
     result.batch_order = INDEX

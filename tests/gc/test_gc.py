@@ -163,18 +163,6 @@ def test_batches_hold_exactly_n_rows_whatever_the_ties_at_their_edges(
     assert keys() == {("t", -1, "live")}
 
 
-@pytest.mark.usefixtures("postgres_only")
-def test_a_batch_statement_left_prepared_in_the_session_is_replaced(reference):
-    """A run whose connection ended in a failed transaction could not deallocate its statement: the next run
-    on that session prepares its own, and deallocates it."""
-    with connections["airflow"].cursor() as cursor:
-        cursor.execute(f"PREPARE {gc.sql.PREPARED} AS SELECT 1")
-    assert clean_json(batch_size=3)["rows_deleted"] == 4 and keys() == SURVIVORS
-    with connections["airflow"].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-        assert cursor.fetchone()[0] == 0
-
-
 def test_batch_size_comes_from_airflow_config(reference, monkeypatch):
     monkeypatch.setenv("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "2")
     summary = clean_json()

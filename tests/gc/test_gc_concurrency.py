@@ -372,6 +372,31 @@ def test_optimistic_batches_run_in_the_server_one_round_trip_for_several(expired
 
 
 @pytest.mark.usefixtures("postgres_only")
+def test_batches_in_the_server_take_a_dag_filter_as_data(dag_run_factory, batch_order):
+    """The DAG filter's values are literals inside the block the server loops: quotes and percent signs in
+    them are data."""
+    now = timezone.now()
+    for dag_id in ("it's 100%", "other"):
+        make_task_keys(
+            dag_run_factory(dag_id=dag_id),
+            30,
+            key="k{i:05d}",
+            updated_at=now,
+            expires_at=lambda i: now - timedelta(hours=1) if i < 20 else now + timedelta(days=1),
+        )
+    plan = gc.GcPlan(cutoff=timezone.now(), batch_size=7, dag_ids=("it's 100%",))
+    result = gc.run_gc(plan, actor=GC_ACTOR)
+    assert (result.outcome, result.rows_deleted, result.batches, result.batch_order) == (
+        "completed",
+        20,
+        3,
+        batch_order,
+    )
+    assert not TaskStateStore.objects.filter(dag_id="it's 100%", expires_at__lt=now).exists()
+    assert TaskStateStore.objects.filter(dag_id="other").count() == 30
+
+
+@pytest.mark.usefixtures("postgres_only")
 def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_and_live, batch_order, monkeypatch):
     """SIGINT while the server loops batches: the batch in flight (here waiting on a row a writer holds) is
     cancelled and rolled back, every batch committed before it is counted, and the next run deletes the rest."""
@@ -407,14 +432,15 @@ def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_a
 
 @pytest.mark.usefixtures("postgres_only")
 def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and_live, batch_order):
-    """Optimistic batches run as one prepared statement in autocommit with the run's settings set on the
-    session (lock_timeout, asynchronous commit, a generic plan, the planner kept to its walk); the run puts
-    the session's own values back and deallocates the statement."""
+    """Optimistic batches run in autocommit with the run's settings set on the session (lock_timeout,
+    asynchronous commit, generic plans, notices, the planner kept to its walk); the run puts the session's
+    own values back."""
     expired_and_live(120, live=5)
     names = [
         "lock_timeout",
         "synchronous_commit",
         "plan_cache_mode",
+        "client_min_messages",
         "enable_seqscan",
         "enable_indexscan",
         "enable_bitmapscan",
@@ -436,6 +462,3 @@ def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and
         batch_order,
     )
     assert current() == before and not connection.in_atomic_block
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
-        assert cursor.fetchone()[0] == 0
