@@ -496,6 +496,8 @@ def _pg_run(
             committed(int(deleted), None)
     if held:
         return _pg_batch(connection, batches, result, interrupter, committed, held=True)
+    if not notices:  # the loop runs one batch at least: unreported, the run would never learn where it is
+        raise DatabaseError("PostgreSQL ran GC batches without reporting them: are its notices filtered out?")
     return finished
 
 
