@@ -1,19 +1,27 @@
-"""Benchmark `state_store_clean` against a plain DELETE and Airflow 3.3.2's own cleanup, on PostgreSQL.
+"""Benchmark `state_store_clean` beside Airflow 3.3.2's `airflow state-store clean`, a plain DELETE and the same
+batches looped inside the server, on PostgreSQL, for each layout of the expired rows and each batch size.
 
-Every variant runs on a fresh copy (CREATE DATABASE … TEMPLATE) of one dataset made by
-`demo_data --scale`, in one run of this script, so the ratios compare like with like on a noisy
-machine; all variants run in --repeat whole rounds (default 3) and medians are reported. Whole
-commands are timed from process start; peak RSS comes from /usr/bin/time. Two floors frame the
-figures: a plain DELETE, and this command's own optimistic batch statement (physical order) looped
-inside the server (no client, no start-up), which no client of the same batches can beat. Our command
-runs with ``--no-stats`` where it has that option (Airflow's records no statistics snapshot either).
+Layouts (``--layout``, both by default; ``demo_data --scale --layout``): ``spread``, a share of every run's keys
+expired, so that expired rows are on every page with their expiry in no order; ``clustered``, the first runs
+written expired whole, contiguous in id and on disk and expiring in the order written (old runs expire together:
+the common case of a retention period). Batch sizes (``--batch``): 0, 1,000 and 10,000 by default, for ours and
+Airflow's alike.
 
-    .venv/bin/python bench/gc_bench.py                        # 1M expired + 1M live, writes docs/benchmarks/gc.md
-    .venv/bin/python bench/gc_bench.py --expired 10000 --live 10000 --no-write
-    bash scripts/airflow_venv.sh && .venv/bin/python bench/gc_bench.py   # with the real `airflow state-store clean`
+Every variant runs on a fresh copy (CREATE DATABASE … TEMPLATE) of one dataset per layout, in one run of this
+script, in ``--repeat`` whole rounds (default 3; medians are reported), ours and Airflow's in turn at each batch
+size, so that the ratios compare like with like on a shared, noisy machine; the load average is recorded. Whole
+commands are timed from process start; peak RSS comes from /usr/bin/time. Two floors frame the figures: a plain
+DELETE of the same rows, and our optimistic batches in the walk our command chooses, looped inside the server by
+the very DO block it runs them in (``gc/sql.py``, ``_PgBatches.run_in_server``), in one piece: no client, no
+round trips, no process start-up.
+Our command runs with ``--no-stats`` (Airflow's records no statistics snapshot either).
 
-Without an Airflow virtualenv (scripts/airflow_venv.sh makes one), Airflow's algorithm is
-replayed instead: all expired ids selected into Python, then DELETE … WHERE id IN (…), per batch.
+    bash scripts/airflow_venv.sh 3.3.2        # Airflow's real CLI, in ~/.cache/statestore-admin (once)
+    .venv/bin/python bench/gc_bench.py        # 1M expired + 1M live, both layouts, writes docs/benchmarks/gc.md
+    .venv/bin/python bench/gc_bench.py --expired 10000 --live 10000 --layout clustered --repeat 1 --no-write
+
+Without an Airflow virtualenv, Airflow's algorithm is replayed instead: all expired ids selected into Python,
+then DELETE … WHERE id IN (…), per batch.
 """
 
 from __future__ import annotations
@@ -34,8 +42,11 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = "postgresql://postgres@127.0.0.1:5432"
-TEMPLATE = "ssbench_template_{expired}_{live}"
+TEMPLATE = "ssbench_{layout}_{expired}_{live}"
 COPY = "ssbench_run"
+LAYOUTS = ("spread", "clustered")  # demo_data --layout: where the expired rows are
+BATCHES = (0, 1_000, 10_000)
+TARGET_RATIO, TARGET_DELETE, TARGET_RSS = 5.0, 1.3, 100
 
 AIRFLOW_REPLAY = r"""
 import sys, psycopg
@@ -53,6 +64,23 @@ with psycopg.connect(url) as conn:
         if batch <= 0 or len(ids) < batch:
             break
 print(total)
+"""
+
+# Our optimistic batches as state_store_clean runs them on this copy, in the walk it would choose: the DO block
+# that loops them inside the server (here without its bounds of time and count), and the session's settings.
+OUR_BATCHES = r"""
+import json, sys
+import django
+django.setup()
+from django.db import connections
+from django.utils import timezone
+from statestore_admin import gc
+from statestore_admin.gc import sql
+plan = gc.GcPlan(cutoff=timezone.now(), batch_size=int(sys.argv[1]))
+connection = connections["airflow"]
+batches = sql._PgBatches(plan, sql._batch_order(connection, plan))
+block = batches.run_in_server(connection, None, 86400)
+print(json.dumps({"order": batches.order, "block": block, "settings": batches.settings(False)}))
 """
 
 
@@ -87,16 +115,20 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 
 
 def base_env(var_dir: Path) -> dict[str, str]:
+    # The dashboard database named, not left to the default: that depends on whether the Airflow database
+    # is the embedded one (migrate runs without AIRFLOW_DATABASE_URL, the commands with it).
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(var_dir),
         "STATESTORE_VAR_DIR": str(var_dir),
+        "DATABASE_URL": f"sqlite:///{var_dir / 'dashboard.sqlite3'}",
+        "SECRET_KEY": "gc-bench-" + "x" * 50,
         "AIRFLOW_HOME": str(var_dir / "airflow_home"),
     }
 
 
-def build_template(expired: int, live: int, env: dict[str, str], rebuild: bool) -> str:
-    name = TEMPLATE.format(expired=expired, live=live)
+def build_template(layout: str, expired: int, live: int, env: dict[str, str], rebuild: bool) -> str:
+    name = TEMPLATE.format(layout=layout, expired=expired, live=live)
     if database_exists(name) and not rebuild:
         return name
     admin(f'DROP DATABASE IF EXISTS "{name}"')
@@ -112,6 +144,8 @@ def build_template(expired: int, live: int, env: dict[str, str], rebuild: bool) 
         str(total),
         "--expired-fraction",
         str(expired / total),
+        "--layout",
+        layout,
         env=dataset_env,
     )
     print(f"dataset {name}: {total} scale rows in {time.perf_counter() - started:.1f}s", flush=True)
@@ -120,11 +154,17 @@ def build_template(expired: int, live: int, env: dict[str, str], rebuild: bool) 
     return name
 
 
-def fresh_copy(template: str) -> str:
+def fresh_copy(template: str) -> int:
+    """A fresh copy of ``template`` as ``COPY``; the number of its expired rows."""
     admin(f'DROP DATABASE IF EXISTS "{COPY}"')
     # FILE_COPY: the copy is not WAL-logged, so no checkpoint of it lands inside a measurement
     admin(f'CREATE DATABASE "{COPY}" TEMPLATE "{template}" STRATEGY FILE_COPY')
     admin("CHECKPOINT")
+    with psycopg.connect(f"{SERVER}/{COPY}") as conn:
+        return conn.execute("SELECT count(*) FROM task_state_store WHERE expires_at < now()").fetchone()[0]
+
+
+def left_expired() -> int:
     with psycopg.connect(f"{SERVER}/{COPY}") as conn:
         return conn.execute("SELECT count(*) FROM task_state_store WHERE expires_at < now()").fetchone()[0]
 
@@ -137,71 +177,45 @@ def run_plain(template: str) -> dict:
         conn.commit()
         seconds = time.perf_counter() - started
     assert deleted == expired
-    return {
-        "variant": "plain DELETE (floor)",
-        "batch": "-",
-        "wall": seconds,
-        "delete": seconds,
-        "rss": None,
-        "rows": deleted,
-    }
+    return {"who": "plain", "batch": "-", "wall": seconds, "delete": seconds, "rss": None, "rows": deleted}
 
 
-# state_store_clean's optimistic batch statement in physical order (gc/sql.py, _PgBatches), looped inside
-# the server: no client, no round trips, no process start-up. What any client running these batches can at
-# best approach.
-BATCH_FLOOR = """DO $$
-DECLARE cutoff timestamptz := now(); picked bigint; edge tid; last tid := '(0,0)';
-BEGIN
-  LOOP
-    SET LOCAL synchronous_commit = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off;
-    SET LOCAL enable_seqscan = off; SET LOCAL max_parallel_workers_per_gather = 0;
-    WITH batch AS MATERIALIZED (SELECT ctid FROM task_state_store WHERE ctid > last AND expires_at < cutoff
-      LIMIT {batch}), gone AS (DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM batch))
-      AND expires_at < cutoff RETURNING 1)
-    SELECT (SELECT count(*) FROM batch), (SELECT max(ctid) FROM batch) INTO picked, edge;
-    COMMIT;
-    last := edge;
-    EXIT WHEN picked < {batch};
-  END LOOP;
-END $$"""
-
-
-def run_batch_floor(template: str, batch: int) -> dict:
+def run_batch_floor(template: str, batch: int, env: dict[str, str]) -> dict:
+    """Our batches looped inside the server: no client between them, no process start-up."""
     expired = fresh_copy(template)
-    with psycopg.connect(f"{SERVER}/{COPY}", autocommit=True) as conn:
-        started = time.perf_counter()
-        conn.execute(BATCH_FLOOR.format(batch=int(batch)))
-        seconds = time.perf_counter() - started
-        left = conn.execute("SELECT count(*) FROM task_state_store WHERE expires_at < now()").fetchone()[0]
-    assert left == 0, f"the batch floor left {left} of {expired} expired rows"
-    return {
-        "variant": "the same optimistic batches looped in the server (floor)",
-        "batch": batch,
-        "wall": seconds,
-        "delete": seconds,
-        "rss": None,
-        "rows": expired,
-    }
-
-
-def no_stats_option(env: dict[str, str]) -> list[str]:
-    """``--no-stats`` where state_store_clean has it: Airflow's command records no statistics either."""
-    usage = subprocess.run(
-        [sys.executable, "manage.py", "state_store_clean", "--help"], cwd=ROOT, env=env, capture_output=True, text=True
+    env = {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{COPY}", "DJANGO_SETTINGS_MODULE": "statestore_admin.settings"}
+    ours = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", OUR_BATCHES, str(batch)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     )
-    return ["--no-stats"] if "--no-stats" in usage.stdout else []
+    with psycopg.connect(f"{SERVER}/{COPY}", autocommit=True) as conn:
+        for name, value in ours["settings"].items():
+            conn.execute("SELECT set_config(%s, %s, false)", [name, value])
+        started = time.perf_counter()
+        conn.execute(ours["block"])
+        seconds = time.perf_counter() - started
+    left = left_expired()
+    assert left == 0, f"the batch floor left {left} of {expired} expired rows"
+    return {"who": "floor", "batch": batch, "order": ours["order"], "wall": seconds, "delete": seconds, "rss": None}
 
 
-def run_ours(template: str, batch: int, env: dict[str, str], extra: list[str]) -> dict:
+def run_ours(template: str, batch: int, env: dict[str, str]) -> dict:
     expired = fresh_copy(template)
-    command = [sys.executable, "manage.py", "state_store_clean", "--batch-size", str(batch), "--json", *extra]
+    command = [sys.executable, "manage.py", "state_store_clean", "--batch-size", str(batch), "--json", "--no-stats"]
     wall, rss, out = timed(command, {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{COPY}"})
     summary = json.loads(out)
     assert summary["rows_deleted"] == expired, (summary, expired)
+    assert left_expired() == 0
     return {
-        "variant": f"statestore-admin state_store_clean ({summary.get('batch_order') or 'batches'})",
+        "who": "ours",
         "batch": batch,
+        "order": summary.get("batch_order") or "",
         "wall": wall,
         "delete": summary["delete_seconds"],
         "rss": rss,
@@ -219,14 +233,11 @@ def run_airflow(template: str, batch: int, env: dict[str, str], airflow_venv: Pa
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         }
         wall, rss, _ = timed([str(airflow_venv / "bin" / "airflow"), "state-store", "clean"], airflow_env)
-        variant = "airflow state-store clean (3.3.2)"
     else:
         wall, rss, _ = timed([sys.executable, "-c", AIRFLOW_REPLAY, f"{SERVER}/{COPY}", str(batch)], env)
-        variant = "Airflow 3.3.2's algorithm, replayed"
-    with psycopg.connect(f"{SERVER}/{COPY}") as conn:
-        left = conn.execute("SELECT count(*) FROM task_state_store WHERE expires_at < now()").fetchone()[0]
-    assert left == 0, f"{variant} left {left} of {expired} expired rows"
-    return {"variant": variant, "batch": batch, "wall": wall, "delete": None, "rss": rss, "rows": expired}
+    left = left_expired()
+    assert left == 0, f"Airflow's cleanup left {left} of {expired} expired rows"
+    return {"who": "airflow", "batch": batch, "wall": wall, "delete": None, "rss": rss, "rows": expired}
 
 
 def median_of(runs: list[dict]) -> dict:
@@ -243,19 +254,68 @@ def median_of(runs: list[dict]) -> dict:
     }
 
 
-def table(results: list[dict]) -> str:
+def memory_batches(batches: list[int]) -> list[int]:
+    """The batch sizes whose peak RSS is compared between the large and the small dataset."""
+    return sorted({min(batches), max(batches)})
+
+
+def one_round(layout: str, big: str, small: str, batches: list[int], env: dict, airflow_venv: Path | None) -> dict:
+    """Every variant once on ``layout``'s datasets, keyed by (who, batch); ours and Airflow's in turn."""
+    runs = [run_plain(big)]
+    for batch in batches:
+        runs.append(run_ours(big, batch, env))
+        runs.append(run_airflow(big, batch, env, airflow_venv))
+        if batch:
+            runs.append(run_batch_floor(big, batch, env))
+    runs += [{**run_ours(small, batch, env), "who": "ours small"} for batch in memory_batches(batches)]
+    print(f"{layout}: " + ", ".join(f"{r['who']} {r['batch']} {r['wall']:.2f}s" for r in runs), flush=True)
+    return {(r["who"], r["batch"]): r for r in runs}
+
+
+def seconds(r: dict) -> str:
+    low, high = r["spread"]
+    return f"{r['wall']:.2f} ({low:.2f}–{high:.2f})"
+
+
+def layout_report(layout: str, results: dict, batches: list[int], airflow_name: str) -> list[str]:
+    plain = results[("plain", "-")]["wall"]
     lines = [
-        "| variant | batch size | rows deleted | whole command (s), median (min–max) | deletion phase (s), median "
-        "| peak RSS (MB), max |",
-        "|---|---|---|---|---|---|",
+        f"#### {layout}",
+        "",
+        f"| batch size | ours, whole command (s) | ours, deletion (s) | ours, walk | ours, peak RSS (MB) "
+        f"| {airflow_name} (s) | Airflow's peak RSS (MB) | Airflow / ours (target ≥ {TARGET_RATIO:g}×) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in results:
-        delete = f"{r['delete']:.2f}" if r["delete"] is not None else "-"
-        rss = r["rss"] if r["rss"] is not None else "-"
-        low, high = r["spread"]
-        wall = f"{r['wall']:.2f} ({low:.2f}–{high:.2f})"
-        lines.append(f"| {r['variant']} | {r['batch']} | {r['rows']} | {wall} | {delete} | {rss} |")
-    return "\n".join(lines)
+    for batch in batches:
+        ours, theirs = results[("ours", batch)], results[("airflow", batch)]
+        ratio = theirs["wall"] / ours["wall"]
+        mark = "" if ratio >= TARGET_RATIO else " **short**"
+        lines.append(
+            f"| {batch} | {seconds(ours)} | {ours['delete']:.2f} | {ours['order']} | {ours['rss']} | {seconds(theirs)} "
+            f"| {theirs['rss']} | {ratio:.1f}×{mark} |"
+        )
+    lines += [
+        "",
+        f"- plain DELETE of the same {results[('plain', '-')]['rows']} rows: {seconds(results[('plain', '-')])} s",
+    ]
+    if 0 in batches:
+        ratio = results[("ours", 0)]["delete"] / plain
+        lines.append(f"- deletion phase at batch size 0 / plain DELETE: {ratio:.2f} (target ≤ {TARGET_DELETE:g})")
+    for batch in [b for b in batches if b]:
+        floor, ours = results[("floor", batch)], results[("ours", batch)]
+        lines.append(
+            f"- batch size {batch}: our batches looped in the server ({floor['order']} walk) {seconds(floor)} s, "
+            f"{floor['wall'] / plain:.2f}× the plain DELETE; our deletion phase {ours['delete'] / floor['wall']:.2f}× "
+            f"that loop, {ours['delete'] / plain:.2f}× the plain DELETE; whole command minus deletion "
+            f"{ours['wall'] - ours['delete']:.2f} s"
+        )
+    for batch in memory_batches(batches):
+        many, few = results[("ours", batch)], results[("ours small", batch)]
+        lines.append(
+            f"- peak RSS at batch size {batch}: {many['rss']} MB with {many['rows']} expired rows, {few['rss']} MB "
+            f"with {few['rows']} (target < {TARGET_RSS} MB, flat); an empty-ish run {seconds(few)} s"
+        )
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -263,76 +323,60 @@ def main() -> None:
     parser.add_argument("--expired", type=int, default=1_000_000)
     parser.add_argument("--live", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=10_000, help="expired rows of the memory comparison dataset")
+    parser.add_argument("--layout", action="append", choices=LAYOUTS, help="repeatable; default: both")
+    parser.add_argument("--batch", action="append", type=int, help=f"repeatable; default: {BATCHES}")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the template datasets")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every variant; medians are reported")
     parser.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks/gc.md")
     args = parser.parse_args()
+    layouts, batches = args.layout or list(LAYOUTS), sorted(set(args.batch or BATCHES))
     venv = os.environ.get("AIRFLOW_VENV") or str(Path.home() / ".cache" / "statestore-admin" / "airflow-3.3.2-venv")
     airflow_venv = Path(venv) if (Path(venv) / "bin" / "airflow").exists() else None
+    airflow_name = "airflow state-store clean (3.3.2)" if airflow_venv else "Airflow 3.3.2's algorithm, replayed"
 
+    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="ssbench-") as tmp:
         env = base_env(Path(tmp))
         (Path(tmp) / "airflow_home").mkdir()
         manage("migrate", "--verbosity", "0", env=env)
-        big = build_template(args.expired, args.live, env, args.rebuild)
-        small = build_template(args.small, args.small, env, args.rebuild)
-        extra = no_stats_option({**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{small}"})
-        rounds = []
+        datasets = {
+            layout: (
+                build_template(layout, args.expired, args.live, env, args.rebuild),
+                build_template(layout, args.small, args.small, env, args.rebuild),
+            )
+            for layout in layouts
+        }
+        rounds = {layout: [] for layout in layouts}
         for _ in range(args.repeat):  # whole rounds, so background noise hits every variant alike
-            rounds.append([run_plain(big), run_batch_floor(big, 10_000)])
-            for batch in (0, 10_000):
-                rounds[-1].append(run_ours(big, batch, env, extra))
-                rounds[-1].append(run_airflow(big, batch, env, airflow_venv))
-            rounds[-1] += [run_ours(small, batch, env, extra) for batch in (0, 10_000)]
+            for layout in layouts:
+                rounds[layout].append(one_round(layout, *datasets[layout], batches, env, airflow_venv))
+                loads.append(os.getloadavg()[0])
     admin(f'DROP DATABASE IF EXISTS "{COPY}"')
-    merged = [median_of(same) for same in zip(*rounds, strict=True)]
-    results, memory = merged[:-2], merged[-2:]
+    merged = {layout: {key: median_of([r[key] for r in rs]) for key in rs[0]} for layout, rs in rounds.items()}
 
-    plain, floor = results[0]["wall"], results[1]["wall"]
-    ours = {r["batch"]: r for r in results if r["variant"].startswith("statestore")}
-    theirs = {r["batch"]: r for r in results if r["variant"].startswith(("airflow", "Airflow"))}
-    # An empty run is process start-up plus bookkeeping: the least any `manage.py` command costs.
-    startup = memory[1]["wall"] - memory[1]["delete"]
-    best = floor + startup
-    ratios = [
-        f"- deletion phase at batch size 0 / plain DELETE: {ours[0]['delete'] / plain:.2f} (target ≤ 1.3)",
-        *[
-            f"- {theirs[b]['variant']} / ours, whole command, batch size {b}: "
-            f"{theirs[b]['wall'] / ours[b]['wall']:.1f}× (target ≥ 5×)"
-            for b in (0, 10_000)
-        ],
-        *[
-            f"- peak RSS at batch size {b}: {ours[b]['rss']} MB with {ours[b]['rows']} expired rows, "
-            f"{m['rss']} MB with {m['rows']} (target < 100 MB, flat)"
-            for b, m in zip((0, 10_000), memory, strict=True)
-        ],
-        f"- deletion phase at batch size 10000 / the same batches looped in the server: "
-        f"{ours[10_000]['delete'] / floor:.2f}",
-        f"- best case at batch size 10000 (server loop {floor:.2f} s + start-up of an empty run {startup:.2f} s "
-        f"= {best:.2f} s): {theirs[10_000]['wall'] / best:.1f}× faster than {theirs[10_000]['variant']}",
+    command = f".venv/bin/python bench/gc_bench.py --expired {args.expired} --live {args.live} --repeat {args.repeat}"
+    command += "".join(f" --layout {layout}" for layout in args.layout or [])
+    command += "".join(f" --batch {batch}" for batch in args.batch or [])
+    report = [
+        f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.expired} expired + {args.live} live rows, "
+        f"{' and '.join(layouts)}",
+        "",
+        f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL at 127.0.0.1:5432. Command: "
+        f"`{command}`. Every figure is the median of {args.repeat} rounds of all variants (min–max in brackets); "
+        f"load average (1 min) during the run {min(loads):.1f}–{max(loads):.1f}.",
+        "",
     ]
-    report = "\n".join(
-        [
-            f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.expired} expired + {args.live} live rows",
-            "",
-            f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL at 127.0.0.1:5432. "
-            f"Command: `.venv/bin/python bench/gc_bench.py --expired {args.expired} --live {args.live} "
-            f"--repeat {args.repeat}`. Every figure is the median of {args.repeat} rounds of all variants.",
-            "",
-            table(results + memory),
-            "",
-            *ratios,
-            "",
-        ]
-    )
-    print(report)
+    for layout in layouts:
+        report += layout_report(layout, merged[layout], batches, airflow_name)
+    text = "\n".join(report)
+    print(text)
     if not args.no_write:
         out = ROOT / "docs" / "benchmarks" / "gc.md"
         out.parent.mkdir(parents=True, exist_ok=True)
         if not out.exists():
             out.write_text("# `state_store_clean` benchmarks\n\nNewest first. Written by `bench/gc_bench.py`.\n\n")
         head, _, rest = out.read_text().partition("\n### ")
-        out.write_text(head.rstrip() + "\n\n" + report + ("\n### " + rest if rest else ""))
+        out.write_text(head.rstrip() + "\n\n" + text + ("\n### " + rest if rest else ""))
 
 
 if __name__ == "__main__":

@@ -48,29 +48,33 @@ def _loop(
     result: GcResult,
     interrupter: Interrupter,
     on_batch: Callable[[GcProgress], None] | None,
-    step: sql.Step,
+    run: sql.Run,
 ) -> None:
     clock = time.monotonic()
-    while True:
-        deleted, finished, refs = step()
+
+    def committed(deleted: int, refs: list[str] | None) -> None:
+        """One batch committed."""
         result.batches += 1
         result.rows_deleted += deleted
         if refs:  # the batch has committed: now its objects (Airflow's order); failures are recorded, not raised
             began = time.monotonic()
             objects.delete_objects(objects.refs_to_delete(refs, result.store), result.store, into=result.object_deletes)
             result.objects_seconds += time.monotonic() - began
-        elapsed = time.monotonic() - clock
-        result.delete_seconds = elapsed - result.objects_seconds
+        result.delete_seconds = time.monotonic() - clock - result.objects_seconds
         if on_batch:
             on_batch(GcProgress(result.batches, deleted, result.rows_deleted, result.delete_seconds))
-        if finished:
+
+    while True:
+        most = None if plan.max_batches is None else plan.max_batches - result.batches
+        seconds = None if plan.time_limit is None else max(plan.time_limit - (time.monotonic() - clock), 0.0)
+        if run(committed, most, seconds):
             result.outcome = GcRun.Outcome.COMPLETED
             return
         if plan.max_batches is not None and result.batches >= plan.max_batches:
             result.outcome = GcRun.Outcome.PARTIAL
             result.message = f"Stopped after --max-batches {plan.max_batches}; expired rows may remain."
             return
-        if plan.time_limit is not None and elapsed >= plan.time_limit:
+        if plan.time_limit is not None and time.monotonic() - clock >= plan.time_limit:
             result.outcome = GcRun.Outcome.PARTIAL
             result.message = f"Stopped at the time limit of {plan.time_limit:g} s; expired rows may remain."
             return
@@ -189,9 +193,9 @@ def run_gc(
             return result
         try:
             with sql.advisory_lock(connections[airflow_alias()]):
-                session, step = sql.batch_steps(plan, result, interrupter)
+                session, run = sql.batch_steps(plan, result, interrupter)
                 with session:
-                    _loop(plan, result, interrupter, on_batch, step)
+                    _loop(plan, result, interrupter, on_batch, run)
         except sql.GcLockBusy as exc:
             result.outcome = GcRun.Outcome.LOCKED
             result.message = str(exc)

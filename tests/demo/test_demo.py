@@ -97,6 +97,24 @@ def test_scale_data_is_bulk_and_idempotent():
     assert scale.count() == 25_000
 
 
+def test_clustered_scale_data_expires_the_first_runs_whole_in_the_order_written():
+    """--layout clustered: the expired keys are the first written (lowest ids), whole runs of them, and
+    expire in the order they were written; the live ones all come after."""
+    call_command(
+        "demo_data", allow_any_database=True, scale=25_000, expired_fraction=0.4, layout="clustered", verbosity=0
+    )
+    scale = TaskStateStore.objects.filter(dag_id=SCALE_DAG)
+    now = timezone.now()
+    expired, live = scale.filter(expires_at__lt=now), scale.filter(expires_at__gte=now)
+    assert (expired.count(), live.count()) == (10_000, 15_000)
+    assert max(expired.values_list("id", flat=True)) < min(live.values_list("id", flat=True))
+    assert expired.values("run_id").distinct().count() == 1  # one whole run of 10,000 keys
+    assert not live.filter(run_id__in=expired.values("run_id")).exists()
+    by_id = list(expired.order_by("id").values_list("expires_at", flat=True))
+    assert by_id == sorted(by_id) and len(set(by_id)) == 10_000
+    assert by_id[-1] < now - timedelta(hours=1)
+
+
 def test_bad_scale_arguments():
     with pytest.raises(CommandError):
         call_command("demo_data", allow_any_database=True, scale=-1)

@@ -82,7 +82,7 @@ SURVIVORS = {
 def batch_order(request, monkeypatch):
     """PostgreSQL's batches in either order, whatever the planner expects (gc.sql._batch_order). SQLite's are
     always in index order."""
-    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: request.param)
     return request.param if connections["airflow"].vendor == "postgresql" else gc.INDEX
 
 
@@ -118,27 +118,49 @@ def test_batches_in_either_order_select_exactly(dag_run_factory, task_key_factor
 
 
 @pytest.mark.usefixtures("postgres_only")
-def test_batch_order_follows_the_planners_estimate(dag_run_factory):
-    """Physical order when the planner expects about one expired row per heap page or more, else the index."""
+def test_batch_order_is_the_walk_the_planner_prices_lower(dag_run_factory):
+    """Physical order when expired rows are spread over most pages; the expires_at index when few have
+    expired, or when those that have are stored together (whole old runs)."""
     now = timezone.now()
     run = dag_run_factory()
 
-    def rows(expired: int):
+    def rows(expires_in):
+        """20,000 keys, key i expiring ``expires_in(i)`` from now."""
         TaskStateStore.objects.all().delete()
         make_task_keys(
-            run,
-            5_000,
-            key="k{i:05d}",
-            value="v" * 100,
-            updated_at=now,
-            expires_at=lambda i: now + timedelta(days=-1 if i < expired else 1),
+            run, 20_000, key="k{i:05d}", value="v" * 100, updated_at=now, expires_at=lambda i: now + expires_in(i)
         )
         with connections["airflow"].cursor() as cursor:
             cursor.execute("ANALYZE task_state_store")
         return gc.sql._batch_order(connections["airflow"], gc.GcPlan(cutoff=timezone.now(), batch_size=100))
 
-    assert rows(2_500) == gc.PHYSICAL
-    assert rows(3) == gc.INDEX
+    day, second = timedelta(days=1), timedelta(seconds=1)
+    # the first half of the table, written together, expiring in the order written (whole old runs)
+    assert rows(lambda i: (i - 10_000) * second) == gc.INDEX
+    # half of every page, expiring in no order
+    assert rows(lambda i: (-day if i % 2 == 0 else day) + (i * 7919 % 20_000) * second) == gc.PHYSICAL
+    assert rows(lambda i: -day if i % 5_000 == 0 else day) == gc.INDEX  # four rows
+
+
+@pytest.mark.parametrize("order", [gc.PHYSICAL, gc.INDEX])
+def test_batches_hold_exactly_n_rows_whatever_the_ties_at_their_edges(
+    dag_run_factory, task_key_factory, monkeypatch, order
+):
+    """Rows expiring at the same instant across a batch's edge: every batch still deletes exactly N rows
+    (Airflow's LIMIT N), in expiry order in index order, and the next batch takes the rest of the tie."""
+    now = timezone.now()
+    run = dag_run_factory()
+    expiries = [1, 1, 1, 2, 2, 3, 4, 4, 4, 4, 5]  # minutes ago, oldest last: batches of 2 end inside ties
+    for i, minutes in enumerate(expiries):
+        task_key_factory(run, task_id="t", key=f"k{i:02d}", expires_at=now - timedelta(minutes=minutes))
+    task_key_factory(run, task_id="t", key="live", expires_at=now + timedelta(days=1))
+    sizes = []
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: order)
+    plan = gc.GcPlan(cutoff=now, batch_size=2)
+    result = gc.run_gc(plan, actor=Actor.command(via="gc"), on_batch=lambda p: sizes.append(p.rows))
+    assert (result.outcome, result.rows_deleted) == ("completed", 11)
+    assert sizes == [2, 2, 2, 2, 2, 1]
+    assert keys() == {("t", -1, "live")}
 
 
 def test_batch_size_comes_from_airflow_config(reference, monkeypatch):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def expired_count():
 @pytest.fixture(params=[gc.PHYSICAL, gc.INDEX])
 def batch_order(request, monkeypatch):
     """PostgreSQL's batches in either order, whatever the planner expects (gc.sql._batch_order)."""
-    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if request.param == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: request.param)
     return request.param
 
 
@@ -347,16 +348,102 @@ def test_a_row_deleted_elsewhere_while_held_is_not_counted(expired_and_live, bat
 
 
 @pytest.mark.usefixtures("postgres_only")
+def test_optimistic_batches_run_in_the_server_one_round_trip_for_several(expired_and_live, batch_order):
+    """Outside a transaction, optimistic batches are looped in the server (a DO block): each commits on its own
+    and is reported as it was (progress per batch), --max-batches stops the loop, and the rest is done by the
+    next round trip."""
+    expired_and_live(230, live=5)
+    statements, progress = [], []
+
+    def counted(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    with connections["airflow"].execute_wrapper(counted):
+        plan = gc.GcPlan(cutoff=timezone.now(), batch_size=50, max_batches=2)
+        partial = gc.run_gc(plan, actor=GC_ACTOR, on_batch=lambda p: progress.append((p.batch, p.rows, p.total_rows)))
+        assert [s for s in statements if s.startswith("DO ")] and progress == [(1, 50, 50), (2, 50, 100)]
+        assert (partial.outcome, partial.rows_deleted, partial.batches) == ("partial", 100, 2)
+        statements.clear()
+        rest = gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=50), actor=GC_ACTOR)
+    assert (rest.outcome, rest.rows_deleted, rest.batches, rest.batch_order) == ("completed", 130, 3, batch_order)
+    assert len([s for s in statements if s.startswith("DO ")]) == 1  # three batches, one round trip
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 5
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_batches_in_the_server_take_a_dag_filter_as_data(dag_run_factory, batch_order):
+    """The DAG filter's values are literals inside the block the server loops: quotes and percent signs in
+    them are data."""
+    now = timezone.now()
+    for dag_id in ("it's 100%", "other"):
+        make_task_keys(
+            dag_run_factory(dag_id=dag_id),
+            30,
+            key="k{i:05d}",
+            updated_at=now,
+            expires_at=lambda i: now - timedelta(hours=1) if i < 20 else now + timedelta(days=1),
+        )
+    plan = gc.GcPlan(cutoff=timezone.now(), batch_size=7, dag_ids=("it's 100%",))
+    result = gc.run_gc(plan, actor=GC_ACTOR)
+    assert (result.outcome, result.rows_deleted, result.batches, result.batch_order) == (
+        "completed",
+        20,
+        3,
+        batch_order,
+    )
+    assert not TaskStateStore.objects.filter(dag_id="it's 100%", expires_at__lt=now).exists()
+    assert TaskStateStore.objects.filter(dag_id="other").count() == 30
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_and_live, batch_order, monkeypatch):
+    """SIGINT while the server loops batches: the batch in flight (here waiting on a row a writer holds) is
+    cancelled and rolled back, every batch committed before it is counted, and the next run deletes the rest."""
+    monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 60)  # the tenth batch waits until the signal
+    run = expired_and_live(1_000, live=5)
+    interrupter = gc.Interrupter()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupter.request(signum))
+
+    def interrupt_after_nine_batches():
+        with psycopg.connect(libpq_url(), autocommit=True) as watcher:
+            expired = "SELECT count(*) FROM task_state_store WHERE expires_at < now()"
+            while watcher.execute(expired).fetchone()[0] > 100:
+                time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        with psycopg.connect(libpq_url()) as writer:
+            writer.execute(
+                "UPDATE task_state_store SET value = '2' WHERE dag_run_id = %s AND key = 'k00950'", [run.id]
+            )  # not committed: the row is held, in the tenth batch of 100
+            thread = threading.Thread(target=interrupt_after_nine_batches)
+            thread.start()
+            plan = gc.GcPlan(cutoff=timezone.now(), batch_size=100, lock_timeout=120)
+            result = gc.run_gc(plan, actor=GC_ACTOR, interrupter=interrupter)
+            thread.join(30)
+            writer.rollback()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (result.outcome, result.batches, result.rows_deleted) == ("interrupted", 9, 900)
+    assert expired_count() == 100
+    assert gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=100), actor=GC_ACTOR).rows_deleted == 100
+
+
+@pytest.mark.usefixtures("postgres_only")
 def test_optimistic_batches_leave_the_sessions_settings_as_they_were(expired_and_live, batch_order):
-    """Optimistic batches run as single statements in autocommit with the run's settings set on the
-    session (lock_timeout, asynchronous commit, the planner kept to the TID range scan); the run puts the
-    session's own values back, and a fallback batch in between still works."""
+    """Optimistic batches run in autocommit with the run's settings set on the session (lock_timeout,
+    asynchronous commit, generic plans, notices, the planner kept to its walk); the run puts the session's
+    own values back."""
     expired_and_live(120, live=5)
     names = [
         "lock_timeout",
         "synchronous_commit",
+        "plan_cache_mode",
+        "client_min_messages",
         "enable_seqscan",
         "enable_indexscan",
+        "enable_bitmapscan",
         "max_parallel_workers_per_gather",
     ]
     connection = connections["airflow"]

@@ -52,7 +52,7 @@ def clean_json(**options):
 @pytest.fixture(autouse=True)
 def index_order(monkeypatch):
     """Batches in expires_at order on PostgreSQL too, so that "the second batch" is known (SQLite's always are)."""
-    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", float("inf"))
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: gc.INDEX)
 
 
 @pytest.fixture
@@ -343,7 +343,7 @@ def test_a_held_row_keeps_its_object_and_the_fallback_deletes_the_others(
     import psycopg
 
     monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 0.05)
-    monkeypatch.setattr(gc.sql, "PHYSICAL_ORDER_ROWS_PER_PAGE", 0.0 if order == gc.PHYSICAL else float("inf"))
+    monkeypatch.setattr(gc.sql, "_batch_order", lambda connection, plan: order)
     world = World(store, dag_run_factory, task_key_factory)
     held = TaskStateStore.objects.get(task_id="b", key="key b0/ü")
     db = connections["airflow"].settings_dict
