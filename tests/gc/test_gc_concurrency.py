@@ -414,9 +414,14 @@ def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_a
 
     try:
         with psycopg.connect(libpq_url()) as writer:
+            # Not committed: the row is held, in the tenth batch of 100. Both walks take rows that expire at the
+            # same instant (all of them here) by their place in the table, which the rows of earlier tests, deleted
+            # and their space reused, decide: the 951st by place, not by name.
             writer.execute(
-                "UPDATE task_state_store SET value = '2' WHERE dag_run_id = %s AND key = 'k00950'", [run.id]
-            )  # not committed: the row is held, in the tenth batch of 100
+                "UPDATE task_state_store SET value = '2' WHERE ctid = (SELECT ctid FROM task_state_store"
+                " WHERE dag_run_id = %s AND expires_at < now() ORDER BY ctid OFFSET 950 LIMIT 1)",
+                [run.id],
+            )
             thread = threading.Thread(target=interrupt_after_nine_batches)
             thread.start()
             plan = gc.GcPlan(cutoff=timezone.now(), batch_size=100, lock_timeout=120)
