@@ -17,8 +17,15 @@ from django.db import models
 def columns(model: type[models.Model], connection, table: str) -> str:
     """``model``'s concrete columns in field order, each qualified by ``table`` (the statement's alias of
     its table), for a SELECT whose rows ``instance`` reads."""
-    quote = connection.ops.quote_name
-    return ", ".join(f"{quote(table)}.{quote(f.column)}" for f in model._meta.concrete_fields)
+    known = _COLUMNS.get((model, connection.vendor, table))
+    if known is None:
+        quote = connection.ops.quote_name
+        known = ", ".join(f"{quote(table)}.{quote(f.column)}" for f in model._meta.concrete_fields)
+        _COLUMNS[(model, connection.vendor, table)] = known
+    return known
+
+
+_COLUMNS: dict[tuple, str] = {}
 
 
 def instance(model: type[models.Model], connection, values) -> models.Model:

@@ -98,6 +98,17 @@ def _where(address: TaskAddress, connection) -> tuple[str, list] | None:
     return " AND ".join(conditions), params
 
 
+_SELECT_LISTS: dict[tuple, tuple[str, list]] = {}
+
+
+def _select_list(connection) -> tuple[str, list]:
+    """``select_list`` of a key row, once per schema and database vendor."""
+    known = _SELECT_LISTS.get((schema_of(connection), connection.vendor))
+    if known is None:
+        known = _SELECT_LISTS[(schema_of(connection), connection.vendor)] = select_list(TaskStateStore, connection)
+    return known
+
+
 def address_key_page(address: TaskAddress, offset: int, limit: int) -> tuple[list[TaskStateStore], int]:
     """``address_keys(address).order_by("key")[offset : offset + limit]`` and the number of all of them."""
     connection = connections[airflow_alias()]
@@ -105,7 +116,7 @@ def address_key_page(address: TaskAddress, offset: int, limit: int) -> tuple[lis
     if where is None:
         return [], 0
     condition, params = where
-    columns, column_params = select_list(TaskStateStore, connection)
+    columns, column_params = _select_list(connection)
     table, key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -126,7 +137,7 @@ def address_key(address: TaskAddress, key: str) -> TaskStateStore | None:
     if where is None:
         return None
     condition, params = where
-    columns, column_params = select_list(TaskStateStore, connection)
+    columns, column_params = _select_list(connection)
     table, quoted_key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
     with connection.cursor() as cursor:
         cursor.execute(
