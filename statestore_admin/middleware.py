@@ -1,14 +1,40 @@
-"""Refuse NUL characters in URLs and form fields before they reach a database.
+"""The project's own middleware: NUL characters refused before they reach a database, the API's errors as
+JSON, the domain's NotFound and an unavailable Airflow database as answers; and Django's middleware that the
+API has no use for, passed by under ``/api/``.
 
 PostgreSQL cannot store or compare text containing NUL (0x00): a lookup by such a key or filter would
 end in a database error (a 500, as in Airflow). Here it is a clear 400 for pages and, for the API, a
 422 in Airflow's error format.
 """
 
+from django.contrib.messages.middleware import MessageMiddleware
 from django.http import HttpResponseBadRequest, JsonResponse
+from django.middleware.locale import LocaleMiddleware
 from django.utils.translation import gettext as _
 
 from statestore_admin.web import is_api, json_error
+
+
+class PagesOnly:
+    """Mixed into a middleware that the API has no use for: a request under ``/api/`` passes it by. On a call of
+    the API each middleware costs Python time; together they cost more than its two queries (the profile in
+    docs/benchmarks/api-load.md)."""
+
+    def __call__(self, request):
+        if is_api(request):
+            return self.get_response(request)
+        return super().__call__(request)
+
+
+class PageLanguageMiddleware(PagesOnly, LocaleMiddleware):
+    """The browser's language (its cookie, ``Accept-Language``), for pages: the API always answers in English
+    (``dashboard.languages.AccountLanguageMiddleware``), whatever the caller's, and so needs no
+    ``Vary: Accept-Language``."""
+
+
+class PageMessagesMiddleware(PagesOnly, MessageMiddleware):
+    """The one-time notices of the pages (``django.contrib.messages``), which the API never shows."""
+
 
 MESSAGE = "NUL characters (\\x00) are not allowed"
 

@@ -5,8 +5,8 @@ and kept while the client sends the rest, however slowly: a few dozen clients th
 never send it leave no thread for anyone else. Here each worker's event loop parses requests and reads whole
 bodies (many connections at once, no thread each); only a request that has fully arrived runs Django,
 in a fixed pool of ``threads`` threads per worker. Django itself stays WSGI-shaped: persistent database
-connections per thread, and streaming responses (the exports) sent a chunk at a time with backpressure
-(a2wsgi's WSGIMiddleware), never collected in memory.
+connections per thread, and streaming responses (the exports) sent a chunk at a time with backpressure,
+never collected in memory (``ThreadedWSGI``).
 
 A body is read on the loop into a spooled temporary file (memory up to ``SPOOL_MEMORY`` bytes, then
 disk), within a deadline (``GUNICORN_CLIENT_TIMEOUT`` seconds, 408; the same deadline holds for the
@@ -17,20 +17,22 @@ read; HTML pages for everything else.
 """
 
 import asyncio
+import contextvars
+import functools
 import html
 import json
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 
-from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi import build_environ
 from gunicorn.asgi import protocol as gunicorn_protocol
 from gunicorn.workers import gasgi
 
 from statestore_admin.web import API_PREFIX
 
 SPOOL_MEMORY = 1024 * 1024
-READ_CHUNK = 64 * 1024
 # Room for a multipart envelope around the largest uploaded file (field names, boundaries, the other fields).
 MULTIPART_ALLOWANCE = 1024 * 1024
 
@@ -162,6 +164,73 @@ class ClientGone(Exception):
     pass
 
 
+class ThreadedWSGI:
+    """Django's WSGI application run in a pool of ``threads`` threads for the event loop, with the request body
+    already read (``ReadBodyFirst``: a file) and an answer that Django has whole (an ``HttpResponse``: every API
+    answer and page) handed back to the loop in one piece when the view returns. Streaming answers (the exports,
+    static files) are sent a chunk at a time as the application yields them, each waiting for the loop to take
+    it (backpressure), never collected in memory.
+
+    a2wsgi's ``WSGIMiddleware`` did this before, with a hand-over to the loop for each part of an answer (its
+    status and headers, its body, its end) and for each read of the body, each waiting for the loop: in a worker
+    whose loop and Django threads share one interpreter lock, every hand-over also waited for the lock (the
+    profile in docs/benchmarks/api-load.md). Its ``build_environ`` still makes the environ."""
+
+    def __init__(self, app, threads: int):
+        self.app = app
+        self.executor = ThreadPoolExecutor(thread_name_prefix="WSGI", max_workers=threads)
+
+    async def __call__(self, scope, body, send):
+        loop = asyncio.get_running_loop()
+        environ = build_environ(scope, body)
+        answer = _Answer(loop, send)
+        run = functools.partial(contextvars.copy_context().run, answer.run, self.app, environ)
+        for message in await loop.run_in_executor(self.executor, run):
+            await send(message)
+
+
+class _Answer:
+    """One request's answer, made in a thread of the pool."""
+
+    def __init__(self, loop, send):
+        self.loop, self.send = loop, send
+        self.head = None  # the status and headers, until the body goes with them
+        self.sent = False  # the head has gone to the client
+
+    def start_response(self, status, response_headers, exc_info=None):
+        if exc_info is not None and self.sent:
+            raise exc_info[1].with_traceback(exc_info[2])  # too late for another head (PEP 3333)
+        headers = [
+            (name.strip().encode("latin1").lower(), value.strip().encode("latin1")) for name, value in response_headers
+        ]
+        self.head = {"type": "http.response.start", "status": int(status.split(" ", 1)[0]), "headers": headers}
+        return lambda chunk: self.stream({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    def run(self, app, environ) -> list:
+        """The messages the loop sends once the application has returned: the whole answer, or none (streamed)."""
+        iterable = app(environ, self.start_response)
+        try:
+            if getattr(iterable, "streaming", True) is False:  # Django's HttpResponse: its content is there
+                return [self.head, {"type": "http.response.body", "body": b"".join(iterable)}]
+            for chunk in iterable:
+                self.stream({"type": "http.response.body", "body": chunk, "more_body": True})
+            self.stream({"type": "http.response.body", "body": b""})
+            return []
+        finally:
+            getattr(iterable, "close", lambda: None)()
+
+    def stream(self, message) -> None:
+        """Send ``message`` (after the head, the first time) and wait until the loop has."""
+        messages, self.head = ([self.head, message] if self.head is not None else [message]), None
+        self.sent = True
+
+        async def send():
+            for each in messages:
+                await self.send(each)
+
+        asyncio.run_coroutine_threadsafe(send(), self.loop).result()
+
+
 class ReadBodyFirst:
     """ASGI application: reads the whole request body on the event loop, then runs the WSGI application
     in the thread pool with that body."""
@@ -170,7 +239,7 @@ class ReadBodyFirst:
         self.threads = threads
         self.body_timeout = body_timeout
         self.max_body = max_body
-        self.wsgi = WSGIMiddleware(wsgi_app, workers=threads)
+        self.wsgi = ThreadedWSGI(wsgi_app, threads)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
@@ -209,7 +278,7 @@ class ReadBodyFirst:
         try:
             try:
                 async with asyncio.timeout(self.body_timeout):
-                    size = await self._read_body(receive, spool)
+                    await self._read_body(receive, spool)
             except TimeoutError:
                 await self._error(
                     send, 408, f"The request body did not arrive within {self.body_timeout:g} seconds", as_json
@@ -221,7 +290,7 @@ class ReadBodyFirst:
             except ClientGone:
                 return
             spool.seek(0)
-            await self.wsgi(scope, self._replay(spool, size), send)
+            await self.wsgi(scope, spool, send)
         finally:
             spool.close()
 
@@ -238,20 +307,6 @@ class ReadBodyFirst:
             spool.write(chunk)
             if not message.get("more_body", False):
                 return size
-
-    def _replay(self, spool, size: int):
-        """``receive`` for the WSGI side: the body read before, a chunk at a time, then the end."""
-        left = size
-
-        async def receive():
-            nonlocal left
-            if left <= 0:
-                return {"type": "http.request", "body": b"", "more_body": False}
-            chunk = spool.read(min(READ_CHUNK, left))
-            left -= len(chunk)
-            return {"type": "http.request", "body": chunk, "more_body": left > 0 and bool(chunk)}
-
-        return receive
 
     async def _error(self, send, status: int, message: str, as_json: bool):
         body, content_type = error_body(status, message, as_json)
@@ -283,6 +338,24 @@ class Worker(gasgi.ASGIWorker):
         # through it, so the name is pointed at ours.
         gasgi.ASGIProtocol = Protocol
         super().init_process()
+
+    def run(self):
+        # One connection accepted at a time. The workers share one listening socket, and asyncio accepts up to
+        # its ``backlog`` (100) waiting connections each time the socket is ready: a client that opens 20
+        # keep-alive connections at once had 18 of them in one worker (docs/benchmarks/api-load.md), which then
+        # ran nearly every request in one process while the other two idled. Accepting one per turn of the
+        # loop, the workers share new connections (a busy worker's loop comes round later), as nginx's
+        # ``multi_accept off``. asyncio also passes ``backlog`` to ``listen()``: the socket gets gunicorn's
+        # queue length back at once.
+        create_server = self.loop.create_server
+
+        async def create_server_accepting_one(*args, **kwargs):
+            server = await create_server(*args, **{**kwargs, "backlog": 1})
+            kwargs["sock"].listen(self.cfg.backlog)
+            return server
+
+        self.loop.create_server = create_server_accepting_one
+        super().run()
 
     def load_wsgi(self):
         super().load_wsgi()

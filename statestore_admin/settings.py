@@ -110,7 +110,7 @@ MIDDLEWARE = [
     "statestore_admin.middleware.RejectNulCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",  # the cookie's, the browser's or LANGUAGE_CODE
+    "statestore_admin.middleware.PageLanguageMiddleware",  # the cookie's, the browser's or LANGUAGE_CODE
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -119,7 +119,7 @@ MIDDLEWARE = [
     "statestore_admin.dashboard.languages.AccountLanguageMiddleware",  # the account's language; English for /api/
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "statestore_admin.dashboard.timezones.DisplayTimeZoneMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "statestore_admin.middleware.PageMessagesMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "statestore_admin.dashboard.http.caching.HtmxCacheMiddleware",  # Vary: HX-Request; partials never cached
     "statestore_admin.dashboard.http.framed.FramedLayoutMiddleware",  # request.framed: the layout without header

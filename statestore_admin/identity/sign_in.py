@@ -19,11 +19,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import login, user_logged_in
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from statestore_admin.core import plain
 from statestore_admin.core.errors import Invalid
 from statestore_admin.identity import usernames
 from statestore_admin.identity.roles import ADMIN, ROLES
@@ -230,12 +231,27 @@ def last_sign_in(user):
     return ExternalIdentity.objects.filter(user=user).aggregate(last=Max("last_sign_in"))["last"]
 
 
+def latest_link(user) -> ExternalIdentity | None:
+    """``user``'s identity of the latest sign-in from outside (None: a local account). One plain statement
+    (``core.plain``): every API request with a token asks it."""
+    connection = connections[router.db_for_read(ExternalIdentity)]
+    table = connection.ops.quote_name(ExternalIdentity._meta.db_table)
+    sql = (
+        f"SELECT {plain.columns(ExternalIdentity, connection, 'e')} FROM {table} e "
+        "WHERE e.user_id = %s ORDER BY e.last_sign_in DESC LIMIT 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user.pk])
+        row = cursor.fetchone()
+    return None if row is None else plain.instance(ExternalIdentity, connection, row)
+
+
 def recheck(user) -> bool:
     """Whether ``user`` may act now (a token's or a single sign-on session's request). A local account may. One that
     single sign-on or the proxy manages may not once its last sign-in there is older than ``max_age()``; before that,
     its roles and scope groups are first put back in line with what its last sign-in's groups map to today (the
     mapping may have changed since, or a mapped group been given by hand), so that it acts with exactly that."""
-    link = ExternalIdentity.objects.filter(user=user).order_by("-last_sign_in").first()
+    link = latest_link(user)
     if link is None:
         return True
     if timezone.now() - link.last_sign_in > max_age():
@@ -250,7 +266,7 @@ def recheck_password_session(user) -> None:
     the last sign-in's groups map to today, and none of them once that sign-in is older than ``max_age()`` (the
     provider no longer vouches for them: someone removed there keeps no role of its through a password). Groups
     given by hand outside the mapping stay; a local account is left as it is."""
-    link = ExternalIdentity.objects.filter(user=user).order_by("-last_sign_in").first()
+    link = latest_link(user)
     if link is not None:
         _follow(user, link, link.groups if timezone.now() - link.last_sign_in <= max_age() else ())
 

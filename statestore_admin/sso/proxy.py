@@ -115,7 +115,7 @@ class ProxySignInMiddleware:
                     gettext("The request carries %(headers)s more than once.") % {"headers": names},
                     content_type="text/plain; charset=utf-8",
                 )
-        if self.networks and not _bearer_api_request(request):
+        if self.networks and not bearer_api_request(request):
             refusal = self.sign_in(request)
             if refusal is not None:
                 return refusal
@@ -189,7 +189,9 @@ def _header(meta, key: str) -> str | None:
         return value
 
 
-def _bearer_api_request(request) -> bool:
+def bearer_api_request(request) -> bool:
+    """Whether ``request`` calls the API with a bearer token: it authenticates with the token alone, never with a
+    session or the proxy's headers."""
     scheme = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")[0]
     return request.path.startswith("/api/") and scheme.lower() == "bearer"
 

@@ -11,6 +11,7 @@ import logging
 from django.contrib.auth import logout
 
 from statestore_admin.identity import sign_in
+from statestore_admin.sso.proxy import bearer_api_request
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,9 @@ class SingleSignOnSessionMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if sign_in.session_lapsed(request):
+        # A call with a bearer token does not use the session (its token's owner is rechecked instead:
+        # api.authentication); the session's next request ends it.
+        if not bearer_api_request(request) and sign_in.session_lapsed(request):
             log.info(
                 "session of %s ended: no sign-in through single sign-on or the proxy for %s s (TOKEN_IDP_MAX_AGE)",
                 request.user.get_username(),

@@ -12,9 +12,10 @@ from django.db import connections
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
-from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore
+from statestore_admin.airflow.models import DagRun, TaskInstance, TaskStateStore, column_of, select_list
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
+from statestore_admin.core import plain
 from statestore_admin.core.errors import NotFound
 
 
@@ -63,6 +64,87 @@ def address_keys(address: TaskAddress, any_map_index: bool = False) -> QuerySet:
             dag_id=address.dag_id, run_id=address.run_id, task_id=address.task_id, region_id=address.region_id
         )
     return TaskStateStore.objects.filter(**address.fields())
+
+
+# An address's keys in plain statements (core.plain), for Airflow's API routes that read them at every request: one
+# page of keys and their number in one round trip (a scalar subquery, counted once and only when the page has a
+# row), or one key. The same rows as ``address_keys``.
+_PAGE = (
+    "SELECT {columns}, (SELECT COUNT(*) FROM {table} WHERE {where}) FROM {table} WHERE {where} "
+    "ORDER BY {key} LIMIT %s OFFSET %s"
+)
+_COUNT = "SELECT COUNT(*) FROM {table} WHERE {where}"
+_ONE = "SELECT {columns} FROM {table} WHERE {where} AND {key} = %s"
+_INT_COLUMN = range(-(2**31), 2**31)  # a map index outside it is no row's (the ORM's IntegerField lookups agree)
+
+
+def _where(address: TaskAddress, connection) -> tuple[str, list] | None:
+    """The condition of ``address``'s keys and its parameters; None when no row can have them."""
+    schema, quote = schema_of(connection), connection.ops.quote_name
+    if address.map_index not in _INT_COLUMN:
+        return None
+    names = ["dag_id", "run_id", "task_id", "map_index", "region_id"]
+    values = [address.dag_id, address.run_id, address.task_id, address.map_index, address.region_id]
+    conditions, params = [], []
+    for name, value in zip(names, values, strict=True):
+        field = TaskStateStore._meta.get_field(name)
+        column = column_of(field, schema)
+        if column is None:  # 3.3 has no regions: only the sentinel, and every row has it
+            if value != field.absent:
+                return None
+            continue
+        conditions.append(f"{quote(column)} = %s")
+        params.append(field.get_db_prep_value(value, connection))
+    return " AND ".join(conditions), params
+
+
+_SELECT_LISTS: dict[tuple, tuple[str, list]] = {}
+
+
+def _select_list(connection) -> tuple[str, list]:
+    """``select_list`` of a key row, once per schema and database vendor."""
+    known = _SELECT_LISTS.get((schema_of(connection), connection.vendor))
+    if known is None:
+        known = _SELECT_LISTS[(schema_of(connection), connection.vendor)] = select_list(TaskStateStore, connection)
+    return known
+
+
+def address_key_page(address: TaskAddress, offset: int, limit: int) -> tuple[list[TaskStateStore], int]:
+    """``address_keys(address).order_by("key")[offset : offset + limit]`` and the number of all of them."""
+    connection = connections[airflow_alias()]
+    where = _where(address, connection)
+    if where is None:
+        return [], 0
+    condition, params = where
+    columns, column_params = _select_list(connection)
+    table, key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PAGE.format(columns=columns, table=table, where=condition, key=key),
+            [*column_params, *params, *params, limit, offset],
+        )
+        found = cursor.fetchall()
+        if found:
+            return [plain.instance(TaskStateStore, connection, values[:-1]) for values in found], found[0][-1]
+        cursor.execute(_COUNT.format(table=table, where=condition), params)  # a page past the end, or of none
+        return [], cursor.fetchone()[0]
+
+
+def address_key(address: TaskAddress, key: str) -> TaskStateStore | None:
+    """``address_keys(address).filter(key=key).first()``: the key at ``address``, if there is one."""
+    connection = connections[airflow_alias()]
+    where = _where(address, connection)
+    if where is None:
+        return None
+    condition, params = where
+    columns, column_params = _select_list(connection)
+    table, quoted_key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ONE.format(columns=columns, table=table, where=condition, key=quoted_key), [*column_params, *params, key]
+        )
+        found = cursor.fetchone()
+    return None if found is None else plain.instance(TaskStateStore, connection, found)
 
 
 def task_instances(address: TaskAddress, any_map_index: bool = False) -> QuerySet:

@@ -6,7 +6,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework import authentication, exceptions
 
 from statestore_admin import throttling
-from statestore_admin.tokens.models import ApiToken, digest
+from statestore_admin.tokens.models import ApiToken, digest, presented
 
 LAST_USED_EVERY = timedelta(minutes=1)  # write last_used_at at most this often
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -51,7 +51,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token = header[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed(_("Invalid bearer token.")) from None
-        record = ApiToken.objects.active().select_related("user").filter(digest=digest(token)).first()
+        record = presented(digest(token))
         if record is None or not record.user.is_active:
             # Only a wrong token asks the throttle (429 once too many from this address failed), so a valid one
             # costs no cache read and no neighbour behind the same address can lock a script out (throttling.py).

@@ -8,10 +8,13 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.contrib.auth import get_user_model
+from django.db import connections, models, router
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+
+from statestore_admin.core import plain
 
 PREFIX_LENGTH = 12
 
@@ -33,6 +36,30 @@ class ApiTokenQuerySet(models.QuerySet):
     def active(self):
         """Not revoked (expired ones included: they are listed and can still be revoked)."""
         return self.filter(revoked_at__isnull=True)
+
+
+def presented(token_digest: str) -> "ApiToken | None":
+    """The active token (not revoked; expired or not) with this digest, its user loaded with it: what
+    ``ApiToken.objects.active().select_related("user").filter(digest=...).first()`` gives, in one plain
+    statement, which every API request with a token makes (``core.plain``)."""
+    user_model = get_user_model()
+    connection = connections[router.db_for_read(ApiToken)]
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT {plain.columns(ApiToken, connection, 't')}, {plain.columns(user_model, connection, 'u')} "
+        f"FROM {quote(ApiToken._meta.db_table)} t "
+        f"INNER JOIN {quote(user_model._meta.db_table)} u ON u.{quote(user_model._meta.pk.column)} = t.user_id "
+        "WHERE t.digest = %s AND t.revoked_at IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [token_digest])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(ApiToken._meta.concrete_fields)
+    record = plain.instance(ApiToken, connection, row[:split])
+    record.user = plain.instance(user_model, connection, row[split:])
+    return record
 
 
 class ApiToken(models.Model):

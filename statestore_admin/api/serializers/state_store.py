@@ -4,12 +4,12 @@
 from rest_framework import serializers
 
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID
-from statestore_admin.api.serializers.fields import Decoded, When
+from statestore_admin.api.serializers.fields import Decoded, Flat, When
 from statestore_admin.objects import store as objects
 from statestore_admin.state import selectors
 
 
-class TaskStateStoreResponse(serializers.Serializer):
+class TaskStateStoreResponse(Flat):
     key = serializers.CharField()
     value = Decoded()
     updated_at = When()
@@ -111,7 +111,7 @@ class Resolution:
         return getattr(self.row, name)
 
 
-class TaskStateStoreCollectionResponse(serializers.Serializer):
+class TaskStateStoreCollectionResponse(Flat):
     task_state_store = TaskStateStoreResponse(many=True)
     total_entries = serializers.IntegerField()
 

@@ -9,20 +9,19 @@ from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
 from statestore_admin.airflow.models import AssetStateStore, TaskStateStore
 from statestore_admin.core.errors import NotFound
-from statestore_admin.state.addresses import TaskAddress, address_keys
+from statestore_admin.state.addresses import TaskAddress, address_key, address_key_page
 
 
 def task_keys_page(address: TaskAddress, offset: int, limit: int, *, scope: Scope):
     """One page of a task instance's keys by key, and their number (an unknown task instance has none). On
     Airflow 3.4 the address's region is part of it: another iteration's keys are not these."""
     scope.require_dag(address.dag_id)
-    rows = address_keys(address)
-    return list(rows.order_by("key")[offset : offset + limit]), rows.count()
+    return address_key_page(address, offset, limit)
 
 
 def task_key_in(address: TaskAddress, key: str, *, scope: Scope) -> TaskStateStore:
     scope.require_dag(address.dag_id)
-    row = address_keys(address).filter(key=key).first()
+    row = address_key(address, key)
     if row is None:
         raise NotFound(_("Task state store key %(key)r not found") % {"key": key})
     return row
