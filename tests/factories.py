@@ -340,21 +340,30 @@ def make_region_key(dag_run, task_id, region, index, key="key", value="v"):
 
 def make_loop_decision(gate, reason):
     """The gate task instance's decision reason, as Airflow records it: an XCom (xcom_v2) of the gate."""
+    _insert_loop_decisions([(gate, reason)])
+
+
+def _insert_loop_decisions(decisions) -> None:
+    """One xcom_v2 row of the decision reason for each ``(gate, reason)``."""
     from django.db import connections
 
     connection = connections["airflow"]
     prep = TaskInstance._meta.get_field("id").get_db_prep_value
     value = "CAST(%s AS JSON)" if connection.vendor == "postgresql" else "%s"
+    now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(
+        cursor.executemany(
             f"INSERT INTO xcom_v2 (id, task_instance_id, {connection.ops.quote_name('key')}, value, timestamp) "
             f"VALUES (%s, %s, %s, {value}, %s)",
             [
-                prep(uuid.uuid4(), connection),
-                prep(gate.pk, connection),
-                LOOP_DECISION_REASON_KEY,
-                json.dumps(reason),
-                timezone.now(),
+                [
+                    prep(uuid.uuid4(), connection),
+                    prep(gate.pk, connection),
+                    LOOP_DECISION_REASON_KEY,
+                    json.dumps(r),
+                    now,
+                ]
+                for gate, r in decisions
             ],
         )
 
@@ -421,22 +430,5 @@ def make_long_loop(dag_run, node_id, iterations, keyed=(), decision=lambda index
     DynamicRegion.objects.bulk_create(regions)
     TaskInstance.objects.bulk_create(instances)
     TaskStateStore.objects.bulk_create(keys)
-    connection = connections["airflow"]
-    prep = TaskInstance._meta.get_field("id").get_db_prep_value
-    value = "CAST(%s AS JSON)" if connection.vendor == "postgresql" else "%s"
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            f"INSERT INTO xcom_v2 (id, task_instance_id, {connection.ops.quote_name('key')}, value, timestamp) "
-            f"VALUES (%s, %s, %s, {value}, %s)",
-            [
-                [
-                    prep(uuid.uuid4(), connection),
-                    prep(g.pk, connection),
-                    LOOP_DECISION_REASON_KEY,
-                    json.dumps(decision(g.map_index)),
-                    now,
-                ]
-                for g in gates
-            ],
-        )
+    _insert_loop_decisions([(g, decision(g.map_index)) for g in gates])
     return loop
