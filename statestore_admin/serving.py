@@ -294,7 +294,7 @@ class ReadBodyFirst:
         finally:
             spool.close()
 
-    async def _read_body(self, receive, spool) -> int:
+    async def _read_body(self, receive, spool) -> None:
         size = 0
         while True:
             message = await receive()
@@ -306,7 +306,7 @@ class ReadBodyFirst:
                 raise BodyTooLarge
             spool.write(chunk)
             if not message.get("more_body", False):
-                return size
+                return
 
     async def _error(self, send, status: int, message: str, as_json: bool):
         body, content_type = error_body(status, message, as_json)

@@ -109,40 +109,44 @@ def _select_list(connection) -> tuple[str, list]:
     return known
 
 
-def address_key_page(address: TaskAddress, offset: int, limit: int) -> tuple[list[TaskStateStore], int]:
-    """``address_keys(address).order_by("key")[offset : offset + limit]`` and the number of all of them."""
-    connection = connections[airflow_alias()]
-    where = _where(address, connection)
-    if where is None:
-        return [], 0
-    condition, params = where
-    columns, column_params = _select_list(connection)
-    table, key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PAGE.format(columns=columns, table=table, where=condition, key=key),
-            [*column_params, *params, *params, limit, offset],
-        )
-        found = cursor.fetchall()
-        if found:
-            return [plain.instance(TaskStateStore, connection, values[:-1]) for values in found], found[0][-1]
-        cursor.execute(_COUNT.format(table=table, where=condition), params)  # a page past the end, or of none
-        return [], cursor.fetchone()[0]
-
-
-def address_key(address: TaskAddress, key: str) -> TaskStateStore | None:
-    """``address_keys(address).filter(key=key).first()``: the key at ``address``, if there is one."""
+def _statement_parts(address: TaskAddress):
+    """Airflow's connection, the parts of the statements above (select list, quoted table and key column, the
+    address's condition) and the parameters of the select list and of the condition; None when no row can be
+    at ``address``."""
     connection = connections[airflow_alias()]
     where = _where(address, connection)
     if where is None:
         return None
     condition, params = where
     columns, column_params = _select_list(connection)
-    table, quoted_key = connection.ops.quote_name(TaskStateStore._meta.db_table), connection.ops.quote_name("key")
+    quote = connection.ops.quote_name
+    parts = {"columns": columns, "table": quote(TaskStateStore._meta.db_table), "where": condition, "key": quote("key")}
+    return connection, parts, column_params, params
+
+
+def address_key_page(address: TaskAddress, offset: int, limit: int) -> tuple[list[TaskStateStore], int]:
+    """``address_keys(address).order_by("key")[offset : offset + limit]`` and the number of all of them."""
+    prepared = _statement_parts(address)
+    if prepared is None:
+        return [], 0
+    connection, parts, column_params, params = prepared
     with connection.cursor() as cursor:
-        cursor.execute(
-            _ONE.format(columns=columns, table=table, where=condition, key=quoted_key), [*column_params, *params, key]
-        )
+        cursor.execute(_PAGE.format(**parts), [*column_params, *params, *params, limit, offset])
+        found = cursor.fetchall()
+        if found:
+            return [plain.instance(TaskStateStore, connection, values[:-1]) for values in found], found[0][-1]
+        cursor.execute(_COUNT.format(**parts), params)  # a page past the end, or of none
+        return [], cursor.fetchone()[0]
+
+
+def address_key(address: TaskAddress, key: str) -> TaskStateStore | None:
+    """``address_keys(address).filter(key=key).first()``: the key at ``address``, if there is one."""
+    prepared = _statement_parts(address)
+    if prepared is None:
+        return None
+    connection, parts, column_params, params = prepared
+    with connection.cursor() as cursor:
+        cursor.execute(_ONE.format(**parts), [*column_params, *params, key])
         found = cursor.fetchone()
     return None if found is None else plain.instance(TaskStateStore, connection, found)
 

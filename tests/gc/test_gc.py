@@ -305,8 +305,8 @@ def analysed(reference):
     """The planner's statistics of task_state_store fresh (PostgreSQL): what an estimate past the cap reads. A
     worker's new test database was never analysed, and stale statistics are counted exactly instead
     (``counting.table_statistics``); which earlier tests of the same database had it analysed is no precondition."""
-    with connections["airflow"].cursor() as cursor:
-        if connections["airflow"].vendor == "postgresql":
+    if connections["airflow"].vendor == "postgresql":
+        with connections["airflow"].cursor() as cursor:
             cursor.execute("ANALYZE task_state_store")
     return reference
 
