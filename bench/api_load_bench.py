@@ -1,5 +1,6 @@
-"""`/api/v2` under load, ours beside Airflow 3.3.2's own api-server, on one deployment built by
-``bench/deployment.py`` (``ssbench_deploy_{size}`` in PostgreSQL, Airflow 3.3.2's schema).
+"""`/api/v2` under load, ours beside Airflow's own api-server, on one deployment built by ``bench/deployment.py``
+(``ssbench_deploy_{size}`` in PostgreSQL on Airflow 3.3.2's schema, beside 3.3.2's api-server; with
+``--series 3.4``, ``ssbench_deploy34_{size}`` on 3.4.0b2's, beside 3.4.0b2's).
 
 Both servers read the same database with the same number of worker processes (``--workers``, default 3: what
 ``make serve`` starts on two cores). ``--connections`` clients (threads, one keep-alive connection each) ask in
@@ -15,6 +16,7 @@ Ours is called with an API token of a superuser, Airflow's with its simple auth 
 
     .venv/bin/python bench/deployment.py --size 10m
     .venv/bin/python bench/api_load_bench.py --size 10m --write
+    .venv/bin/python bench/api_load_bench.py --size 10m --series 3.4 --variants default --write
     .venv/bin/python bench/api_load_bench.py --size 20k --profile 400   # where ours spends a request's time
 """
 
@@ -47,11 +49,14 @@ import django  # noqa: E402
 
 django.setup()  # the test helpers below (make serve's gunicorn, as the serving tests start it) import Django's
 
-from bench.deployment import DATABASE, SERVER  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+import deployment  # noqa: E402
+
 from tests.operations.test_production import free_port, stop  # noqa: E402
 from tests.operations.test_serving import gunicorn  # noqa: E402
 
-AIRFLOW_VERSION = "3.3.2"
+SERVER = deployment.SERVER
+AIRFLOW_VERSIONS = {"3.3": "3.3.2", "3.4": "3.4.0b2"}
 DOC = ROOT / "docs" / "benchmarks" / "api-load.md"
 VARIANTS = {
     "default": {},
@@ -80,7 +85,7 @@ def target(database: str) -> dict:
     """A task instance with keys (a run's ``extract``: five keys) and one of its keys."""
     with psycopg.connect(f"{SERVER}/{database}") as connection:
         dag_id, run_id, task_id, key = connection.execute(
-            "SELECT dag_id, run_id, task_id, key FROM task_state_store WHERE task_id = 'extract' AND map_index = -1 "
+            "SELECT dag_id, run_id, task_id, key FROM task_state_store WHERE task_id = 'extract' "
             "ORDER BY id DESC LIMIT 1"
         ).fetchone()
     base = f"/api/v2/dags/{quote(dag_id, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/state-store"
@@ -139,18 +144,16 @@ def load(port: int, paths: list[str], headers: dict, connections: int, seconds: 
 # --- the servers ------------------------------------------------------------------------------------------
 
 
-def airflow_venv() -> Path:
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "airflow_venv.sh"), AIRFLOW_VERSION], capture_output=True, text=True
-    )
+def airflow_venv(version: str) -> Path:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "airflow_venv.sh"), version], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"scripts/airflow_venv.sh failed:\n{done.stderr[-2000:]}")
     return Path(done.stdout.strip())
 
 
 @contextlib.contextmanager
-def airflow_server(database: str, workers: int, workdir: Path):
-    venv = airflow_venv()
+def airflow_server(database: str, workers: int, workdir: Path, version: str):
+    venv = airflow_venv(version)
     home = workdir / "airflow-home"
     home.mkdir(exist_ok=True)
     (home / "airflow.cfg").write_text(
@@ -310,8 +313,10 @@ def main() -> None:
     parser.add_argument("--variant", help="with --profile: the variant profiled (default: default)")
     parser.add_argument("--profile", type=int, help="profile this many requests of ours in one process instead")
     parser.add_argument("--write", action="store_true", help=f"add the result to {DOC.relative_to(ROOT)}")
+    parser.add_argument("--series", choices=deployment.SERIES, default="3.3", help="Airflow's schema and api-server")
     args = parser.parse_args()
-    database = DATABASE.format(size=args.size)
+    database = deployment.database_name(args.size, args.series)
+    version = AIRFLOW_VERSIONS[args.series]
     paths = list(target(database).values())
     if args.profile:
         profile(args, database, paths)
@@ -319,10 +324,10 @@ def main() -> None:
     results: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory(prefix="ssbench-api-") as tmp:
         work = Path(tmp)
-        with airflow_server(database, args.workers, work) as (port, headers):
+        with airflow_server(database, args.workers, work, version) as (port, headers):
             results.append(
                 (
-                    f"Airflow {AIRFLOW_VERSION} api-server",
+                    f"Airflow {version} api-server",
                     load(port, paths, headers, args.connections, args.seconds, args.warmup),
                 )
             )
@@ -337,7 +342,8 @@ def main() -> None:
                 )
     anchor = results[0][1]
     lines = [
-        f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.size}, {args.connections} connections, "
+        f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.size} on Airflow {args.series}'s schema, "
+        f"{args.connections} connections, "
         f"{args.workers} workers each",
         "",
         f"Machine: {platform.platform()}, {os.cpu_count()} cores. Command: `.venv/bin/python bench/api_load_bench.py "

@@ -1,12 +1,12 @@
-"""A large, believable Airflow 3.3.2 deployment in PostgreSQL, for measuring the dashboard at scale.
+"""A large, believable Airflow 3.3.2 or 3.4.0b2 deployment in PostgreSQL, for measuring the dashboard at scale.
 
 Built set-based in SQL (``INSERT … SELECT … generate_series``, one statement per table or per batch of
-days, no row loops in Python) into a database of its own, ``ssbench_deploy_{size}``, on Airflow 3.3.2's
-own schema (``manage.py create_airflow_schema``: the committed ``airflow db migrate`` DDL, exactly what
-the tests run; no index is added to Airflow's tables). An existing database of that name is reused
-(``--rebuild`` builds it again); it is built under a temporary name and renamed when complete, so an
-interrupted build is never reused. Its build time and row counts are recorded as the database's comment
-(``build_info()``), which ``bench/pages_bench.py`` writes into docs/benchmarks/pages.md.
+days, no row loops in Python) into a database of its own, ``ssbench_deploy_{size}`` on Airflow 3.3.2's
+own schema or ``ssbench_deploy34_{size}`` on 3.4.0b2's (``manage.py create_airflow_schema``: the committed
+``airflow db migrate`` DDL, exactly what the tests run; no index is added to Airflow's tables). An existing
+database of that name is reused (``--rebuild`` builds it again); it is built under a temporary name and
+renamed when complete, so an interrupted build is never reused. Its build time and row counts are recorded
+as the database's comment (``build_info()``), which ``bench/pages_bench.py`` writes into docs/benchmarks/pages.md.
 
 Shape, per size (``SIZES``): DAGs ``{team}_{n:04d}`` with the team cycling over ``TEAMS`` (so ``etl_*``
 is 10% of the DAGs), 100 daily runs each; every run has 4 tasks with 5 keys each and one task mapped ×10
@@ -15,8 +15,14 @@ never expiring (NULL), 5% expiring within 24 h, the rest over the next 30 days; 
 (20–200 bytes) except about 3% of 1–10 KB. Assets ``{team}.dataset_{n}`` at ``s3://{team}-bucket/dataset_{n}``,
 95% active, 2 keys each. Rows are inserted in time order (day by day, all DAGs), as a scheduler would.
 
+On 3.4 (``--series 3.4``) the DAGs, runs, assets and key rules are the same; each run's tasks are those of
+``bench/shape34.py`` instead (dynamic regions: a loop around a mapped task, a mapped task group; 50 keys and 20
+task instances a run, 5 regions), every DAG has its serialized DAG, and one more DAG has a run whose loop ran 500
+iterations.
+
     .venv/bin/python bench/deployment.py --size 20k
     .venv/bin/python bench/deployment.py --size 10m --rebuild
+    .venv/bin/python bench/deployment.py --size 10m --series 3.4
 """
 
 from __future__ import annotations
@@ -28,16 +34,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+import shape34  # bench/shape34.py: this script's folder is on sys.path when it runs
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = "postgresql://postgres@127.0.0.1:5432"
-DATABASE = "ssbench_deploy_{size}"
+DATABASE = {"3.3": "ssbench_deploy_{size}", "3.4": "ssbench_deploy34_{size}"}
+SERIES = tuple(DATABASE)
 TEAMS = ("etl", "ml", "report", "ingest", "export", "billing", "search", "ads", "crm", "ops")
 
 
@@ -115,15 +124,15 @@ SELECT version_id, 1, dag_id, 'dags-folder', NULL, %(first_day)s, %(first_day)s 
 RUNS = """
 INSERT INTO dag_run (id, dag_id, run_id, run_type, triggered_by, state, logical_date, data_interval_start,
                      data_interval_end, run_after, queued_at, start_date, end_date, last_scheduling_decision,
-                     created_at, updated_at, created_dag_version_id, conf, span_status)
+                     created_at, updated_at, created_dag_version_id, conf{span_status})
 SELECT r * %(dags)s + d.n + 1, d.dag_id,
        'scheduled__' || to_char(ld AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') || '+00:00',
        'scheduled', 'timetable',
        CASE WHEN r = %(runs)s - 1 THEN 'running' WHEN (r * %(dags)s + d.n) %% 23 = 0 THEN 'failed' ELSE 'success' END,
        ld, ld - interval '1 day', ld, ld, ld + interval '1 minute', ld + interval '2 minutes',
        CASE WHEN r = %(runs)s - 1 THEN NULL ELSE ld + interval '2 minutes' + (10 + d.n %% 50) * interval '1 minute' END,
-       ld + interval '5 minutes', ld + interval '1 minute', ld + interval '1 hour', d.version_id, '{}'::jsonb,
-       'not_started'
+       ld + interval '5 minutes', ld + interval '1 minute', ld + interval '1 hour', d.version_id, '{{}}'::jsonb
+       {not_started}
 FROM generate_series(0, %(runs)s - 1) AS r
 CROSS JOIN bench_dag AS d
 CROSS JOIN LATERAL (SELECT %(today)s - (%(runs)s - r) * interval '1 day' + (d.n %% 24) * interval '1 hour' AS ld) t
@@ -206,8 +215,8 @@ FROM asset ORDER BY id;
 """
 
 
-def database_name(size: str) -> str:
-    return DATABASE.format(size=size)
+def database_name(size: str, series: str = "3.3") -> str:
+    return DATABASE[series].format(size=size)
 
 
 def url(name: str) -> str:
@@ -224,10 +233,11 @@ def exists(name: str) -> bool:
     return bool(admin("SELECT 1 FROM pg_database WHERE datname = %s", [name]))
 
 
-def build_info(size: str) -> dict | None:
+def build_info(size: str, series: str = "3.3") -> dict | None:
     """What the build recorded (size, seconds, rows, when), or None when there is no such deployment."""
     rows = admin(
-        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", [database_name(size)]
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+        [database_name(size, series)],
     )
     if not rows:
         return None
@@ -237,8 +247,8 @@ def build_info(size: str) -> dict | None:
         return {}
 
 
-def create_schema(name: str) -> None:
-    """Airflow 3.3.2's DDL, through the same code the tests and `demo_setup` use."""
+def create_schema(name: str, series: str) -> None:
+    """Airflow's DDL of ``series``, through the same code the tests and `demo_setup` use."""
     with tempfile.TemporaryDirectory(prefix="ssbench-deploy-") as tmp:
         env = {
             "PATH": os.environ["PATH"],
@@ -246,6 +256,7 @@ def create_schema(name: str) -> None:
             "STATESTORE_VAR_DIR": tmp,
             "AIRFLOW_HOME": tmp,
             "AIRFLOW_DATABASE_URL": url(name),
+            "AIRFLOW_FIXTURE_SERIES": series,
         }
         subprocess.run(
             [sys.executable, "manage.py", "create_airflow_schema"],
@@ -267,11 +278,11 @@ def _step(label: str, started: float) -> None:
     print(f"  {label}: {time.perf_counter() - started:.1f}s", flush=True)
 
 
-def build(size: str, rebuild: bool = False) -> dict:
-    """Build the deployment of ``size`` unless it exists; return its build record."""
-    name = database_name(size)
+def build(size: str, rebuild: bool = False, series: str = "3.3") -> dict:
+    """Build the deployment of ``size`` on Airflow ``series``'s schema unless it exists; return its build record."""
+    name = database_name(size, series)
     if exists(name) and not rebuild:
-        info = build_info(size) or {}
+        info = build_info(size, series) or {}
         print(f"{name}: exists (built {info.get('built_at', '?')} in {info.get('build_seconds', '?')} s), reused")
         return info
     shape = SIZES[size]
@@ -280,7 +291,7 @@ def build(size: str, rebuild: bool = False) -> dict:
     print(f"{name}: building ({shape.dags} DAGs × {shape.runs} runs, {shape.assets} assets)", flush=True)
     started = time.perf_counter()
     admin(f'CREATE DATABASE "{building}"')
-    create_schema(building)
+    create_schema(building, series)
     _step("schema", started)
     now = datetime.now(UTC).replace(microsecond=0)
     today = now.replace(hour=0, minute=0, second=0)
@@ -292,17 +303,32 @@ def build(size: str, rebuild: bool = False) -> dict:
         "runs": shape.runs,
         "assets": shape.assets,
     }
+    regions = series != "3.3"
+    runs = RUNS.format(span_status="" if regions else ", span_status", not_started="" if regions else ", 'not_started'")
+    per_batch = [shape34.REGIONS, shape34.TASK_INSTANCES, shape34.DECISIONS, shape34.TASK_KEYS]
+    if not regions:
+        per_batch = [TASK_INSTANCES, TASK_KEYS]
     with psycopg.connect(url(building)) as conn:
         conn.execute("SET synchronous_commit = off")
         conn.execute("SET work_mem = '64MB'")
         conn.execute("SET maintenance_work_mem = '512MB'")
-        for statement in SHAPE:
-            conn.execute(statement)
         with conn.cursor() as cursor:
-            cursor.executemany("INSERT INTO bench_ti VALUES (%s, %s, %s, %s)", list(enumerate_task_instances()))
-            cursor.executemany("INSERT INTO bench_key VALUES (%s, %s, %s, %s)", list(enumerate_keys()))
+            if regions:
+                for statement in shape34.SHAPE:
+                    cursor.execute(statement)
+                tis, keys = shape34.shape_rows()
+                cursor.executemany("INSERT INTO bench_ti VALUES (%s, %s, %s, %s, %s)", tis)
+                cursor.executemany("INSERT INTO bench_key VALUES (%s, %s, %s, %s, %s)", keys)
+            else:
+                for statement in SHAPE[1:]:
+                    cursor.execute(statement)
+                cursor.executemany("INSERT INTO bench_ti VALUES (%s, %s, %s, %s)", list(enumerate_task_instances()))
+                cursor.executemany("INSERT INTO bench_key VALUES (%s, %s, %s, %s)", list(enumerate_keys()))
+            cursor.execute(SHAPE[0])
         script(conn, DAGS, params)
-        script(conn, RUNS, params)
+        script(conn, runs, params)
+        if regions:
+            _serialized_dags(conn, now)
         conn.commit()
         _step("dag, dag_version, dag_run", started)
         for first_day in range(0, shape.runs, shape.days_per_batch):
@@ -310,33 +336,34 @@ def build(size: str, rebuild: bool = False) -> dict:
                 "first": first_day * shape.dags + 1,
                 "last": min(first_day + shape.days_per_batch, shape.runs) * shape.dags,
             }
-            conn.execute(TASK_INSTANCES, {**params, **bounds})
-            conn.execute(TASK_KEYS, {**params, **bounds})
+            for statement in per_batch:
+                conn.execute(statement, {**params, **bounds})
             conn.commit()
             _step(f"task instances and keys of days {first_day + 1}–{first_day + shape.days_per_batch}", started)
+        if regions:
+            long_run = _long_loop_run(conn, params)
+            for statement in per_batch:
+                conn.execute(statement, {**params, "first": long_run, "last": long_run})
+            conn.commit()
+            _step(f"{shape34.LONG_LOOP_DAG}: a loop of {shape34.LONG_LOOP} iterations", started)
         script(conn, ASSETS, params)
+        if regions:
+            conn.execute(shape34.ASSET_WRITERS)
         conn.commit()
         _step("assets", started)
     with psycopg.connect(url(building), autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute("VACUUM (ANALYZE)")
         _step("VACUUM (ANALYZE)", started)
-        counts = {
-            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in (
-                "dag",
-                "dag_run",
-                "task_instance",
-                "task_state_store",
-                "asset",
-                "asset_active",
-                "asset_state_store",
-            )
-        }
+        tables = ["dag", "dag_run", "task_instance", "task_state_store", "asset", "asset_active", "asset_state_store"]
+        if regions:
+            tables.append("dynamic_region")
+        counts = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables}
         database_size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
     seconds = round(time.perf_counter() - started, 1)
     info = {
         "size": size,
+        "series": series,
         "build_seconds": seconds,
         "built_at": now.isoformat(),
         "rows": counts,
@@ -347,6 +374,55 @@ def build(size: str, rebuild: bool = False) -> dict:
     admin(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(json.dumps(info))))
     print(f"{name}: built in {seconds} s, {database_size}: {counts}", flush=True)
     return info
+
+
+def _serialized_dags(conn: psycopg.Connection, now: datetime) -> None:
+    """Each DAG's serialized DAG (3.4 resolves a task's region from it), for its one version."""
+    dags = conn.execute("SELECT dag_id, version_id FROM bench_dag ORDER BY n").fetchall()
+    with (
+        conn.cursor() as cursor,
+        cursor.copy(
+            "COPY serialized_dag (id, dag_id, data, created_at, last_updated, dag_hash, dag_version_id) FROM STDIN"
+        ) as copy,
+    ):
+        for dag_id, version_id in dags:
+            copy.write_row((uuid.uuid4(), dag_id, shape34.serialized_dag(dag_id), now, now, "0" * 32, version_id))
+
+
+def _long_loop_run(conn: psycopg.Connection, params: dict) -> int:
+    """The DAG ``ml_refine_long`` and its one run (over), whose loop the batch statements fill."""
+    version = uuid.uuid4()
+    dag_id = shape34.LONG_LOOP_DAG
+    conn.execute(
+        "INSERT INTO dag (dag_id, is_paused, is_stale, fileloc, relative_fileloc, bundle_name, owners, timetable_type,"
+        " partition_mapper_info, max_active_tasks, max_active_runs, max_consecutive_failed_dag_runs,"
+        " has_task_concurrency_limits) VALUES (%s, false, false, %s, %s, 'dags-folder', 'ml', '', '{}', 16, 1, 0,"
+        " false)",
+        [dag_id, f"/opt/airflow/dags/ml/{dag_id}.py", f"ml/{dag_id}.py"],
+    )
+    conn.execute(
+        "INSERT INTO dag_version (id, version_number, dag_id, bundle_name, created_at, last_updated)"
+        " VALUES (%s, 1, %s, 'dags-folder', %s, %s)",
+        [version, dag_id, params["first_day"], params["first_day"]],
+    )
+    conn.execute(
+        "INSERT INTO serialized_dag (id, dag_id, data, created_at, last_updated, dag_hash, dag_version_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        [uuid.uuid4(), dag_id, shape34.serialized_dag(dag_id), params["now"], params["now"], "0" * 32, version],
+    )
+    logical = params["today"] - timedelta(days=3)  # its 500 iterations took 42 hours
+    (run,) = conn.execute(
+        "INSERT INTO dag_run (id, dag_id, run_id, run_type, triggered_by, state, logical_date, data_interval_start,"
+        " data_interval_end, run_after, queued_at, start_date, end_date, last_scheduling_decision, created_at,"
+        " updated_at, created_dag_version_id, conf)"
+        " SELECT max(id) + 1, %(dag)s, 'manual__' || to_char(%(ld)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')"
+        " || '+00:00', 'manual', 'rest_api', 'success', %(ld)s, %(ld)s, %(ld)s, %(ld)s, %(ld)s, %(ld)s,"
+        " %(ld)s + interval '2 days', %(ld)s + interval '2 days', %(ld)s, %(ld)s, %(version)s, '{}'::jsonb"
+        " FROM dag_run RETURNING id",
+        {"dag": dag_id, "ld": logical, "version": version},
+    ).fetchone()
+    conn.execute("SELECT setval('dag_run_id_seq', %s)", [run])
+    return run
 
 
 def enumerate_task_instances():
@@ -369,8 +445,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=list(SIZES), required=True)
     parser.add_argument("--rebuild", action="store_true", help="drop and build again even if it exists")
+    parser.add_argument("--series", choices=SERIES, default="3.3", help="Airflow's schema (default 3.3)")
     args = parser.parse_args()
-    build(args.size, args.rebuild)
+    build(args.size, args.rebuild, args.series)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Benchmark `state_store_clean` beside Airflow 3.3.2's `airflow state-store clean`, a plain DELETE and the same
-batches looped inside the server, on PostgreSQL, for each layout of the expired rows and each batch size.
+batches looped inside the server, on PostgreSQL, for each layout of the expired rows and each batch size. With
+``--series 3.4``, on Airflow 3.4.0b2's schema beside 3.4.0b2's command.
 
 Layouts (``--layout``, both by default; ``demo_data --scale --layout``): ``spread``, a share of every run's keys
 expired, so that expired rows are on every page with their expiry in no order; ``clustered``, the first runs
@@ -19,6 +20,7 @@ Our command runs with ``--no-stats`` (Airflow's records no statistics snapshot e
     bash scripts/airflow_venv.sh 3.3.2        # Airflow's real CLI, in ~/.cache/statestore-admin (once)
     .venv/bin/python bench/gc_bench.py        # 1M expired + 1M live, both layouts, writes docs/benchmarks/gc.md
     .venv/bin/python bench/gc_bench.py --expired 10000 --live 10000 --layout clustered --repeat 1 --no-write
+    bash scripts/airflow_venv.sh 3.4.0b2 && .venv/bin/python bench/gc_bench.py --series 3.4
 
 Without an Airflow virtualenv, Airflow's algorithm is replayed instead: all expired ids selected into Python,
 then DELETE … WHERE id IN (…), per batch.
@@ -42,7 +44,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = "postgresql://postgres@127.0.0.1:5432"
-TEMPLATE = "ssbench_{layout}_{expired}_{live}"
+TEMPLATE = "ssbench_{layout}_{expired}_{live}{series}"
+AIRFLOW_VERSIONS = {"3.3": "3.3.2", "3.4": "3.4.0b2"}
 COPY = "ssbench_run"
 LAYOUTS = ("spread", "clustered")  # demo_data --layout: where the expired rows are
 BATCHES = (0, 1_000, 10_000)
@@ -127,13 +130,13 @@ def base_env(var_dir: Path) -> dict[str, str]:
     }
 
 
-def build_template(layout: str, expired: int, live: int, env: dict[str, str], rebuild: bool) -> str:
-    name = TEMPLATE.format(layout=layout, expired=expired, live=live)
+def build_template(layout: str, expired: int, live: int, env: dict[str, str], rebuild: bool, series: str) -> str:
+    name = TEMPLATE.format(layout=layout, expired=expired, live=live, series="" if series == "3.3" else "_34")
     if database_exists(name) and not rebuild:
         return name
     admin(f'DROP DATABASE IF EXISTS "{name}"')
     admin(f'CREATE DATABASE "{name}"')
-    dataset_env = {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{name}"}
+    dataset_env = {**env, "AIRFLOW_DATABASE_URL": f"{SERVER}/{name}", "AIRFLOW_FIXTURE_SERIES": series}
     manage("create_airflow_schema", env=dataset_env)
     total = expired + live
     started = time.perf_counter()
@@ -328,11 +331,16 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="rebuild the template datasets")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every variant; medians are reported")
     parser.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks/gc.md")
+    parser.add_argument("--series", choices=tuple(AIRFLOW_VERSIONS), default="3.3", help="Airflow's schema and CLI")
     args = parser.parse_args()
     layouts, batches = args.layout or list(LAYOUTS), sorted(set(args.batch or BATCHES))
-    venv = os.environ.get("AIRFLOW_VENV") or str(Path.home() / ".cache" / "statestore-admin" / "airflow-3.3.2-venv")
+    version = AIRFLOW_VERSIONS[args.series]
+    default_venv = Path.home() / ".cache" / "statestore-admin" / f"airflow-{version}-venv"
+    venv = os.environ.get("AIRFLOW_VENV") or str(default_venv)
     airflow_venv = Path(venv) if (Path(venv) / "bin" / "airflow").exists() else None
-    airflow_name = "airflow state-store clean (3.3.2)" if airflow_venv else "Airflow 3.3.2's algorithm, replayed"
+    airflow_name = (
+        f"airflow state-store clean ({version})" if airflow_venv else f"Airflow {version}'s algorithm, replayed"
+    )
 
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="ssbench-") as tmp:
@@ -341,8 +349,8 @@ def main() -> None:
         manage("migrate", "--verbosity", "0", env=env)
         datasets = {
             layout: (
-                build_template(layout, args.expired, args.live, env, args.rebuild),
-                build_template(layout, args.small, args.small, env, args.rebuild),
+                build_template(layout, args.expired, args.live, env, args.rebuild, args.series),
+                build_template(layout, args.small, args.small, env, args.rebuild, args.series),
             )
             for layout in layouts
         }
@@ -355,11 +363,12 @@ def main() -> None:
     merged = {layout: {key: median_of([r[key] for r in rs]) for key in rs[0]} for layout, rs in rounds.items()}
 
     command = f".venv/bin/python bench/gc_bench.py --expired {args.expired} --live {args.live} --repeat {args.repeat}"
+    command += f" --series {args.series}" if args.series != "3.3" else ""
     command += "".join(f" --layout {layout}" for layout in args.layout or [])
     command += "".join(f" --batch {batch}" for batch in args.batch or [])
     report = [
         f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {args.expired} expired + {args.live} live rows, "
-        f"{' and '.join(layouts)}",
+        f"{' and '.join(layouts)}, Airflow {args.series}'s schema",
         "",
         f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL at 127.0.0.1:5432. Command: "
         f"`{command}`. Every figure is the median of {args.repeat} rounds of all variants (min–max in brackets); "

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import deployment  # bench/deployment.py: this script's folder is on sys.path when it runs
+import shape34
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "benchmarks" / "pages.md"
@@ -43,14 +44,18 @@ ABSENT_KEY = "no_such_key_zz"
 BLOCKING = ("Sort", "Aggregate", "Hash", "Materialize", "WindowAgg", "SetOp", "Recursive Union")
 
 
-def pages(sample: dict) -> list[tuple[str, str]]:
-    """(label, URL) of every page and endpoint, for one deployment's sample objects."""
+def _api(dag: str, run_id: str, task: str) -> str:
     from urllib.parse import quote
 
+    return f"/api/v2/dags/{quote(dag, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task}/state-store"
+
+
+def pages(sample: dict) -> list[tuple[str, str]]:
+    """(label, URL) of every page and endpoint, for one deployment's sample objects."""
     dag, run_pk, run_id, task, key_id, asset = (
         sample[k] for k in ("dag_id", "run_pk", "run_id", "task_id", "key_id", "asset_id")
     )
-    ti = f"/api/v2/dags/{quote(dag, safe='')}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task}/state-store"
+    ti = _api(dag, run_id, task)
     return [
         ("overview `/`", "/"),
         ("largest values `/overview/largest/`", "/overview/largest/"),
@@ -76,13 +81,47 @@ def pages(sample: dict) -> list[tuple[str, str]]:
         ("insights `/insights/`", "/insights/"),
         ("API insights series", "/api/statestore/v1/insights/series"),
         ("API insights top", "/api/statestore/v1/insights/top"),
+        *(region_pages(sample) if "loop" in sample else []),
+    ]
+
+
+def region_pages(sample: dict) -> list[tuple[str, str]]:
+    """Airflow 3.4: the pages and reads that address dynamic regions (``bench/shape34.py``'s shape)."""
+    dag, run_pk, run_id, loop, expansion, key = (
+        sample[k] for k in ("dag_id", "run_pk", "run_id", "loop", "expansion", "region_key_id")
+    )
+    long_pk, long_run, long_loop = (sample[k] for k in ("long_run_pk", "long_run_id", "long_loop"))
+    long_dag = shape34.LONG_LOOP_DAG
+    work, step, group = (
+        _api(dag, run_id, "refine.work"),
+        _api(dag, run_id, "refine.step"),
+        _api(dag, run_id, "per_table.load"),
+    )
+    return [
+        (f"a run with a loop of {shape34.LONG_LOOP} iterations, all keyed", f"/runs/{long_pk}/"),
+        ("its iterations 250–299 (a gap opened)", f"/runs/{long_pk}/iterations/?loop={long_loop}&from=250&to=299"),
+        ("a task in loop iteration 1", f"/runs/{run_pk}/tasks/refine.step/?region_id={loop}&map_index=1"),
+        ("a mapped task's expansion in iteration 1", f"/runs/{run_pk}/tasks/refine.work/?region_id={expansion}"),
+        ("a key in an expansion `/keys/task/<id>/`", f"/keys/task/{key}/"),
+        (
+            "search: a run's loop iteration 1",
+            f"/search/?dag_id={dag}&dag_match=exact&run_id={run_id}&loop=refine&iteration=1",
+        ),
+        ("API v2 keys in an expansion (region_id, region_index)", f"{work}?region_id={expansion}&region_index=0"),
+        ("API v2 one key in an expansion", f"{work}/cursor?region_id={expansion}&region_index=0"),
+        ("API v2 keys of loop iteration 1 (region_id, region_index)", f"{step}?region_id={loop}&region_index=1"),
+        ("API v2 keys of a mapped group's task (map_index)", f"{group}?map_index=2"),
+        (
+            "API v2 keys of iteration 250 of the long loop",
+            f"{_api(long_dag, long_run, 'refine.step')}?region_id={long_loop}&region_index=250",
+        ),
     ]
 
 
 # The child: one deployment, in a process of its own (Django reads its settings once) ------------------------
 
 
-def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_scope: str | None) -> dict:
+def child(args: argparse.Namespace) -> dict:
     import time
 
     import django
@@ -100,6 +139,14 @@ def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_s
 
     from statestore_admin.access import permissions
     from statestore_admin.airflow.models import Asset, DagRun, TaskStateStore
+
+    size, repeat, explain, user_scope, asset_scope = (
+        args.child,
+        args.repeat,
+        args.explain,
+        args.user_scope,
+        args.asset_scope,
+    )
 
     call_command("migrate", verbosity=0, interactive=False)
     snapshot_seconds = None
@@ -139,16 +186,20 @@ def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_s
         .order_by("id")[shape.assets // 20]
         .pk,
     }
+    if args.series != "3.3":
+        sample.update(region_sample(run))
     airflow = connections[settings.AIRFLOW_DB_ALIAS]
     results = []
     for label, url in pages(sample):
         with CaptureQueriesContext(airflow) as captured:
             response = client.get(url)
+        body = b"".join(response.streaming_content) if response.streaming else response.content
         results.append(
             {
                 "label": label,
                 "url": url,
                 "status": response.status_code,
+                "bytes": len(body),
                 "queries": len(captured.captured_queries),
                 "sql": [q["sql"] for q in captured.captured_queries],
                 "times": [],
@@ -163,6 +214,7 @@ def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_s
     for result in results:
         result["median"] = statistics.median(result["times"])
         result["seq_scans"] = sorted(seq_scans(airflow, result["sql"])) if explain else None
+        result["plans"] = analysed(airflow, result["sql"]) if args.analyze else None
         del result["sql"]
     return {
         "size": size,
@@ -171,6 +223,37 @@ def child(size: str, repeat: int, explain: bool, user_scope: str | None, asset_s
         "commands": sorted(get_commands()),
         "snapshot_seconds": snapshot_seconds,
     }
+
+
+def region_sample(run) -> dict:
+    """The sample run's loop and its iteration 1's expansion, a key there, and the long loop's run and loop."""
+    from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskStateStore
+
+    regions = DynamicRegion.objects.filter(dag_id=run.dag_id, run_id=run.run_id)
+    expansion = regions.get(node_id="refine.work", parent_region_index=1).pk
+    long_run = DagRun.objects.get(dag_id=shape34.LONG_LOOP_DAG)
+    return {
+        "loop": regions.get(node_id="refine", parent_region_id=None).pk,
+        "expansion": expansion,
+        "region_key_id": TaskStateStore.objects.filter(dag_run=run, region_id=expansion).order_by("id").first().pk,
+        "long_run_pk": long_run.pk,
+        "long_run_id": long_run.run_id,
+        "long_loop": DynamicRegion.objects.get(
+            dag_id=long_run.dag_id, run_id=long_run.run_id, node_id="refine", parent_region_id=None
+        ).pk,
+    }
+
+
+def analysed(connection, statements: list[str]) -> list[str]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of each distinct read in ``statements``, as text, the statement first."""
+    plans = []
+    with connection.cursor() as cursor:
+        for sql in dict.fromkeys(statements):
+            if not sql or not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+                continue
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
+            plans.append(sql + "\n\n" + "\n".join(row[0] for row in cursor.fetchall()))
+    return plans
 
 
 def seq_scans(connection, statements: list[str]) -> set[str]:
@@ -209,7 +292,7 @@ def run_size(size: str, args: argparse.Namespace, explain: bool) -> dict:
             "HOME": tmp,
             "STATESTORE_VAR_DIR": tmp,
             "AIRFLOW_HOME": tmp,  # no airflow.cfg: Airflow's defaults
-            "AIRFLOW_DATABASE_URL": deployment.url(deployment.database_name(size)),
+            "AIRFLOW_DATABASE_URL": deployment.url(deployment.database_name(size, args.series)),
             "DATABASE_URL": f"sqlite:///{tmp}/dashboard.sqlite3",
             "SECRET_KEY": "pages-bench-only-not-secret",
             "ALLOWED_HOSTS": "testserver",
@@ -219,8 +302,11 @@ def run_size(size: str, args: argparse.Namespace, explain: bool) -> dict:
             "LOG_LEVEL": "ERROR",
         }
         command = [sys.executable, __file__, "--child", size, "--repeat", str(args.repeat), "--out", f"{tmp}/out.json"]
+        command += ["--series", args.series]
         if explain:
             command.append("--explain")
+            if args.analyze:
+                command.append("--analyze")
         if args.user_scope:
             command += ["--user-scope", args.user_scope, "--asset-scope", args.asset_scope]
         Path(f"{tmp}/static").mkdir()
@@ -238,6 +324,7 @@ def merge(results: list[dict]) -> dict:
         page["median"] = statistics.median(page["times"])
         page["status"] = max(r["status"] for r in rounds)
         page["seq_scans"] = next((r["seq_scans"] for r in rounds if r["seq_scans"] is not None), None)
+        page["plans"] = next((r["plans"] for r in rounds if r.get("plans") is not None), None)
     shots = [r["snapshot_seconds"] for r in results if r.get("snapshot_seconds") is not None]
     merged["snapshot_seconds"] = statistics.median(shots) if shots else None
     return merged
@@ -254,13 +341,28 @@ def seconds(result: dict) -> str:
 
 def table(runs: list[dict]) -> str:
     small, large = runs[0], runs[-1]
-    header = f"| page | {small['size']} | {large['size']} | ratio | queries ({small['size']} / {large['size']}) |"
-    lines = [header, "|---|---|---|---|---|"]
+    sizes = f"{small['size']} / {large['size']}"
+    header = f"| page | {small['size']} | {large['size']} | ratio | queries ({sizes}) | HTML or JSON ({sizes}) |"
+    lines = [header, "|---|---|---|---|---|---|"]
     for a, b in zip(small["pages"], large["pages"], strict=True):
         ratio = b["median"] / a["median"] if a["median"] else float("inf")
         queries = str(a["queries"]) if a["queries"] == b["queries"] else f"{a['queries']} / {b['queries']}"
-        lines.append(f"| {a['label']} | {seconds(a)} | {seconds(b)} | {ratio:.1f}× | {queries} |")
+        weight = f"{kb(a)} / {kb(b)}" if kb(a) != kb(b) else kb(a)
+        lines.append(f"| {a['label']} | {seconds(a)} | {seconds(b)} | {ratio:.1f}× | {queries} | {weight} |")
     return "\n".join(lines)
+
+
+def kb(result: dict) -> str:
+    return f"{result.get('bytes', 0) / 1000:.1f} KB"
+
+
+def plans(run: dict, header: str) -> str:
+    """Every captured read's ``EXPLAIN (ANALYZE, BUFFERS)`` at the largest size, page by page."""
+    parts = [header, ""]
+    for page in run["pages"]:
+        parts += [f"#### {page['label']}", "", f"`{page['url']}`", ""]
+        parts += [f"```\n{plan}\n```\n" for plan in page["plans"] or []] or ["No read of Airflow's database.", ""]
+    return "\n".join(parts)
 
 
 def scans(run: dict) -> str:
@@ -279,16 +381,16 @@ def scans(run: dict) -> str:
     )
 
 
-def builds(sizes: list[str]) -> str:
+def builds(sizes: list[str], series: str) -> str:
     lines = ["| deployment | task keys | task instances | DAG runs | asset keys | size on disk | build time | built |"]
     lines.append("|---|---|---|---|---|---|---|---|")
     for size in sizes:
-        info = deployment.build_info(size)
+        info = deployment.build_info(size, series)
         if not info:
             continue
         rows = info.get("rows", {})
         lines.append(
-            f"| `{deployment.database_name(size)}` | {rows.get('task_state_store', 0):,} | "
+            f"| `{deployment.database_name(size, series)}` | {rows.get('task_state_store', 0):,} | "
             f"{rows.get('task_instance', 0):,} | {rows.get('dag_run', 0):,} | {rows.get('asset_state_store', 0):,} | "
             f"{info.get('database_size', '?')} | {info.get('build_seconds', 0):.0f} s | "
             f"{info.get('built_at', '?')[:16]} |"
@@ -319,6 +421,12 @@ def main() -> None:
         "--rounds", type=int, default=1, help="run the sizes in turn this many times; the median of all passes"
     )
     parser.add_argument("--explain", action="store_true", help="EXPLAIN every Airflow query at the largest size")
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="with --explain: also EXPLAIN (ANALYZE, BUFFERS) each one, written beside pages.md with --write",
+    )
+    parser.add_argument("--series", choices=deployment.SERIES, default="3.3", help="Airflow's schema (default 3.3)")
     parser.add_argument("--write", action="store_true", help="write the result to docs/benchmarks/pages.md")
     parser.add_argument("--user-scope", help="time the pages as an Operator scoped to these DAGs (grant_scope)")
     parser.add_argument("--asset-scope", help="the scope's assets (default: from --user-scope, etl_* -> etl.*)")
@@ -330,8 +438,8 @@ def main() -> None:
         args.asset_scope = args.user_scope.removesuffix("_*") + ".*" if args.user_scope.endswith("_*") else "*"
 
     if args.child:
-        result = child(args.child, args.repeat, args.explain, args.user_scope, args.asset_scope)
-        Path(args.out).write_text(json.dumps(result))
+        result = child(args)
+        Path(args.out).write_text(json.dumps(result, default=str))
         return
 
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -344,7 +452,7 @@ def main() -> None:
             "--dags GLOB --assets GLOB), which this checkout does not have yet."
         )
     for size in sizes:
-        deployment.build(size)
+        deployment.build(size, series=args.series)
     rounds: dict[str, list[dict]] = {size: [] for size in sizes}
     for n in range(args.rounds):  # the sizes take turns, so that the machine's mood weighs on each alike
         last = n == args.rounds - 1
@@ -356,7 +464,7 @@ def main() -> None:
     command = "bench/pages_bench.py " + shlex.join(sys.argv[1:])
     report = "\n".join(
         [
-            f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {' vs '.join(sizes)}{scope}",
+            f"### {datetime.now(UTC):%Y-%m-%d %H:%M} UTC — {' vs '.join(sizes)}, Airflow {args.series}'s schema{scope}",
             "",
             f"Machine: {platform.platform()}, {os.cpu_count()} cores; PostgreSQL {pg_version()} at 127.0.0.1:5432 "
             f"(its configuration untouched). Code: {code_version()}. "
@@ -368,7 +476,7 @@ def main() -> None:
             "",
             "Deployments (`bench/deployment.py`):",
             "",
-            builds(list(deployment.SIZES)),
+            builds(list(deployment.SIZES), args.series),
             "",
             "Sample objects at the largest size: " + ", ".join(f"{k} `{v}`" for k, v in runs[-1]["sample"].items()),
             "",
@@ -396,6 +504,13 @@ def main() -> None:
         head, _, rest = OUT.read_text().partition("\n### ")
         OUT.write_text(head.rstrip() + "\n\n" + report + ("\n### " + rest if rest else ""))
         print(f"written to {OUT.relative_to(ROOT)}")
+        if args.analyze:
+            where = OUT.with_name(f"plans-{args.series}.md")
+            where.write_text(
+                f"# Query plans of the pages at {runs[-1]['size']}, Airflow {args.series}'s schema\n\n"
+                + plans(runs[-1], f"The newest run only (older ones are in git). {report.splitlines()[2]}")
+            )
+            print(f"written to {where.relative_to(ROOT)}")
 
 
 def grant_scope_exists() -> bool:
