@@ -304,6 +304,7 @@ def build(size: str, rebuild: bool = False, series: str = "3.3") -> dict:
         "assets": shape.assets,
     }
     regions = series != "3.3"
+    document = shape34.serialized_dag_document() if regions else None
     runs = RUNS.format(span_status="" if regions else ", span_status", not_started="" if regions else ", 'not_started'")
     per_batch = [shape34.REGIONS, shape34.TASK_INSTANCES, shape34.DECISIONS, shape34.TASK_KEYS]
     if not regions:
@@ -328,7 +329,7 @@ def build(size: str, rebuild: bool = False, series: str = "3.3") -> dict:
         script(conn, DAGS, params)
         script(conn, runs, params)
         if regions:
-            _serialized_dags(conn, now)
+            _serialized_dags(conn, now, document)
         conn.commit()
         _step("dag, dag_version, dag_run", started)
         for first_day in range(0, shape.runs, shape.days_per_batch):
@@ -341,7 +342,7 @@ def build(size: str, rebuild: bool = False, series: str = "3.3") -> dict:
             conn.commit()
             _step(f"task instances and keys of days {first_day + 1}–{first_day + shape.days_per_batch}", started)
         if regions:
-            long_run = _long_loop_run(conn, params)
+            long_run = _long_loop_run(conn, params, document)
             for statement in per_batch:
                 conn.execute(statement, {**params, "first": long_run, "last": long_run})
             conn.commit()
@@ -376,7 +377,7 @@ def build(size: str, rebuild: bool = False, series: str = "3.3") -> dict:
     return info
 
 
-def _serialized_dags(conn: psycopg.Connection, now: datetime) -> None:
+def _serialized_dags(conn: psycopg.Connection, now: datetime, document: dict) -> None:
     """Each DAG's serialized DAG (3.4 resolves a task's region from it), for its one version."""
     dags = conn.execute("SELECT dag_id, version_id FROM bench_dag ORDER BY n").fetchall()
     with (
@@ -386,10 +387,12 @@ def _serialized_dags(conn: psycopg.Connection, now: datetime) -> None:
         ) as copy,
     ):
         for dag_id, version_id in dags:
-            copy.write_row((uuid.uuid4(), dag_id, shape34.serialized_dag(dag_id), now, now, "0" * 32, version_id))
+            copy.write_row(
+                (uuid.uuid4(), dag_id, shape34.serialized_dag(document, dag_id), now, now, "0" * 32, version_id)
+            )
 
 
-def _long_loop_run(conn: psycopg.Connection, params: dict) -> int:
+def _long_loop_run(conn: psycopg.Connection, params: dict, document: dict) -> int:
     """The DAG ``ml_refine_long`` and its one run (over), whose loop the batch statements fill."""
     version = uuid.uuid4()
     dag_id = shape34.LONG_LOOP_DAG
@@ -408,7 +411,15 @@ def _long_loop_run(conn: psycopg.Connection, params: dict) -> int:
     conn.execute(
         "INSERT INTO serialized_dag (id, dag_id, data, created_at, last_updated, dag_hash, dag_version_id)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [uuid.uuid4(), dag_id, shape34.serialized_dag(dag_id), params["now"], params["now"], "0" * 32, version],
+        [
+            uuid.uuid4(),
+            dag_id,
+            shape34.serialized_dag(document, dag_id),
+            params["now"],
+            params["now"],
+            "0" * 32,
+            version,
+        ],
     )
     logical = params["today"] - timedelta(days=3)  # its 500 iterations took 42 hours
     (run,) = conn.execute(

@@ -17,13 +17,21 @@ the demo loads (``statestore_admin/demo/regions.py``), multiplied set-based in S
 That is 50 keys, 20 task instances and 5 regions a run. The DAG ``ml_refine_long`` has one run whose loop ran
 ``LONG_LOOP`` iterations, every one keyed (3,500 keys). Region and task instance ids are time-ordered, as
 Airflow's uuid7 ids are, from the row's time and a digest of its coordinates, so that a gate's XCom finds its
-task instance without reading it back. Expiries, value sizes and times follow the 3.3 deployment's rules.
+task instance without reading it back. Expiries, value sizes and times follow the 3.3 deployment's rules. The
+serialized DAG is Airflow's own: 3.4.0b2's ``DagSerialization`` of ``bench/dags34/bench_regions.py`` (this
+shape as a DAG), run in its virtualenv (``scripts/airflow_venv.sh``), stored under each DAG's id.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+AIRFLOW_VERSION = "3.4.0b2"
 SENTINEL = "00000000-0000-0000-0000-000000000000"
 ITERATIONS = 3
 LONG_LOOP = 500
@@ -99,41 +107,36 @@ def iterations(run: str) -> str:
     return f"CASE WHEN {run}.dag_id = '{LONG_LOOP_DAG}' THEN {LONG_LOOP} ELSE {ITERATIONS} END"
 
 
-def serialized_dag(dag_id: str) -> str:
-    """The DAG's structure as Airflow 3.4's DagSerialization writes it (as far as the dashboard and Airflow's
-    coordinate resolver read it: tasks and their task groups)."""
-    tasks, children = [], {}
+SERIALIZE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("bench_regions", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from airflow.serialization.serialized_objects import DagSerialization
+print(json.dumps(DagSerialization.to_dict(module.loop.dag)))
+"""
 
-    def operator(task_id, task_type, **flags):
-        tasks.append({"__type": "operator", "__var": {"task_id": task_id, "task_type": task_type, **flags}})
-        return ["operator", task_id]
 
-    def group(group_id, members, **extra):
-        return [
-            "taskgroup",
-            {"_group_id": group_id, "prefix_group_id": True, "tooltip": "", "children": members, **extra},
-        ]
+def serialized_dag_document() -> dict:
+    """What Airflow 3.4.0b2's ``DagSerialization`` writes for ``bench/dags34/bench_regions.py``, this shape as a
+    DAG (the loop's gate, the mapped task and group as Airflow records them), in its own virtualenv."""
+    venv = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "airflow_venv.sh"), AIRFLOW_VERSION], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="ssbench-serialize-") as home:
+        done = subprocess.run(
+            [f"{venv}/bin/python", "-c", SERIALIZE, str(ROOT / "bench" / "dags34" / "bench_regions.py")],
+            env={"PATH": os.environ["PATH"], "HOME": home, "AIRFLOW_HOME": home},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return json.loads(done.stdout)
 
-    for task_id, task_type, place, _, _ in TASKS:
-        if place == "top":
-            children[task_id] = operator(task_id, task_type)
-    children["refine"] = group(
-        "refine",
-        {
-            "refine.gate": operator("refine.gate", "LoopGateOperator", _needs_expansion=False),
-            "refine.step": operator("refine.step", "_PythonDecoratedOperator", _needs_expansion=False),
-            "refine.work": operator("refine.work", "_PythonDecoratedOperator", _is_mapped=True),
-        },
-        loop={"max_iterations": LONG_LOOP, "has_until": True, "terminal_task_id": None, "gate_task_id": "refine.gate"},
-    )
-    children["per_table"] = group(
-        "per_table",
-        {"per_table.load": operator("per_table.load", "SQLExecuteQueryOperator", _needs_expansion=True)},
-        is_mapped=True,
-        expand_input={"type": "dict-of-lists", "value": {}},
-    )
-    root = {"_group_id": None, "prefix_group_id": True, "tooltip": "", "children": children}
-    return json.dumps({"__version": 3, "dag": {"dag_id": dag_id, "tasks": tasks, "task_group": root}})
+
+def serialized_dag(document: dict, dag_id: str) -> str:
+    """``document`` (``serialized_dag_document()``) as the serialized DAG of ``dag_id``."""
+    return json.dumps({**document, "dag": {**document["dag"], "dag_id": dag_id}})
 
 
 # The regions of the runs with ids in [first, last]: the loop, one expansion per iteration, the mapped group.
