@@ -1,7 +1,7 @@
 """A key row's actions menu in a real browser, on the run page of a loop whose 500 iterations all hold keys
 (Airflow 3.4's schema, AIRFLOW_FIXTURE_SERIES=3.4; skipped on 3.3): a row carries no buttons until its menu opens,
 which fetches them once (htmx); expiring and deleting a key through it go through their confirmation as before,
-and the page stays under 100 KB."""
+and the page stays under 100 KB. A key deleted after the page was shown says so when its menu opens."""
 
 import re
 
@@ -92,3 +92,15 @@ def test_the_menu_opens_with_the_keyboard_and_closes_with_escape(signed_in, live
     page.keyboard.press("Tab")  # Edit, then Set expiry
     page.keyboard.press("Enter")
     expect(page.locator("dialog#modal h2")).to_contain_text("Expiry of")
+
+
+def test_the_menu_of_a_key_deleted_meanwhile_says_so_and_keeps_the_link_to_its_page(signed_in, live_server, deployment):
+    page = signed_in
+    page.goto(f"{live_server.url}/runs/{deployment.pk}/")
+    row = row_at(page, 3)
+    TaskStateStore.objects.filter(task_id="refine.step", map_index=3).delete()
+    row.locator("summary").click()
+    error = page.locator("#toasts .toast-error")
+    expect(error).to_have_text(re.compile("it may have been deleted"))
+    expect(row.get_by_role("link", name="Open the key's page")).to_be_visible()  # no buttons, and nothing broken
+    expect(row.locator("button")).to_have_count(0)
