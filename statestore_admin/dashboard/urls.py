@@ -62,6 +62,7 @@ urlpatterns = [
     path("account/tokens/<int:pk>/revoke/", tokens.revoke_api_token, name="api-token-revoke"),
     path("keys/task/<int:key_id>/", framable(tasks.task_key), name="task-key"),
     path("keys/task/<int:key_id>/value/", tasks.task_key_value, name="task-key-value"),
+    path("keys/task/<int:key_id>/actions/", tasks.task_key_actions, name="task-key-actions"),
     path("keys/task/<int:key_id>/story/", framable(story.key_story), name="key-story"),
     path("keys/task/<int:key_id>/edit/", task_keys.task_key_edit, name="task-key-edit"),
     path("keys/task/<int:key_id>/expiry/", task_keys.task_key_expiry, name="task-key-expiry"),

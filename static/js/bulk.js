@@ -1,8 +1,9 @@
 // The selection bar of the run and task pages (includes/_bulk_bar.html) and their rows' action menus
-// (includes/_task_keys_table.html). app.js enables the bar's buttons while a key is ticked; this file says how
-// many are, and offers "Select all N matching" once every key of the page is ticked and more match than the page
-// shows: the bar's buttons then send the run and its filter (the hidden inputs of [data-matching]) and the
-// confirmation lists every matching key. Unticking a key goes back to the ticked keys.
+// (includes/_task_keys_table.html, each fetching its buttons when first opened). app.js enables the bar's buttons
+// while a key is ticked; this file says how many are, and offers "Select all N matching" once every key of the page
+// is ticked and more match than the page shows: the bar's buttons then send the run and its filter (the hidden
+// inputs of [data-matching]) and the confirmation lists every matching key. Unticking a key goes back to the ticked
+// keys.
 (function () {
   "use strict";
   // A count as the pages write it: thousands grouped by three with the language's separator (statestore_admin/formats).
@@ -65,9 +66,10 @@
       menu.querySelector("summary").focus();
     }
   });
-  // After a row's action opens its dialog, the menu closes (the dialog's Cancel returns to the page).
+  // After a row's action opens its dialog, the menu closes (the dialog's Cancel returns to the page); the menu's own
+  // request, which fetches its buttons when it first opens (keys/_row_menu.html), leaves it open.
   document.addEventListener("htmx:beforeRequest", (event) => {
-    event.detail.elt.closest?.("details.row-menu")?.removeAttribute("open");
+    event.detail.elt.closest?.(".row-menu-items")?.closest("details.row-menu")?.removeAttribute("open");
   });
   document.addEventListener("change", (event) => { if (event.target.type === "checkbox") sync(); });
   document.addEventListener("htmx:afterSettle", sync);

@@ -641,6 +641,15 @@ def dashboard_cases(w) -> list[Case]:
                 headers=HX,
             ),
             Case(
+                "keys/task/<int:key_id>/actions/",
+                "GET",
+                f"/keys/task/{key.pk}/actions/",
+                face=HTMX,
+                target=target,
+                needs=(TASK["view"],),
+                headers=HX,
+            ),
+            Case(
                 "keys/task/<int:key_id>/story/",
                 "GET",
                 f"/keys/task/{key.pk}/story/",

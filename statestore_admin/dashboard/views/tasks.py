@@ -199,3 +199,14 @@ def task_key_value(request, key_id):
     value behind its worker-side reference."""
     key = selectors.get_task_key(key_id, scope=scope_of(request.user))
     return value_part(request, key.value, lambda: objects.resolve_task_row(key))
+
+
+@requires_view(permissions.TASK)
+@fragment(gettext_lazy("Actions"))
+def task_key_actions(request, key_id):
+    """A task key row's actions menu, which the key tables fetch when it is opened (keys/_row_menu.html: the buttons
+    the user may use, each opening its confirmation). To a normal request, the key's page, which has every action."""
+    key = selectors.get_task_key(key_id, scope=scope_of(request.user))
+    if not request.htmx:
+        return redirect("task-key", key.pk)
+    return TemplateResponse(request, "keys/_row_menu.html", {"row": key})

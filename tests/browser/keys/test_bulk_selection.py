@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from statestore_admin.airflow.models import TaskStateStore
 from statestore_admin.records.models import AuditEvent
+from statestore_admin.state.selectors import RUN_PAGE
 from tests.browser.conftest import settled
 from tests.conftest import BOTH_DATABASES
 
@@ -17,12 +18,12 @@ pytestmark = [
     pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True),
     pytest.mark.usefixtures("committed_airflow_tables"),
 ]
-KEYS = 230  # more than a page (200 rows)
+KEYS = RUN_PAGE + 30  # more than a page (selectors.RUN_PAGE rows)
 
 
 @pytest.fixture
 def deployment(dag_run_factory, task_instance_factory, task_key_factory):
-    """A run with ``load`` (3 keys) and ``transform`` (230 keys, more than a page), and another run."""
+    """A run with ``load`` (3 keys) and ``transform`` (``KEYS``, more than a page), and another run."""
     run = dag_run_factory(dag_id="etl_orders", run_id="manual__bulk", state="success")
     task_instance_factory(run, task_id="load")
     for key in ("cursor", "offset", "watermark"):
@@ -45,22 +46,22 @@ def test_the_bar_stays_in_view_and_counts_what_is_ticked(signed_in, live_server,
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/")
     expect(bar(page).locator("[data-selected-count]")).to_have_text("0 selected")
     expect(bar(page).get_by_role("button", name="Set expiry")).to_be_disabled()
-    page.get_by_label("Select part_150").check()  # far down the page
-    page.get_by_label("Select part_160").check()
+    page.get_by_label("Select part_40").check()  # far down the page (load's 3 keys, then part_0 … part_46)
+    page.get_by_label("Select part_45").check()
     box = bar(page).bounding_box()
     assert 0 <= box["y"] and box["y"] + box["height"] <= page.viewport_size["height"], box  # still in view
     expect(bar(page).locator("[data-selected-count]")).to_have_text("2 selected")
     for name in ("Set expiry", "Expire", "Delete"):
         expect(bar(page).get_by_role("button", name=name, exact=True)).to_be_enabled()
-    page.get_by_label("Select part_150").uncheck()
+    page.get_by_label("Select part_40").uncheck()
     expect(bar(page).locator("[data-selected-count]")).to_have_text("1 selected")
     bar(page).get_by_role("button", name="Delete", exact=True).click()
     dialog = page.locator("dialog#modal")
     expect(dialog.get_by_test_id("confirm-count")).to_have_text("1")
     dialog.get_by_role("button", name="Delete 1 key").click()
     expect(dialog).to_be_hidden()
-    assert not TaskStateStore.objects.filter(key="part_160").exists()
-    assert TaskStateStore.objects.filter(key="part_150").exists()
+    assert not TaskStateStore.objects.filter(key="part_45").exists()
+    assert TaskStateStore.objects.filter(key="part_40").exists()
 
 
 def test_select_all_matching_acts_on_every_key_the_confirmation_lists(
@@ -72,8 +73,8 @@ def test_select_all_matching_acts_on_every_key_the_confirmation_lists(
     offer = bar(page).get_by_role("button", name=f"Select all {KEYS + 3} matching keys")
     expect(offer).to_be_hidden()
     for header in page.locator("thead input.select-all").all():
-        header.check()  # every key of this page: 200 of 233
-    expect(bar(page).locator("[data-selected-count]")).to_have_text("200 selected")
+        header.check()  # every key of this page: RUN_PAGE of KEYS + 3
+    expect(bar(page).locator("[data-selected-count]")).to_have_text(f"{RUN_PAGE} selected")
     offer.click()
     expect(bar(page).locator("[data-selected-count]")).to_have_text(f"All {KEYS + 3} matching keys selected")
     bar(page).get_by_role("button", name="Expire", exact=True).click()

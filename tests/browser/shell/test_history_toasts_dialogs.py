@@ -138,8 +138,9 @@ def test_success_goes_errors_stay_until_closed_and_both_are_announced(signed_in,
     page.goto(f"{live_server.url}/runs/{deployment['run'].pk}/tasks/train/")
     toasts = page.locator("#toasts")
     expect(toasts).to_have_attribute("aria-live", "polite")
+    edit = row_action(row_of(page, "checkpoint"), "Edit checkpoint")  # the menu fetches its buttons when opened
     TaskStateStore.objects.filter(key="checkpoint").delete()  # deleted meanwhile: the dialog's GET is a 404
-    row_action(row_of(page, "checkpoint"), "Edit checkpoint").click()
+    edit.click()
     error = toasts.locator(".toast-error")
     expect(error).to_have_text(re.compile("it may have been deleted"))
     expect(error).to_have_attribute("role", "alert")  # assertive
