@@ -95,12 +95,47 @@ def target(database: str) -> dict:
 # --- the load ---------------------------------------------------------------------------------------------
 
 
+def _listening_session(port: int) -> int:
+    """The session id of the process listening on ``port`` (each server runs in a session of its own)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                return int((proc / "stat").read_text().rpartition(")")[2].split()[3])
+    raise RuntimeError(f"no process listens on port {port}")
+
+
+def _cpu_seconds(session: int) -> float:
+    """User and system CPU of every process of ``session`` and of every PostgreSQL backend serving a bench
+    database (``ssbench*``): what the server spends, in itself and in the database, whatever else runs."""
+    ticks = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+            title = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            if int(fields[3]) == session or (title.startswith(b"postgres: ") and b" ssbench" in title):
+                ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def load(port: int, paths: list[str], headers: dict, connections: int, seconds: float, warmup: float) -> dict:
-    """``connections`` threads, each asking ``paths`` in turn on one keep-alive connection."""
+    """``connections`` threads, each asking ``paths`` in turn on one keep-alive connection; the server's CPU
+    (``_cpu_seconds``) over the measured seconds, per request: steadier than the rates on a shared machine."""
     latencies: list[list[float]] = [[] for _ in range(connections)]
     errors = [0] * connections
     start = time.monotonic()
     measure_from, until = start + warmup, start + warmup + seconds
+    session, cpu = _listening_session(port), []
+
+    def meter() -> None:
+        for moment in (measure_from, until):
+            time.sleep(max(0.0, moment - time.monotonic()))
+            cpu.append(_cpu_seconds(session))
 
     def client(n: int) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
@@ -127,6 +162,7 @@ def load(port: int, paths: list[str], headers: dict, connections: int, seconds: 
         connection.close()
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    threads.append(threading.Thread(target=meter))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -138,6 +174,7 @@ def load(port: int, paths: list[str], headers: dict, connections: int, seconds: 
         "p50_ms": 1000 * statistics.median(merged) if merged else None,
         "p99_ms": 1000 * merged[min(len(merged) - 1, int(0.99 * len(merged)))] if merged else None,
         "errors": sum(errors),
+        "cpu_ms": 1000 * (cpu[1] - cpu[0]) / len(merged) if merged else None,
     }
 
 
@@ -291,14 +328,15 @@ def profile(args, database: str, paths: list[str]) -> None:
 
 
 def row(name: str, result: dict, anchor: dict | None) -> str:
-    ratio = ""
+    ratio = "1 | 1 | 1"
     if anchor:
-        ratio = f"{result['rps'] / anchor['rps']:.2f}× | {result['p99_ms'] / anchor['p99_ms']:.2f}×"
-    else:
-        ratio = "1 | 1"
+        ratio = (
+            f"{result['rps'] / anchor['rps']:.2f}× | {result['p99_ms'] / anchor['p99_ms']:.2f}× | "
+            f"{result['cpu_ms'] / anchor['cpu_ms']:.2f}×"
+        )
     return (
         f"| {name} | {result['rps']:,.0f} | {result['p50_ms']:.1f} | {result['p99_ms']:.1f} | {result['errors']} "
-        f"| {ratio} |"
+        f"| {result['cpu_ms']:.2f} | {ratio} |"
     )
 
 
@@ -349,8 +387,9 @@ def main() -> None:
         f"Machine: {platform.platform()}, {os.cpu_count()} cores. Command: `.venv/bin/python bench/api_load_bench.py "
         f"{' '.join(sys.argv[1:])}`. Requests alternate between a task instance's key list and one of its keys.",
         "",
-        "| server | requests/s | p50 ms | p99 ms | errors | throughput, p99 against Airflow |",
-        "|---|---|---|---|---|---|",
+        "| server | requests/s | p50 ms | p99 ms | errors | CPU ms a request (server and its database) "
+        "| throughput / Airflow's | p99 / Airflow's | CPU a request / Airflow's |",
+        "|---|---|---|---|---|---|---|---|---|",
         *(row(name, result, None if result is anchor else anchor) for name, result in results),
         "",
     ]

@@ -94,8 +94,28 @@ def _current(dag_id: str, run_id: str, task_id: str):
     return TaskInstance.objects.filter(dag_id=dag_id, run_id=run_id, task_id=task_id, working_set=True)
 
 
+# Asked at every request of Airflow's task routes on 3.4 (does the 3.3 rule apply?): a plain statement, as the key
+# reads are (core.plain says why: the ORM's exists() cost twice what the database spends answering it). The rows of
+# ``_current(...).exclude(region_id=SENTINEL_REGION_ID)``; on 3.4 only, whose table has both columns.
+_IN_A_REGION = (
+    "SELECT 1 FROM {table} WHERE dag_id = %s AND run_id = %s AND task_id = %s AND working_set = %s AND region_id <> %s "
+    "LIMIT 1"
+)
+
+
 def _has_regions(dag_id: str, run_id: str, task_id: str) -> bool:
-    return _current(dag_id, run_id, task_id).exclude(region_id=SENTINEL_REGION_ID).exists()
+    connection = connections[airflow_alias()]
+    fields = TaskInstance._meta
+    params = [
+        dag_id,
+        run_id,
+        task_id,
+        fields.get_field("working_set").get_db_prep_value(True, connection),
+        fields.get_field("region_id").get_db_prep_value(SENTINEL_REGION_ID, connection),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_IN_A_REGION.format(table=connection.ops.quote_name(fields.db_table)), params)
+        return cursor.fetchone() is not None
 
 
 def _candidates(dag_id, run_id, task_id, task: TaskDefinition | None, region_id, wanted) -> list[tuple[UUID, int]]:
