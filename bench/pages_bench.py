@@ -87,6 +87,8 @@ def pages(sample: dict) -> list[tuple[str, str]]:
 
 def region_pages(sample: dict) -> list[tuple[str, str]]:
     """Airflow 3.4: the pages and reads that address dynamic regions (``bench/shape34.py``'s shape)."""
+    from urllib.parse import quote
+
     dag, run_pk, run_id, loop, expansion, key = (
         sample[k] for k in ("dag_id", "run_pk", "run_id", "loop", "expansion", "region_key_id")
     )
@@ -105,7 +107,7 @@ def region_pages(sample: dict) -> list[tuple[str, str]]:
         ("a key in an expansion `/keys/task/<id>/`", f"/keys/task/{key}/"),
         (
             "search: a run's loop iteration 1",
-            f"/search/?dag_id={dag}&dag_match=exact&run_id={run_id}&loop=refine&iteration=1",
+            f"/search/?dag_id={dag}&dag_match=exact&run_id={quote(run_id, safe='')}&loop=refine&iteration=1",
         ),
         ("API v2 keys in an expansion (region_id, region_index)", f"{work}?region_id={expansion}&region_index=0"),
         ("API v2 one key in an expansion", f"{work}/cursor?region_id={expansion}&region_index=0"),
