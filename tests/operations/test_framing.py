@@ -131,14 +131,17 @@ def test_not_signed_in_a_framed_page_says_to_sign_in_in_a_tab_of_its_own(world):
 
 
 def test_a_framed_pages_dialogs_still_open_inside_it(operator, world):
-    """A framed page's actions fetch their dialog with htmx (an XHR: no frame of its own, so the page's frame
-    is all the browser checks), send it with htmx and refresh the page's panel: all still answer."""
+    """A framed page's actions (a row's menu, fetched when it opens) fetch their dialog with htmx (an XHR: no
+    frame of its own, so the page's frame is all the browser checks), send it with htmx and refresh the page's
+    panel: all still answer."""
     key = world["key"]
     with framed_by(AIRFLOW):
         client = signed_in(operator)
         page = client.get(f"/runs/{world['run'].pk}/tasks/t/", **IFRAME)
-        assert allowed(page) and f"/keys/task/{key.pk}/expiry/" in page.content.decode()
+        assert allowed(page) and f"/keys/task/{key.pk}/actions/" in page.content.decode()
         hx = {"HTTP_HX_REQUEST": "true", "HTTP_SEC_FETCH_DEST": "empty"}
+        menu = client.get(f"/keys/task/{key.pk}/actions/", **hx)
+        assert menu.status_code == 200 and f"/keys/task/{key.pk}/expiry/" in menu.content.decode()
         dialog = client.get(f"/keys/task/{key.pk}/expiry/", **hx)
         assert dialog.status_code == 200 and "<html" not in dialog.content.decode()
         done = client.post(f"/keys/task/{key.pk}/expiry/", {"expiry": "never"}, **hx)
