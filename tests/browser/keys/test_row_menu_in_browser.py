@@ -63,6 +63,9 @@ def test_a_rows_menu_is_fetched_when_opened_and_expires_and_deletes_through_its_
     assert [url.split(live_server.url)[1] for url in fetched] == [f"/keys/task/{key.pk}/actions/"]
     key.refresh_from_db()
     assert key.expires_at is not None
+    # The panel refreshes after the action: the next row is the refreshed one's (a menu opened on the row it
+    # replaces is detached under the click).
+    expect(row_at(page, 1).locator("td.expiry .badge-expired")).to_be_visible()
 
     row = row_at(page, 2)
     doomed = TaskStateStore.objects.get(task_id="refine.step", map_index=2)
@@ -73,25 +76,6 @@ def test_a_rows_menu_is_fetched_when_opened_and_expires_and_deletes_through_its_
     expect(row_at(page, 2)).to_have_count(0)  # the panel refreshed without it
     assert not TaskStateStore.objects.filter(pk=doomed.pk).exists()
     assert TaskStateStore.objects.count() == 2 * ITERATIONS - 1
-
-
-def test_the_menu_opens_with_the_keyboard_and_closes_with_escape(signed_in, live_server, deployment):
-    page = signed_in
-    page.goto(f"{live_server.url}/runs/{deployment.pk}/")
-    row = row_at(page, 0)
-    summary = row.locator("summary")
-    summary.focus()
-    page.keyboard.press("Enter")
-    expect(row.get_by_role("button", name="Delete offset")).to_be_visible()
-    expect(row.get_by_role("link", name="Open the key's page")).to_have_count(0)  # replaced by the buttons
-    page.keyboard.press("Escape")
-    expect(row.get_by_role("button", name="Delete offset")).to_be_hidden()
-    expect(summary).to_be_focused()
-    page.keyboard.press("Enter")
-    page.keyboard.press("Tab")
-    page.keyboard.press("Tab")  # Edit, then Set expiry
-    page.keyboard.press("Enter")
-    expect(page.locator("dialog#modal h2")).to_contain_text("Expiry of")
 
 
 def test_the_menu_of_a_key_deleted_meanwhile_says_so_and_keeps_the_link_to_its_page(signed_in, live_server, deployment):
