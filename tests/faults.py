@@ -11,7 +11,9 @@ switched at any time, for connections already open and new ones alike:
 - ``black_hole_on(marker)``: forward until a client sends ``marker`` (a table's name, say), then be a black
   hole from that message on: a server that stops answering in the middle of a request.
 
-``accepted`` counts the connections clients opened through the proxy (connection attempts).
+``accepted`` counts the connections clients opened through the proxy (connection attempts); ``holding``
+counts the clients a black hole is holding right now (a connection it accepted, or a message it read and keeps
+back): how a test knows that a request is waiting on the database without waiting a fixed time.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class TcpProxy:
         self._stopped = False
         self._marker: bytes | None = None
         self.accepted = 0
+        self.holding = 0
         self._listener = self._listen(0)
         self.port = self._listener.getsockname()[1]
         self._acceptor = threading.Thread(target=self._accept_loop, name="tcp-proxy-accept", daemon=True)
@@ -124,14 +127,24 @@ class TcpProxy:
             self._sockets.add(sock)
             return True
 
-    def _hold(self) -> bool:
-        """Wait while the proxy is a black hole; False when the connection must end (refused or stopped)."""
-        while self.mode == BLACK_HOLE and not self._stopped:
-            time.sleep(POLL)
+    def _hold(self, client: bool = False) -> bool:
+        """Wait while the proxy is a black hole; False when the connection must end (refused or stopped).
+        ``client``: what is held comes from a client (counted in ``holding``)."""
+        held = client and self.mode == BLACK_HOLE
+        if held:
+            with self._lock:
+                self.holding += 1
+        try:
+            while self.mode == BLACK_HOLE and not self._stopped:
+                time.sleep(POLL)
+        finally:
+            if held:
+                with self._lock:
+                    self.holding -= 1
         return self.mode == PASS and not self._stopped
 
     def _serve(self, client: socket.socket) -> None:
-        if not self._hold():  # accepted during a black hole: nothing reaches the server until it passes
+        if not self._hold(client=True):  # accepted during a black hole: nothing reaches the server until it passes
             _reset(client)
             return
         try:
@@ -152,7 +165,7 @@ class TcpProxy:
                 marker = self._marker
                 if watch and marker is not None and marker in chunk:
                     self.black_hole()  # this message, and everything after it, is held back
-                if not self._hold():
+                if not self._hold(client=watch):
                     break
                 sink.sendall(chunk)
         except OSError:

@@ -42,10 +42,6 @@ pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 CONNECT_TIMEOUT = 2  # libpq's minimum
 QUERY_TIMEOUT = 3.0
 MARGIN = 2.0  # scheduling, Django, the proxy's polling
-# The longest a request waits: one deadline, a query's or the connect timeout (a new connection, or a kept
-# connection's check); never a second one after it (docs/operations.md).
-WORST = max(QUERY_TIMEOUT, CONNECT_TIMEOUT)
-FAST = 1.0  # "answers in under a second"
 BASE_DIR = Path(__file__).resolve().parents[2]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -90,6 +86,14 @@ def timed(call):
     start = time.monotonic()
     result = call()
     return result, time.monotonic() - start
+
+
+def wait_until(condition, timeout=60):
+    """Poll for a condition (never a fixed wait); fail with the condition's name once ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still not true after {timeout} s: {condition}"
+        time.sleep(0.02)
 
 
 def assert_unavailable_json(response, *words):
@@ -246,33 +250,28 @@ def test_a_hung_database_delays_only_what_needs_it_then_recovers(proxy, web, ope
     assert get(web, PAGE).status_code == 200
     assert get(web, API, headers=token).status_code == 200
 
+    # While two requests wait on Airflow's (black-holed) database, requests that do not need it answer. The
+    # two wait as long as the test needs (a long connect timeout) rather than racing a 2 s deadline on a busy
+    # machine; answering 503 at the deadline is test_a_request_spends_one_deadline_on_a_hung_database's.
+    connections["airflow"].settings_dict["OPTIONS"]["connect_timeout"] = "120"
     proxy.black_hole()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        start = time.monotonic()
         page = pool.submit(get, web, PAGE)
         api = pool.submit(get, web, API, headers=token)
-        time.sleep(0.3)  # both are now waiting on Airflow's database
+        wait_until(lambda: proxy.holding == 2)  # both are now waiting on Airflow's database
         for path in NOT_AIRFLOW:
-            response, elapsed = timed(lambda path=path: get(web, path))
-            # A request that waited on Airflow's (black-holed) database would take at least the connect timeout;
-            # the OpenAPI schema alone took 1.7 s once under CI's parallel stages, so that is the bound that
-            # tells the two apart, not a second.
-            assert response.status_code == 200 and elapsed < CONNECT_TIMEOUT, (path, response.status_code, elapsed)
-        assert not page.done() and not api.done()
-        page, api = page.result(), api.result()
-        elapsed = time.monotonic() - start
-    assert page.status_code == 503 and "Airflow's database is unavailable" in page.text
-    assert "connect timeout" in page.text
-    assert api.status_code == 503 and api.json()["detail"].startswith("Airflow's metadata database is unavailable: ")
-    assert elapsed < WORST + MARGIN
-
-    proxy.pass_through()
+            # under a black hole, a request that needed Airflow's database would wait for it, then answer 503
+            assert get(web, path).status_code == 200, path
+        assert proxy.holding == 2 and not page.done() and not api.done()
+        proxy.pass_through()  # what the black hole held is delivered: the two go on
+        assert page.result().status_code == 200 and api.result().status_code == 200
+    connections["airflow"].settings_dict["OPTIONS"]["connect_timeout"] = str(CONNECT_TIMEOUT)
     assert get(web, PAGE).status_code == 200
     assert get(web, API, headers=token).status_code == 200
 
     proxy.refuse()
-    page, elapsed = timed(lambda: get(web, PAGE))
-    assert page.status_code == 503 and "Connection refused" in page.text and elapsed < FAST
+    page = get(web, PAGE)  # refused at once, so no deadline: the message says which
+    assert page.status_code == 503 and "Connection refused" in page.text and "timeout" not in page.text
     api = get(web, API, headers=token)
     assert api.status_code == 503 and "Connection refused" in api.json()["detail"]
     for path in NOT_AIRFLOW:
@@ -318,7 +317,9 @@ def test_a_request_spends_one_deadline_on_a_hung_database(
 
     response, elapsed = timed(lambda: get(web, path, headers=headers))
     assert response.status_code == 503, response.text[:300]
-    assert 0.9 * deadline < elapsed < 1.5 * deadline, (hang, target, elapsed)
+    # It waited the deadline, and not a second one: a second connection attempt shows in the proxy's count
+    # below; a second wait on the same connection would take the request past twice the deadline.
+    assert 0.9 * deadline < elapsed < 2 * deadline, (hang, target, elapsed)
     if target == "api":  # the usual body
         assert list(response.json()) == ["detail"]
         body = response.json()["detail"]
