@@ -12,6 +12,8 @@
   not ready either, and the answer says why. ``cache`` names the shared cache's backend and whether a value
   written to it reads back within the same deadline; a cache that fails does not make the server unready
   (below).
+  With ``AIRFLOW_API_URL`` (managed Airflow, no Airflow database) ``airflow_api`` replaces Airflow's database:
+  ready when Airflow's API answers with the dashboard's token within the same deadline.
 """
 
 import logging
@@ -19,6 +21,7 @@ import selectors
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -31,7 +34,7 @@ from django.views.decorators.http import require_safe
 from psycopg import pq
 from psycopg.conninfo import make_conninfo
 
-from statestore_admin.airflow import versions
+from statestore_admin.airflow import rest, versions
 from statestore_admin.airflow.router import airflow_alias
 
 log = logging.getLogger(__name__)
@@ -55,20 +58,39 @@ def healthz(request):
 @never_cache
 @require_safe
 def readyz(request):
-    aliases = list(connections)
-    with ThreadPoolExecutor(max_workers=len(aliases)) as pool:
+    airflow = airflow_alias()
+    api_mode = settings.AIRFLOW_API_MODE
+    aliases = [alias for alias in connections if not (api_mode and alias == airflow)]
+    with ThreadPoolExecutor(max_workers=len(aliases) + 1) as pool:
+        api = pool.submit(probe_api) if api_mode else None
         results = dict(zip(aliases, pool.map(probe, aliases), strict=True))
-        airflow = airflow_alias()
         schema = pool.submit(probe_schema, airflow).result() if results.get(airflow) == OK else None
         cache = probe_cache()
+        api_answer = api.result() if api is not None else None
     # The cache is reported, never a reason to take the server out of the load balancer: what it keeps can be
     # recomputed, the token throttle fails open without it (throttling.py), and with a shared Redis down every
     # replica would be unready at once, turning a cache outage into a whole outage.
     ready = all(result == OK for result in results.values()) and (schema is None or "series" in schema)
+    ready = ready and (api_answer is None or api_answer["status"] == OK)
     body = {"status": "ok" if ready else "unavailable", "databases": results, "cache": cache}
     if schema is not None:
         body["airflow_schema"] = schema
+    if api_answer is not None:
+        body["airflow_api"] = api_answer
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def probe_api(timeout: float = READY_TIMEOUT) -> dict:
+    """Managed Airflow (``AIRFLOW_API_URL``): ``{"status": "ok", "version"}`` when Airflow's API answers with the
+    dashboard's token within ``timeout`` seconds (one attempt, no retries: a load balancer asks again), else
+    ``{"status": reason}``. The reason is Airflow's or ours, never the token."""
+    api = rest.AirflowApi(replace(rest.settings_from_django(), timeout=timeout, retries=0))
+    api.token = rest.client().token  # the process's token: a token command is not run at every probe
+    answer = rest.probe(api)
+    if "version" in answer:
+        return {"status": OK, "version": answer["version"]}
+    log.warning("readyz: Airflow's API is unavailable: %s", answer["error"])
+    return {"status": answer["error"]}
 
 
 def probe_cache(timeout: float = READY_TIMEOUT) -> dict:

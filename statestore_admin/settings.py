@@ -24,7 +24,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from statestore_admin.airflow.config import OBJECT_STORAGE_BACKEND
-from statestore_admin.airflow.dburl import SQLITE_OPTIONS, resolve_airflow_database, with_timeouts
+from statestore_admin.airflow.dburl import NO_DATABASE, SQLITE_OPTIONS, resolve_airflow_database, with_timeouts
 from statestore_admin.framing import frame_origin, framing_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -209,6 +209,19 @@ AUDIT_TO_AIRFLOW_LOG = env.bool("AUDIT_TO_AIRFLOW_LOG", default=False)
 # Airflow's UI (e.g. https://airflow.example.com): DAG, run, task instance and asset pages link to the same object
 # there. Empty: Airflow's [api] base_url, if set; neither: no links. Only http(s) addresses are used.
 AIRFLOW_UI_URL = env.str("AIRFLOW_UI_URL", default="")
+# Managed Airflow (README, "Managed Airflow"; statestore_admin/airflow/rest.py): with AIRFLOW_API_URL and no
+# AIRFLOW_DATABASE_URL the dashboard reaches Airflow through its REST API, with AIRFLOW_API_TOKEN or the output of
+# AIRFLOW_API_TOKEN_COMMAND (run again before the token expires: a JWT's exp, else AIRFLOW_API_TOKEN_TTL seconds).
+# Each request: AIRFLOW_API_TIMEOUT seconds to connect and to answer; AIRFLOW_API_RETRIES more attempts after a
+# refused connection, 429 or 502-504; at most AIRFLOW_API_CONCURRENCY requests in flight per process.
+AIRFLOW_API_URL = env.str("AIRFLOW_API_URL", default="").strip()
+AIRFLOW_API_MODE = AIRFLOW_DATABASE.settings["ENGINE"] == NO_DATABASE
+AIRFLOW_API_TOKEN = env.str("AIRFLOW_API_TOKEN", default="")
+AIRFLOW_API_TOKEN_COMMAND = env.str("AIRFLOW_API_TOKEN_COMMAND", default="")
+AIRFLOW_API_TOKEN_TTL = env.float("AIRFLOW_API_TOKEN_TTL", default=300.0)
+AIRFLOW_API_TIMEOUT = env.float("AIRFLOW_API_TIMEOUT", default=10.0)
+AIRFLOW_API_RETRIES = env.int("AIRFLOW_API_RETRIES", default=3)
+AIRFLOW_API_CONCURRENCY = env.int("AIRFLOW_API_CONCURRENCY", default=8)
 # Seconds a key search no index serves (no DAG filter) may scan before it stops and shows what it found so far.
 SEARCH_TIME_BUDGET_SECONDS = env.float("SEARCH_TIME_BUDGET_SECONDS", default=2.0)
 # Seconds an exact count on a large table (the overview's figures, the GC preview) may take on PostgreSQL before

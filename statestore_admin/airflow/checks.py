@@ -7,7 +7,7 @@ Airflow alias; it is skipped by commands for other databases (``migrate`` of the
 from django.core import checks
 from django.db import DatabaseError, connections
 
-from statestore_admin.airflow import versions
+from statestore_admin.airflow import rest, versions
 from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import (
     Asset,
@@ -131,12 +131,92 @@ def check_airflow_database(app_configs=None, databases=None, **kwargs):
 
     if databases is not None and airflow_alias() not in databases:
         return []
+    if settings.AIRFLOW_API_MODE:
+        return inspect_airflow_api()
     connection = connections[airflow_alias()]
     messages = inspect_airflow_database(connection)
     if any(message.is_serious() for message in messages):
         return messages
     regions = versions.schema_of(connection).regions
     return messages + inspect_privileges(connection, settings.AUDIT_TO_AIRFLOW_LOG, regions)
+
+
+def inspect_airflow_api() -> list[checks.CheckMessage]:
+    """Managed Airflow (``AIRFLOW_API_URL``): an Info naming the mode and the Airflow that answers with the token,
+    or an error saying what failed: no answer (E030), the token refused or not obtained (E031)."""
+    api = rest.client()
+    where = api.describe()
+    answer = rest.probe(api)
+    if "version" in answer:
+        return [
+            checks.Info(
+                f"Airflow's REST API at {where} (Airflow {answer['version']}) answers with the configured token: "
+                "the dashboard reads and writes Airflow's state through it, with no metadata database.",
+                id="statestore.I010",
+            )
+        ]
+    status = answer["status"]
+    if status in (401, 403) or (status is None and "token command" in answer["error"]):
+        return [
+            checks.Error(
+                f"Airflow's REST API at {where} does not accept the dashboard's token: {answer['error']}.",
+                hint="Check AIRFLOW_API_TOKEN or AIRFLOW_API_TOKEN_COMMAND (README, Managed Airflow); the token "
+                "needs at least read access to DAGs and assets in Airflow.",
+                id="statestore.E031",
+            )
+        ]
+    return [
+        checks.Error(
+            f"Airflow's REST API at {where} does not answer: {answer['error']}.",
+            hint="Check AIRFLOW_API_URL (the address of Airflow's API server, without /api/v2), and that this host "
+            "can reach it.",
+            id="statestore.E030",
+        )
+    ]
+
+
+@checks.register("statestore")
+def check_airflow_api_settings(app_configs=None, **kwargs):
+    """Settings of managed Airflow that contradict each other or what the mode can do."""
+    from django.conf import settings
+
+    messages: list[checks.CheckMessage] = []
+    if settings.AIRFLOW_API_URL and not settings.AIRFLOW_API_MODE and not settings.AIRFLOW_DATABASE.embedded:
+        messages.append(
+            checks.Warning(
+                "AIRFLOW_API_URL is ignored: AIRFLOW_DATABASE_URL is set, and the database is read instead.",
+                hint="Unset one of them (README, Managed Airflow).",
+                id="statestore.W030",
+            )
+        )
+    if not settings.AIRFLOW_API_MODE:
+        return messages
+    if settings.AIRFLOW_API_TOKEN and settings.AIRFLOW_API_TOKEN_COMMAND:
+        messages.append(
+            checks.Error(
+                "Both AIRFLOW_API_TOKEN and AIRFLOW_API_TOKEN_COMMAND are set.",
+                hint="Set the token, or the command that prints one, not both.",
+                id="statestore.E032",
+            )
+        )
+    if settings.AUDIT_TO_AIRFLOW_LOG:
+        messages.append(
+            checks.Error(
+                "AUDIT_TO_AIRFLOW_LOG needs Airflow's metadata database; with AIRFLOW_API_URL there is none.",
+                hint="Unset AUDIT_TO_AIRFLOW_LOG: the dashboard's own audit trail records every change.",
+                id="statestore.E033",
+            )
+        )
+    for name in ("AIRFLOW_API_TIMEOUT", "AIRFLOW_API_TOKEN_TTL"):
+        if getattr(settings, name) <= 0:
+            messages.append(checks.Error(f"{name} must be more than 0.", id="statestore.E034"))
+    if settings.AIRFLOW_API_CONCURRENCY < 1 or settings.AIRFLOW_API_RETRIES < 0:
+        messages.append(
+            checks.Error(
+                "AIRFLOW_API_CONCURRENCY must be 1 or more and AIRFLOW_API_RETRIES 0 or more.", id="statestore.E034"
+            )
+        )
+    return messages
 
 
 @checks.register("statestore")
@@ -149,6 +229,10 @@ def check_airflow_config(app_configs=None, **kwargs):
 
 @checks.register("statestore")
 def check_separate_databases(app_configs=None, **kwargs):
+    from django.conf import settings
+
+    if settings.AIRFLOW_API_MODE:
+        return []
     default, airflow = connections["default"], connections[airflow_alias()]
     # By vendor, not ENGINE: the Airflow alias's PostgreSQL engine is our deadline backend.
     same = default.vendor == airflow.vendor and all(

@@ -1,8 +1,8 @@
 """Which Airflow metadata database the dashboard uses, as Django ``DATABASES`` settings.
 
-The first found of: ``AIRFLOW_DATABASE_URL``; Airflow's own ``[database] sql_alchemy_conn``
-(``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``, its ``_CMD``, then ``airflow.cfg``); else the embedded
-demo SQLite file. SQLAlchemy URLs are translated to Django settings.
+The first found of: ``AIRFLOW_DATABASE_URL``; ``AIRFLOW_API_URL`` (no database: Airflow's REST API);
+Airflow's own ``[database] sql_alchemy_conn`` (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``, its ``_CMD``, then
+``airflow.cfg``); else the embedded demo SQLite file. SQLAlchemy URLs are translated to Django settings.
 
 No Django models here: the settings module imports this.
 """
@@ -22,6 +22,8 @@ APPLICATION_NAME = "statestore-admin"
 DJANGO_POSTGRESQL = "django.db.backends.postgresql"
 # Django's PostgreSQL backend with a client-side deadline on every query (docs/operations.md).
 AIRFLOW_POSTGRESQL = "statestore_admin.airflow.backends.postgresql"
+# No Airflow database: the dashboard reaches Airflow through its REST API (AIRFLOW_API_URL).
+NO_DATABASE = "statestore_admin.airflow.backends.none"
 # libpq's TCP keepalives: a peer that vanished (host down, network cut) is noticed on an idle connection
 # after about 30 + 3 x 10 s instead of the kernel's two hours.
 # SQLite: a writer waits up to 20 s for another's lock, and takes the write lock when its transaction begins
@@ -104,6 +106,11 @@ def resolve_airflow_database(environ: Mapping[str, str], embedded_path: Path, de
     """The Airflow database to use; ``demo`` forces the embedded file whatever Airflow's configuration says."""
     if demo:
         return _embedded(embedded_path)
+    api = environ.get("AIRFLOW_API_URL", "").strip()
+    if api and not environ.get("AIRFLOW_DATABASE_URL", "").strip():
+        # Managed Airflow: its REST API instead of a database (airflow/rest.py). Airflow's own configuration,
+        # if the host has one, is not read for a database then: the API is what the operator named.
+        return AirflowDatabase({"ENGINE": NO_DATABASE, "NAME": ""}, "environment variable AIRFLOW_API_URL", "none")
     url = environ.get("AIRFLOW_DATABASE_URL", "").strip()
     if url:
         return AirflowDatabase(

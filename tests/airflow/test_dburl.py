@@ -3,7 +3,7 @@
 import pytest
 
 from statestore_admin.airflow.config import AirflowConfigError
-from statestore_admin.airflow.dburl import mask_url, resolve_airflow_database, sqlalchemy_url_to_django
+from statestore_admin.airflow.dburl import NO_DATABASE, mask_url, resolve_airflow_database, sqlalchemy_url_to_django
 
 
 @pytest.mark.parametrize("url", ["postgresql+psycopg2://", "postgresql+psycopg://", "postgresql://", "postgres://"])
@@ -81,3 +81,18 @@ def test_demo_forces_the_embedded_database(tmp_path):
     env = {"AIRFLOW_DATABASE_URL": "postgresql://u@h/ours", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:////x.db"}
     demo = resolve_airflow_database(env, tmp_path / "e.sqlite3", demo=True)
     assert demo.embedded and demo.settings["NAME"] == str(tmp_path / "e.sqlite3")
+
+
+def test_airflow_api_url_means_no_database_unless_one_is_named(tmp_path):
+    """Managed Airflow: AIRFLOW_API_URL and no AIRFLOW_DATABASE_URL is the REST API, whatever airflow.cfg says;
+    with AIRFLOW_DATABASE_URL too, the database is read (and the check warns that the API URL is ignored)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "airflow.cfg").write_text("[database]\nsql_alchemy_conn = sqlite:////from/cfg.db\n")
+    env = {"AIRFLOW_HOME": str(home), "AIRFLOW_API_URL": "https://airflow.example.com"}
+    managed = resolve_airflow_database(env, tmp_path / "e.sqlite3")
+    assert (managed.settings["ENGINE"], managed.source) == (NO_DATABASE, "environment variable AIRFLOW_API_URL")
+    assert not managed.embedded
+    env["AIRFLOW_DATABASE_URL"] = "postgresql://u@h/ours"
+    assert resolve_airflow_database(env, tmp_path / "e.sqlite3").settings["NAME"] == "ours"
+    assert resolve_airflow_database(env, tmp_path / "e.sqlite3", demo=True).embedded

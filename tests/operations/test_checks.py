@@ -201,3 +201,26 @@ def test_an_unsupported_compression_is_a_warning(monkeypatch, tmp_path):
 def test_invalid_worker_backend_settings_are_errors(settings, name, value, code):
     setattr(settings, name, value)
     assert code in ids(worker_checks())
+
+
+@pytest.mark.parametrize(
+    ("settings_of", "expected"),
+    [
+        ({"AIRFLOW_API_URL": "https://airflow.example.com"}, ["statestore.W030"]),  # a database is read instead
+        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_TOKEN": "t"}, []),
+        (
+            {"AIRFLOW_API_MODE": True, "AIRFLOW_API_TOKEN": "t", "AIRFLOW_API_TOKEN_COMMAND": "get-token"},
+            ["statestore.E032"],
+        ),
+        ({"AIRFLOW_API_MODE": True, "AUDIT_TO_AIRFLOW_LOG": True}, ["statestore.E033"]),
+        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_TIMEOUT": 0.0}, ["statestore.E034"]),
+        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_CONCURRENCY": 0}, ["statestore.E034"]),
+    ],
+)
+def test_managed_airflow_settings_that_contradict_each_other(settings_of, expected):
+    from django.test import override_settings
+
+    from statestore_admin.airflow.checks import check_airflow_api_settings
+
+    with override_settings(**settings_of):
+        assert ids(check_airflow_api_settings()) == expected
