@@ -147,4 +147,5 @@ class AirflowDatabaseUnavailableMiddleware:
             return JsonResponse({"detail": exception.detail}, status=503)
         if request.headers.get("HX-Request"):
             return HttpResponse(f"{exception.detail}.", status=503, content_type="text/plain; charset=utf-8")
-        return render(request, "errors/503.html", {"reason": exception.reason}, status=503)
+        context = {"reason": exception.reason, "kind": getattr(exception, "kind", "database")}
+        return render(request, "errors/503.html", context, status=503)

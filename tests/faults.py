@@ -11,6 +11,10 @@ switched at any time, for connections already open and new ones alike:
 - ``black_hole_on(marker)``: forward until a client sends ``marker`` (a table's name, say), then be a black
   hole from that message on: a server that stops answering in the middle of a request.
 
+- ``answer(response, times)``: answer the next ``times`` requests itself (the next messages clients send, on
+  connections open or new) with ``response`` (raw bytes: an HTTP 503 or 429, say), and close their connections:
+  a server or gateway that is overloaded.
+
 ``accepted`` counts the connections clients opened through the proxy (connection attempts); ``holding``
 counts the clients a black hole is holding right now (a connection it accepted, or a message it read and keeps
 back): how a test knows that a request is waiting on the database without waiting a fixed time.
@@ -46,6 +50,8 @@ class TcpProxy:
         self._sockets: set[socket.socket] = set()
         self._stopped = False
         self._marker: bytes | None = None
+        self._answers: list[bytes] = []
+        self.answered = 0
         self.accepted = 0
         self.holding = 0
         self._listener = self._listen(0)
@@ -62,6 +68,10 @@ class TcpProxy:
 
     def black_hole_on(self, marker: bytes) -> None:
         self._marker = marker
+
+    def answer(self, response: bytes, times: int = 1) -> None:
+        with self._lock:
+            self._answers = [response] * times
 
     def refuse(self) -> None:
         with self._lock:
@@ -162,6 +172,14 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket, watch: bool) -> None:
         try:
             while chunk := source.recv(65536):
+                if watch and self._answers:
+                    with self._lock:
+                        canned = self._answers.pop(0) if self._answers else None
+                    if canned is not None:  # a request: answered here, and the connection closed after it
+                        source.sendall(canned)
+                        with self._lock:
+                            self.answered += 1
+                        break
                 marker = self._marker
                 if watch and marker is not None and marker in chunk:
                     self.black_hole()  # this message, and everything after it, is held back

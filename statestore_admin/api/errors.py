@@ -13,6 +13,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from statestore_admin.airflow.availability import AirflowDatabaseUnavailable
 from statestore_admin.core.errors import Ambiguous, Conflict, NotFound, Unaddressable
+from statestore_admin.state.api_errors import AirflowRefused
 from statestore_admin.tokens.authentication import OwnerSignInLapsed, ReadOnlyToken, TokenExpired
 
 AIRFLOW_VALUE_ERRORS = {
@@ -78,6 +79,8 @@ def handler(exc, context):
         return response
     if isinstance(exc, ReadOnlyToken):
         return Response({"detail": str(exc.detail)}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, AirflowRefused):  # Airflow's 403 to the dashboard's token: say whose refusal it is
+        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, (exceptions.PermissionDenied, DjangoPermissionDenied)):
         return Response({"detail": "Forbidden"}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, AirflowDatabaseUnavailable):

@@ -32,6 +32,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from statestore_admin.access.actors import Actor
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.config import airflow_config
 from statestore_admin.airflow.models import Asset, AssetStateStore, Log, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
@@ -271,7 +272,9 @@ class Recorder:
     def _asset_named(self, asset_id: int) -> dict:
         """The asset's name and URI as the event records them (none when it no longer exists), read once."""
         if self._asset_names.get(asset_id) is None:
-            asset = Asset.objects.filter(pk=asset_id).values("name", "uri").first()
+            asset = _api_asset(asset_id) if settings.AIRFLOW_API_MODE else None
+            if not settings.AIRFLOW_API_MODE:
+                asset = Asset.objects.filter(pk=asset_id).values("name", "uri").first()
             self._asset_names[asset_id] = {"asset_name": asset["name"], "asset_uri": asset["uri"]} if asset else {}
         return self._asset_names[asset_id]
 
@@ -333,6 +336,15 @@ class Recorder:
         _update_event(self._alias, self.event.pk, fields)
         for name, value in fields.items():
             setattr(self.event, name, value)
+
+
+def _api_asset(asset_id: int) -> dict | None:
+    """An asset's name and URI as Airflow's API gives them (None when it cannot: the event keeps the id alone)."""
+    try:
+        found = rest.client().request("GET", f"/assets/{int(asset_id)}")
+    except rest.AirflowApiError:
+        return None
+    return {"name": found.get("name") or "", "uri": found.get("uri") or ""}
 
 
 def _update_event(alias: str, pk: int, fields: dict) -> None:
@@ -397,12 +409,16 @@ def _insert_event_with_keys(alias: str, fields: dict, keys: list[AuditKey]) -> A
 def change(actor: Actor, action: str, store: str, **event) -> Iterator[Recorder]:
     """Airflow's transaction for one audited change (``event``: ``Recorder``'s location, details and
     restored_from). The body locks and reads rows, calls ``recorder.record(...)`` with their changes, then
-    changes them; see the module docstring for the order."""
+    changes them; see the module docstring for the order. Over Airflow's REST API (``AIRFLOW_API_MODE``) there
+    is no transaction: the body records, then calls the API; an error of the API fails the event."""
     recorder = Recorder(actor, action, store, **event)
     try:
-        with transaction.atomic(using=airflow_alias()):
+        if settings.AIRFLOW_API_MODE:  # no transaction of Airflow's to join: each API call is its own
             yield recorder
-            recorder.mirror_to_airflow_log()
+        else:
+            with transaction.atomic(using=airflow_alias()):
+                yield recorder
+                recorder.mirror_to_airflow_log()
         _pause_if_asked("after_change")
     except BaseException as exc:
         recorder.finish(error=exc)

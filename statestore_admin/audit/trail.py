@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import (
     Exists,
@@ -254,8 +255,9 @@ def first_keys_of(events: list[AuditEvent], per_event: int) -> dict[int, list[Au
 
 
 def current_task_key(recorded: AuditKey, *, scope: Scope) -> TaskStateStore | None:
-    """The task key row that has ``recorded``'s natural key now (in ``scope``), or None."""
-    if recorded.asset_id is not None or not scope.allows_dag(recorded.dag_id):
+    """The task key row that has ``recorded``'s natural key now (in ``scope``), or None: always over Airflow's REST
+    API, whose keys have no row id to link to."""
+    if recorded.asset_id is not None or not scope.allows_dag(recorded.dag_id) or settings.AIRFLOW_API_MODE:
         return None
     return (
         TaskStateStore.objects.filter(

@@ -11,6 +11,7 @@ anything changes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from django.utils.translation import ngettext
 from statestore_admin.access import permissions, policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.scopes import Scope, scope_of
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.models import AssetStateStore, DagRun, DynamicRegion, TaskStateStore, column_of
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import schema_of
@@ -33,7 +35,7 @@ from statestore_admin.core.values import stored_surrogate
 from statestore_admin.exports.documents import Target, parse_document
 from statestore_admin.objects import store as objects
 from statestore_admin.records.models import AuditEvent
-from statestore_admin.state import selectors
+from statestore_admin.state import selectors, sources
 from statestore_admin.state.addresses import TaskAddress
 from statestore_admin.state.services.outcomes import Action
 from statestore_admin.state.services.rows import insert_if_absent, state_of
@@ -183,7 +185,7 @@ def preview_document(*, actor: Actor, document, overwrite: bool = False) -> Rest
     _require_few_enough(actor, len(targets), "file", "FILE")
     groups, scope = _checked_groups(actor, targets, "file")
     result, planned, conflicts = RestoreOutcome(), set(), []
-    with transaction.atomic(using=airflow_alias()):
+    with _planning():
         for store, group in groups.items():
             plan, found = _plan(store, group, overwrite, {}, scope, result)
             planned.update(id(target) for target, _, _ in plan)
@@ -247,7 +249,7 @@ def _checked_groups(actor, targets: list[Target], field: str) -> tuple[dict[str,
 def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, restored_from) -> RestoreOutcome:
     groups, scope = _checked_groups(actor, targets, "event" if restored_from else "file")
     # Every store is checked before any is changed: a conflict anywhere restores nothing anywhere.
-    with transaction.atomic(using=airflow_alias()):
+    with _planning():
         conflicts = [
             c for store, group in groups.items() for c in _plan(store, group, overwrite, resolutions, scope)[1]
         ]
@@ -258,6 +260,12 @@ def _restore(actor, targets: list[Target], overwrite: bool, resolutions: dict, r
     if result.restored:
         result.dangling = objects.missing_objects(t.state[0] for t in targets if t.state is not None)
     return result
+
+
+def _planning():
+    """Where a restore plans: inside Airflow's transaction, its rows locked; over Airflow's REST API there is none
+    (each key is read, then written, as the API allows)."""
+    return nullcontext() if rest.api_mode() else transaction.atomic(using=airflow_alias())
 
 
 def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
@@ -275,7 +283,7 @@ def _require_in_scope(allowed: Scope, targets: list[Target]) -> None:
 def _require_regions(targets: list[Target], field: str) -> None:
     """Every region the targets name exists, in the targets' own DAG run: ``Invalid`` naming the first that
     does not (nothing is restored). Airflow 3.3 has no regions at all."""
-    if not targets:
+    if not targets or rest.api_mode():  # over Airflow's API, its PUT answers 404 for a region that is gone
         return
     schema = schema_of(connections[airflow_alias()])
     first = targets[0]
@@ -314,6 +322,8 @@ def _require_regions(targets: list[Target], field: str) -> None:
 def _reachable_assets(allowed: Scope, targets: list[Target]) -> set[int]:
     """The ids of the targets' assets that exist and are in scope; the others are reported as missing."""
     wanted = sorted({t.asset_id for t in targets if t.store == permissions.ASSET})
+    if rest.api_mode():
+        return sources.current().reachable_assets(allowed, wanted)
     found: set[int] = set()
     for start in range(0, len(wanted), audit.CHUNK):
         ids = wanted[start : start + audit.CHUNK]
@@ -385,6 +395,9 @@ def _locate(store: str, targets: list[Target], assets: set[int]) -> Iterator[tup
     """Each target's current row (locked) or None, and why it cannot be restored ("" when it can), in the
     targets' order. ``assets``: the asset ids that exist in the actor's scope; any other reads as no longer
     existing. A few queries a chunk of targets, not one a target."""
+    if rest.api_mode():  # a read a key: Airflow's API has no lookup of many keys, nor a lock
+        yield from sources.current().locate(store, targets, assets)
+        return
     for start in range(0, len(targets), audit.CHUNK):
         chunk = targets[start : start + audit.CHUNK]
         yield from (_locate_tasks(chunk) if store == permissions.TASK else _locate_assets(chunk, assets))
@@ -466,6 +479,9 @@ def written_fields(target: Target, schema, now) -> dict:
 
 
 def _apply(target: Target, row) -> None:
+    if rest.api_mode():  # Airflow's routes write the time of the restore, and an asset key's writer as the API
+        sources.current().put_back(target)
+        return
     written = written_fields(target, schema_of(connections[airflow_alias()]), timezone.now())
     if target.store == permissions.TASK:
         if target.state is None:

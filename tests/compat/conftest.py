@@ -145,11 +145,12 @@ class AirflowSide:
             self.extra_cfg[db] = self.extra_cfg[golden]
         return db
 
-    def api_server(self, db: str) -> tuple[subprocess.Popen, str]:
+    def api_server(self, db: str, **extra: str) -> tuple[subprocess.Popen, str]:
+        """``airflow api-server`` on ``db``; ``extra``: more environment (Airflow's options)."""
         port = free_port()
         process = subprocess.Popen(
             [str(self.venv / "bin" / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port)],
-            env=self.env(db),
+            env=self.env(db, **extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

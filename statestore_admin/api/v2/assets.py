@@ -11,7 +11,7 @@ from statestore_admin.api.serializers.errors import ERRORS
 from statestore_admin.api.v2.base import AssetView, no_content, page_limit, page_offset
 from statestore_admin.api.v2.docs import ASSET_ID, DELETE_HEADERS, KEY, PAGING, RESOLVE, AssetBody
 from statestore_admin.objects import store as objects
-from statestore_admin.state import selectors, services
+from statestore_admin.state import sources
 
 
 class AssetStateStoreCollection(AssetView):
@@ -23,7 +23,7 @@ class AssetStateStoreCollection(AssetView):
     )
     def get(self, request, asset_id):
         limit, offset = page_limit(request), page_offset(request)
-        rows, total = selectors.asset_keys_page(asset_id, offset, limit, scope=scope_of(request.user))
+        rows, total = sources.current().asset_keys_page(asset_id, offset, limit, scope=scope_of(request.user))
         body = {"asset_state_store": rows, "total_entries": total}
         return Response(shapes.AssetStateStoreCollectionResponse(body).data)
 
@@ -34,7 +34,7 @@ class AssetStateStoreCollection(AssetView):
         tags=["Asset State Store"],
     )
     def delete(self, request, asset_id):
-        return no_content(services.clear_asset(actor=actor(request), asset_id=asset_id))
+        return no_content(sources.current().clear_asset(actor=actor(request), asset_id=asset_id))
 
 
 class AssetStateStoreItem(AssetView):
@@ -46,7 +46,7 @@ class AssetStateStoreItem(AssetView):
     )
     def get(self, request, asset_id, key):
         resolve = query_bool(request, "resolve")
-        row = selectors.asset_key_in(asset_id, key, scope=scope_of(request.user))
+        row = sources.current().asset_key(asset_id, key, scope=scope_of(request.user))
         if not resolve:
             return Response(shapes.AssetStateStoreResponse(row).data)
         resolution = shapes.Resolution(row, objects.resolve_asset_row(row, row.asset))
@@ -61,7 +61,7 @@ class AssetStateStoreItem(AssetView):
     )
     def put(self, request, asset_id, key):
         data = body_fields(request, {"value"}, {"value"})
-        services.set_asset_key(actor=actor(request), asset_id=asset_id, key=key, value=data["value"])
+        sources.current().set_asset_key(actor=actor(request), asset_id=asset_id, key=key, value=data["value"])
         return no_content()
 
     @extend_schema(
@@ -71,4 +71,4 @@ class AssetStateStoreItem(AssetView):
         tags=["Asset State Store"],
     )
     def delete(self, request, asset_id, key):
-        return no_content(services.delete_asset_keys(actor=actor(request), asset_id=asset_id, keys=[key]))
+        return no_content(sources.current().delete_asset_key(actor=actor(request), asset_id=asset_id, key=key))

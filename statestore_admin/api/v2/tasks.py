@@ -14,7 +14,7 @@ from statestore_admin.api.serializers.errors import TASK_ERRORS
 from statestore_admin.api.v2.base import TaskView, no_content, page_limit, page_offset
 from statestore_admin.api.v2.docs import COORDINATES, DELETE_HEADERS, KEY, PAGING, RESOLVE, PatchBody, TaskBody
 from statestore_admin.objects import store as objects
-from statestore_admin.state import selectors, services
+from statestore_admin.state import selectors, sources
 from statestore_admin.state.selectors import TaskAddress
 
 
@@ -34,7 +34,7 @@ class TaskStateStoreCollection(TaskView):
 
         address = self.address(request, dag_id, dag_run_id, task_id, limit, offset)
         limit, offset = limit(), offset()
-        rows, total = selectors.task_keys_page(address, offset, limit, scope=scope_of(request.user))
+        rows, total = sources.current().task_keys_page(address, offset, limit, scope=scope_of(request.user))
         return Response(
             shapes.TaskStateStoreCollectionResponse({"task_state_store": rows, "total_entries": total}).data
         )
@@ -57,7 +57,9 @@ class TaskStateStoreCollection(TaskView):
     )
     def delete(self, request, dag_id, dag_run_id, task_id):
         address, all_map_indices = self.clear_address(request, dag_id, dag_run_id, task_id)
-        outcome = services.clear_task_instance(actor=actor(request), address=address, all_map_indices=all_map_indices)
+        outcome = sources.current().clear_task_instance(
+            actor=actor(request), address=address, all_map_indices=all_map_indices
+        )
         return no_content(outcome)
 
 
@@ -75,7 +77,7 @@ class TaskStateStoreItem(TaskView):
             return address, body()
         except RequestInvalid:
             if selectors.addresses_regions():
-                selectors.require_task_instance(address)
+                sources.current().require_task_instance(address)
             raise
 
     @extend_schema(
@@ -87,7 +89,7 @@ class TaskStateStoreItem(TaskView):
     def get(self, request, dag_id, dag_run_id, task_id, key):
         address = self.address(request, dag_id, dag_run_id, task_id)
         resolve = query_bool(request, "resolve")
-        row = selectors.task_key_in(address, key, scope=scope_of(request.user))
+        row = sources.current().task_key(address, key, scope=scope_of(request.user))
         if not resolve:
             return Response(shapes.TaskStateStoreResponse(row).data)
         resolution = shapes.Resolution(row, objects.resolve_task_row(row))
@@ -102,7 +104,7 @@ class TaskStateStoreItem(TaskView):
     )
     def put(self, request, dag_id, dag_run_id, task_id, key):
         address, data = self.write(request, dag_id, dag_run_id, task_id, {"value", "expires_at"})
-        services.set_task_key(
+        sources.current().set_task_key(
             actor=actor(request), address=address, key=key, value=data["value"], expiry=parse_expires_at(data)
         )
         return no_content()
@@ -116,9 +118,7 @@ class TaskStateStoreItem(TaskView):
     )
     def patch(self, request, dag_id, dag_run_id, task_id, key):
         address, data = self.write(request, dag_id, dag_run_id, task_id, {"value"})
-        services.patch_task_key(
-            actor=actor(request), ref=services.TaskKeyRef(address=address, key=key), value=data["value"]
-        )
+        sources.current().patch_task_key(actor=actor(request), address=address, key=key, value=data["value"])
         return HttpResponse(b"null", content_type="application/json")  # Airflow answers 200 with a JSON null
 
     @extend_schema(
@@ -129,5 +129,4 @@ class TaskStateStoreItem(TaskView):
     )
     def delete(self, request, dag_id, dag_run_id, task_id, key):
         address = self.address(request, dag_id, dag_run_id, task_id)
-        selection = services.TaskSelection(address=address, keys=(key,))  # needs the task instance, as in Airflow
-        return no_content(services.delete_task_keys(actor=actor(request), selection=selection))
+        return no_content(sources.current().delete_task_key(actor=actor(request), address=address, key=key))

@@ -21,10 +21,12 @@ from django.utils.translation import gettext as _
 
 from statestore_admin.access.reach import scoped_assets
 from statestore_admin.access.scopes import Scope
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.models import Asset, AssetActive, AssetStateStore, DagRun, TaskStateStore
 from statestore_admin.audit.trail import name_writers
 from statestore_admin.core.errors import NotFound
 from statestore_admin.core.pagination import Page, paginate
+from statestore_admin.state import api_errors
 from statestore_admin.state.selectors.regions import with_writer_coordinates
 
 
@@ -59,7 +61,16 @@ def assets(cursor: str | None = None, q: str = "", with_state: bool = False, siz
 
 
 def get_asset(asset_id: int, *, scope: Scope) -> Asset:
-    """An asset by id; one out of ``scope`` is NotFound in the same words as a missing one."""
+    """An asset by id; one out of ``scope`` is NotFound in the same words as a missing one. Over Airflow's REST
+    API, as Airflow gives it (its id, name and URI)."""
+    if rest.api_mode():
+        try:
+            found = api_errors.call(rest.client(), "GET", f"/assets/{int(asset_id)}")
+        except NotFound:
+            found = None
+        if found is None or not scope.allows_asset(found.get("name"), found.get("uri")):
+            raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
+        return Asset(id=found["id"], name=found.get("name") or "", uri=found.get("uri") or "")
     try:
         return scoped_assets(scope).annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:

@@ -20,10 +20,12 @@ from django.db import connections, models
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.models import DynamicRegion, TaskInstance
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
 from statestore_admin.core.errors import Ambiguous, NotFound, Unaddressable
+from statestore_admin.state import api_errors
 from statestore_admin.state.addresses import TaskAddress
 
 SELECT_REGION = gettext_lazy("Select a region and index for this task instance")
@@ -31,8 +33,19 @@ NOT_AT_COORDINATES = gettext_lazy("Task instance not found for selected coordina
 DEFINITIONS_DIFFER = gettext_lazy("Producer definitions differ between the live task instances of the requested task")
 
 
+@dataclass(frozen=True)
+class RequestedAddress(TaskAddress):
+    """Over Airflow's REST API: the coordinates as the request named them (``requested``), which Airflow's API
+    server resolves itself when they leave the region or the index open."""
+
+    requested: tuple[tuple[str, object], ...] = ()
+
+
 def addresses_regions() -> bool:
-    """Whether Airflow's database addresses task state by region (3.4) rather than by map index (3.3)."""
+    """Whether Airflow addresses task state by region (3.4) rather than by map index (3.3): its database's
+    schema, or over its REST API the version its API server reports."""
+    if rest.api_mode():
+        return api_errors.call_series(rest.client()) == "3.4"
     return schema_of(connections[airflow_alias()]).regions
 
 
@@ -64,6 +77,11 @@ def resolve_address(
         if map_index not in (-1, region_index):
             raise Unaddressable(_("map_index conflicts with region_index"))
         return TaskAddress(dag_id, run_id, task_id, region_index, region_id)
+    if rest.api_mode():  # Airflow's API server resolves the rest itself, and answers what it refuses
+        requested = {"map_index": map_index, **({"region_id": str(region_id)} if region_id is not None else {})}
+        return RequestedAddress(
+            dag_id, run_id, task_id, map_index, region_id or SENTINEL_REGION_ID, requested=tuple(requested.items())
+        )
     if not addresses_regions() or region_id == SENTINEL_REGION_ID or not _has_regions(dag_id, run_id, task_id):
         return TaskAddress(dag_id, run_id, task_id, map_index, region_id or SENTINEL_REGION_ID)
     definitions = _Definitions(dag_id, run_id)
@@ -84,7 +102,7 @@ def clears_expansion(address: TaskAddress, all_map_indices: bool) -> bool:
     """Whether ``all_map_indices`` clears every index of the address's region (Airflow's
     ``_clear_all_map_indices``): outside any region, or in the task's own expansion; a task of a mapped
     task group or a loop has its region shared with other tasks, and only its one index is cleared."""
-    if not all_map_indices or not address.in_region:
+    if not all_map_indices or not address.in_region or rest.api_mode():
         return all_map_indices
     node = DynamicRegion.objects.filter(id=address.region_id).values_list("node_id", flat=True).first()
     return node == address.task_id

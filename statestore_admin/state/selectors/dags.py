@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from statestore_admin.access.reach import all_dag_ids_with_state, scoped_dag_ids
 from statestore_admin.access.scopes import Scope
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.models import DagRun, TaskStateStore
 from statestore_admin.core.counting import EXACT, row_count
 from statestore_admin.core.errors import NotFound
@@ -25,6 +26,7 @@ from statestore_admin.core.index_scan import codepoint_order, distinct_dags
 from statestore_admin.core.pagination import Page, decode_cursor, encode_cursor, paginate
 from statestore_admin.core.status import EXPIRED, status_filter
 from statestore_admin.records.models import StatsSnapshotDag
+from statestore_admin.state import api_errors
 from statestore_admin.stats.figures import STATS_COMMAND
 from statestore_admin.stats.snapshots import latest_snapshot
 
@@ -195,8 +197,19 @@ def get_run(run_pk: int, *, scope: Scope) -> DagRun:
 
 
 def find_run(dag_id: str, run_id: str, *, scope: Scope) -> DagRun:
+    """A run by its DAG and run id. Over Airflow's REST API, Airflow says whether it exists, and the run has no
+    database id (``pk`` None: there is no page of it to link to)."""
     scope.require_dag(dag_id)
-    run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
+    if rest.api_mode():
+        try:
+            found = api_errors.call(
+                rest.client(), "GET", f"/dags/{rest.segment(dag_id)}/dagRuns/{rest.segment(run_id)}"
+            )
+        except NotFound:
+            found = None
+        run = DagRun(dag_id=dag_id, run_id=run_id) if found else None
+    else:
+        run = DagRun.objects.filter(dag_id=dag_id, run_id=run_id).first()
     if run is None:
         message = _("No DAG run %(run_id)r of DAG %(dag_id)r: it may have been deleted.")
         raise NotFound(message % {"run_id": run_id, "dag_id": dag_id})

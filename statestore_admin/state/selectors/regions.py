@@ -29,6 +29,7 @@ from django.db import connections
 from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext as _
 
+from statestore_admin.airflow import rest
 from statestore_admin.airflow.models import DagRun, DynamicRegion, TaskInstance, TaskStateStore
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.airflow.versions import SENTINEL_REGION_ID, schema_of
@@ -504,7 +505,7 @@ def coordinates_at(points) -> dict[tuple, Coordinate]:
     does ("loop refine · iteration 2 › map 1"). Each run's regions are read once (``run_regions``)."""
     found: dict[tuple, Coordinate] = {}
     points = [p for p in points if p[2] is not None and p[2] != SENTINEL_REGION_ID and p[3] is not None]
-    if not points or not regions_enabled():
+    if not points or rest.api_mode() or not regions_enabled():  # Airflow's API does not give the regions' tree
         return found
     runs: dict[tuple[str, str], RunRegions] = {}
     for point in points:

@@ -97,6 +97,13 @@ class Command(BaseCommand):
         )
 
     def execute(self, *args, **options):
+        if settings.AIRFLOW_API_MODE:  # GC deletes with SQL; Airflow's API has no route for it
+            raise CommandError(
+                "state_store_clean needs Airflow's metadata database, and this dashboard reaches Airflow through its "
+                "REST API (AIRFLOW_API_URL). On managed Airflow run Airflow's own `airflow state-store clean` where "
+                "Airflow's CLI has the database (docs/managed-airflow.md).",
+                returncode=EXIT_USAGE,
+            )
         # Deletes and counts over a large table outlast a page's query deadline: GC has its own.
         with query_timeout(settings.AIRFLOW_DATABASE_GC_QUERY_TIMEOUT):
             return super().execute(*args, **options)

@@ -14,6 +14,7 @@ storage could not be listed completely (the figures are then incomplete); 2 inva
 import sys
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from statestore_admin.access.actors import Actor
@@ -56,6 +57,12 @@ class Command(BaseCommand):
             raise CommandError("--older-than: a number of days from 0 to 36500.", returncode=EXIT_USAGE)
         if not 0 <= options["sample"] <= orphans.SAMPLE_MAX:
             raise CommandError(f"--sample: a number from 0 to {orphans.SAMPLE_MAX}.", returncode=EXIT_USAGE)
+        if settings.AIRFLOW_API_MODE:  # the report compares every row with every object
+            raise CommandError(
+                "state_store_orphans needs Airflow's metadata database, and this dashboard reaches Airflow through its "
+                "REST API (AIRFLOW_API_URL) (docs/managed-airflow.md).",
+                returncode=EXIT_USAGE,
+            )
         try:
             result = orphans.report(
                 sample=options["sample"],

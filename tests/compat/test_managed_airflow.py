@@ -1,0 +1,355 @@
+"""Managed Airflow: the dashboard with no metadata database, reaching Airflow through its REST API
+(``AIRFLOW_API_URL``) with a token that Airflow's own auth manager issues (the simple auth manager, with users and
+passwords, not "all admins"), fetched by ``AIRFLOW_API_TOKEN_COMMAND``.
+
+Each pinned Airflow runs its api-server on one copy of its golden database; the dashboard reads and writes through
+it. A second dashboard reads a second copy directly (database mode). The same requests to both must give the same
+answers and leave the same tables, the same audit trail, and undo must bring both back the same way. Then what
+an operator meets: `manage.py check` and /readyz naming the mode, a token Airflow refuses, an Airflow API that
+stops answering, refuses connections or answers 503, and the recovery."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import requests
+
+from tests.faults import TcpProxy
+
+from .conftest import AIRFLOW_33, AIRFLOW_34, SERVER, Dashboard, normalised, query, side_of
+from .test_against_airflow import exchange
+from .test_against_airflow import request_sequence as sequence_33
+from .test_regions_against_airflow import TWO_LIVE_EXPANSIONS, ambiguous_sequence, regions
+from .test_regions_against_airflow import request_sequence as sequence_34
+
+pytestmark = pytest.mark.compat
+
+USERS = {"ops": ("admin", "ops-pw-1"), "viewer": ("viewer", "viewer-pw-1")}
+TOKEN_SCRIPT = """\
+import json, sys, urllib.request
+url, user, password = sys.argv[1:4]
+request = urllib.request.Request(
+    url + "/auth/token", data=json.dumps({"username": user, "password": password}).encode(),
+    headers={"Content-Type": "application/json"}, method="POST")
+print(urllib.request.urlopen(request, timeout=10).read().decode())
+"""
+
+
+def auth_manager(workdir: Path) -> dict[str, str]:
+    """Airflow's options for an api-server whose simple auth manager knows USERS and their passwords."""
+    passwords = workdir / "passwords.json"
+    passwords.write_text(json.dumps({name: pw for name, (_, pw) in USERS.items()}))
+    return {
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{n}:{role}" for n, (role, _) in USERS.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+    }
+
+
+def token_command(workdir: Path, url: str, user: str, password: str | None = None) -> str:
+    """A command that asks Airflow's auth manager for a token (its JSON answer, ``access_token``)."""
+    script = workdir / "airflow_token.py"
+    script.write_text(TOKEN_SCRIPT)
+    return f"{sys.executable} {script} {url} {user} {password or USERS[user][1]}"
+
+
+def managed(dashboard: Dashboard, url: str, user: str = "ops", password: str | None = None, **extra) -> dict:
+    """The dashboard's environment for Airflow's API at ``url`` as ``user``."""
+    command = token_command(dashboard.airflow.workdir, url, user, password)
+    return {"AIRFLOW_API_URL": url, "AIRFLOW_API_TOKEN_COMMAND": command, **extra}
+
+
+def session(token: str) -> requests.Session:
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {token}"
+    return api
+
+
+def event_ids(url: str, token: str) -> list[int]:
+    """Every audit event's id, newest first."""
+    ids, cursor = [], ""
+    while True:
+        page = session(token).get(f"{url}/api/statestore/v1/audit-events", params={"limit": 100, "cursor": cursor})
+        assert page.status_code == 200, page.text
+        ids += [event["id"] for event in page.json()["items"]]
+        cursor = page.json()["next_cursor"]
+        if not cursor:
+            return ids
+
+
+def audit_trail(url: str, token: str) -> list[dict]:
+    """Every audit event with its keys, oldest first, without what differs between two deployments (ids, times,
+    tokens)."""
+    kept = ("action", "store", "outcome", "dag_id", "run_id", "task_id", "region_id", "map_index", "asset_id")
+    kept += ("asset_name", "key_count")
+    trail = []
+    for event_id in reversed(event_ids(url, token)):
+        event = session(token).get(f"{url}/api/statestore/v1/audit-events/{event_id}").json()
+        keys = sorted(
+            (k["key"], k["task_id"], k["region_id"], k["map_index"], json.dumps(normalised([k["before"], k["after"]])))
+            for k in event["keys"]
+        )
+        trail.append({**{name: event[name] for name in kept}, "keys": keys})
+    return trail
+
+
+TASK_ROWS = {
+    "3.3": "SELECT task_id, map_index, key, value, expires_at FROM task_state_store ORDER BY 1, 2, 3",
+    "3.4": "SELECT task_id, region_id, region_index, key, value, expires_at FROM task_state_store ORDER BY 1, 2, 3, 4",
+}
+ASSET_ROWS = "SELECT asset_id, key, value, last_updated_by_kind FROM asset_state_store ORDER BY 1, 2"
+
+
+@pytest.mark.parametrize("version", [AIRFLOW_33, AIRFLOW_34])
+def test_managed_airflow_answers_and_writes_as_the_database_mode_does(request, version, servers, tmp_path):
+    side, golden = side_of(request, version)
+    remote, direct = side.copy(golden["db"], "managed_api"), side.copy(golden["db"], "managed_db")
+    process, airflow_url = side.api_server(remote, **auth_manager(tmp_path))
+    servers.append(process)
+    over_api, over_db = Dashboard(side, remote), Dashboard(side, direct)
+    api_token, db_token = over_api.setup(), over_db.setup()
+    process, api_url = over_api.server(**managed(over_api, airflow_url))
+    servers.append(process)
+    process, db_url = over_db.server()
+    servers.append(process)
+
+    if side.series == "3.3":
+        steps = [sequence_33(golden["run_id"], golden["asset_id"])]
+    else:
+        where = regions(direct)
+        assert where == regions(remote)
+        steps = [sequence_34(golden["run_id"], golden["asset_id"], where), ambiguous_sequence(golden["run_id"], where)]
+    differences, statuses = [], set()
+    for number, sequence in enumerate(steps):
+        if number == 1:  # 3.4: two live expansions of one task, in both databases
+            for db in (remote, direct):
+                with psycopg.connect(f"{SERVER}/{db}") as conn:
+                    conn.execute(TWO_LIVE_EXPANSIONS)
+        for method, path, body in sequence:
+            expected = exchange(session(db_token), db_url, method, path, body)
+            actual = exchange(session(api_token), api_url, method, path, body)
+            statuses.add(expected[0])
+            if expected != actual:
+                differences.append(f"{method} {path} {body}\n  database: {expected}\n  REST API: {actual}")
+    assert not differences, f"{len(differences)} differences:\n" + "\n".join(differences)
+    assert {200, 204, 404, 422} <= statuses
+    rows = TASK_ROWS[side.series]
+    assert query(remote, rows) and query(remote, ASSET_ROWS) == query(direct, ASSET_ROWS)
+    assert _without_times(query(remote, rows)) == _without_times(query(direct, rows))
+    trail, expected_trail = audit_trail(api_url, api_token), audit_trail(db_url, db_token)
+    assert [(e["action"], e["task_id"], e["key_count"]) for e in trail] == [
+        (e["action"], e["task_id"], e["key_count"]) for e in expected_trail
+    ]
+    assert trail == expected_trail and len(trail) > 5
+
+    # Undo, newest first, every change of the sequence: both deployments are back where they started.
+    for url, token in ((api_url, api_token), (db_url, db_token)):
+        for event_id in event_ids(url, token):
+            undone = session(token).post(f"{url}/api/statestore/v1/audit-events/{event_id}/restore", json={})
+            assert undone.status_code in (200, 422), undone.text  # 422: an event with nothing to restore
+    golden_rows = _without_times(query(golden["db"], rows))
+    assert _without_times(query(remote, rows)) == _without_times(query(direct, rows)) == golden_rows
+    assert [r[:3] for r in query(remote, ASSET_ROWS)] == [r[:3] for r in query(golden["db"], ASSET_ROWS)]
+
+
+def _without_times(rows: list[tuple]) -> list[tuple]:
+    """Rows with their ``expires_at`` kept only as "never" or "set": a default expiry is the writer's clock."""
+    return [(*row[:-1], row[-1] is None) for row in rows]
+
+
+def test_check_and_readyz_name_the_mode_and_follow_airflows_api(airflow, golden, servers, tmp_path):
+    db = airflow.copy(golden["db"], "managed_check")
+    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+
+    done = dashboard.manage("check", **managed(dashboard, airflow_url))
+    assert done.returncode == 0, done.stderr
+    assert f"Airflow's REST API at {airflow_url} (Airflow {AIRFLOW_33}) answers with the configured token" in (
+        done.stdout + done.stderr
+    )
+    wrong = dashboard.manage("check", **managed(dashboard, airflow_url, password="not-the-password"))
+    assert wrong.returncode != 0 and "statestore.E031" in wrong.stderr and "not-the-password" not in wrong.stderr
+    with TcpProxy(_port_of(airflow_url)) as proxy:  # refusing: a port where nothing listens
+        proxy.refuse()
+        unreachable = {"AIRFLOW_API_URL": f"http://127.0.0.1:{proxy.port}", "AIRFLOW_API_TOKEN": "any-token"}
+        down = dashboard.manage("check", **unreachable, AIRFLOW_API_RETRIES="0")
+    assert down.returncode != 0 and "statestore.E030" in down.stderr and "connection refused" in down.stderr
+
+    gc = dashboard.manage("state_store_clean", **managed(dashboard, airflow_url))
+    assert gc.returncode == 2 and "run Airflow's own `airflow state-store clean`" in gc.stderr, gc.stderr
+
+    process, url = dashboard.server(**managed(dashboard, airflow_url))
+    servers.append(process)
+    ready = requests.get(f"{url}/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["airflow_api"] == {"status": "ok", "version": AIRFLOW_33}
+    assert "airflow" not in ready.json()["databases"]
+
+    # The pages: what needs Airflow's database says so (503, never 500); the audit trail and an event's page work.
+    run = requests.utils.quote(golden["run_id"], safe="")
+    key = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store/from-the-api"
+    assert session(token).put(key, json={"value": 1}).status_code == 204
+    browser = signed_in(url)
+    for page in ("/", "/dags/", "/assets/", "/search/?q=x", "/gc/", "/orphans/"):
+        answer = browser.get(url + page)
+        assert answer.status_code == 503 and "Not available without Airflow's database" in answer.text, page
+    assert browser.get(f"{url}/audit/").status_code == 200
+    event = session(token).get(f"{url}/api/statestore/v1/audit-events").json()["items"][0]
+    assert (event["action"], event["task_id"]) == ("set", "write")
+    shown = browser.get(f"{url}/audit/{event['id']}/")
+    assert shown.status_code == 200 and "from-the-api" in shown.text and golden["run_id"] in shown.text
+
+
+def overloaded(status: int, reason: str) -> bytes:
+    """What an overloaded gateway answers: try again (now), and this connection ends."""
+    return f"HTTP/1.1 {status} {reason}\r\nRetry-After: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
+
+
+def signed_in(url: str) -> requests.Session:
+    """A browser session of the compat user (signing in lands on the overview, which needs the database: 503)."""
+    browser = requests.Session()
+    page = browser.get(f"{url}/login/")
+    token = page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+    landed = browser.post(
+        f"{url}/login/",
+        data={"csrfmiddlewaretoken": token, "username": "compat", "password": "compat-pw-1"},
+        headers={"Referer": f"{url}/login/"},
+    )
+    assert "Sign out" in landed.text, landed.text[:500]
+    return browser
+
+
+def _port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, servers, tmp_path):
+    db = airflow.copy(golden["db"], "managed_faults")
+    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+    with TcpProxy(_port_of(airflow_url)) as proxy:
+        through = f"http://127.0.0.1:{proxy.port}"
+        # The token from Airflow's auth manager directly; every other request through the proxy.
+        environment = managed(dashboard, airflow_url, AIRFLOW_API_TIMEOUT="2", AIRFLOW_API_RETRIES="2")
+        process, url = dashboard.server(**{**environment, "AIRFLOW_API_URL": through})
+        servers.append(process)
+        api = session(token)
+        run = requests.utils.quote(golden["run_id"], safe="")
+        keys = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store"
+        before = query(db, "SELECT key, value FROM task_state_store ORDER BY key")
+        assert api.get(keys, timeout=30).status_code == 200
+
+        # Airflow stops answering: one deadline, then a 503 that says so; what needs no Airflow still answers.
+        proxy.black_hole()
+        started = time.monotonic()
+        hung = api.get(keys, timeout=60)
+        assert hung.status_code == 503, hung.text
+        assert hung.json() == {"detail": "Airflow's REST API is unavailable: Airflow's API did not answer within 2s"}
+        assert time.monotonic() - started < 30
+        assert api.get(f"{url}/api/statestore/v1/audit-events", timeout=30).status_code == 200
+        assert requests.get(f"{url}/readyz", timeout=30).status_code == 503
+
+        # Airflow stops answering in the middle of a write, after the dashboard read the key it replaces: the
+        # change was recorded first, and its event fails with the reason.
+        proxy.pass_through()
+        proxy.black_hole_on(b"PUT ")
+        written = api.put(f"{keys}/new", json={"value": 1}, timeout=60)
+        assert written.status_code == 503 and "did not answer within 2s" in written.json()["detail"]
+
+        # Connections refused (the held write is dropped with them): retried, then a 503 naming it.
+        proxy.refuse()
+        refused = api.get(keys, timeout=60)
+        assert refused.status_code == 503
+        assert refused.json()["detail"] == (
+            "Airflow's REST API is unavailable: cannot connect to Airflow's API: connection refused"
+        )
+
+        # An overloaded gateway answers 503 twice: the dashboard tries again and gets the answer.
+        proxy.pass_through()
+        proxy.answer(overloaded(503, "Service Unavailable"), times=2)
+        assert api.get(keys, timeout=60).status_code == 200
+        assert proxy.answered == 2
+        # Three 429s: more than the two retries allowed; the answer says Airflow asked to slow down.
+        proxy.answer(overloaded(429, "Too Many Requests"), times=3)
+        slowed = api.get(keys, timeout=60)
+        assert slowed.status_code == 503 and "429" in slowed.json()["detail"], slowed.text
+
+        # Recovered: reads and writes work again, and the failed write changed nothing.
+        assert requests.get(f"{url}/readyz", timeout=30).status_code == 200
+        assert query(db, "SELECT key, value FROM task_state_store ORDER BY key") == before
+        assert api.put(f"{keys}/new", json={"value": 1}, timeout=30).status_code == 204
+        failed = [e for e in api.get(f"{url}/api/statestore/v1/audit-events").json()["items"] if e["outcome"] != "done"]
+        assert [(e["action"], e["outcome"]) for e in failed] == [("set", "failed")]
+
+
+def test_airflows_refusal_of_the_token_is_shown_as_such(airflow, golden, servers, tmp_path):
+    """A user allowed to write here, through a token Airflow lets only read: Airflow's 403 is the answer, and it
+    says whose refusal it is; nothing is written."""
+    db = airflow.copy(golden["db"], "managed_viewer")
+    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+    process, url = dashboard.server(**managed(dashboard, airflow_url, user="viewer"))
+    servers.append(process)
+    run = requests.utils.quote(golden["run_id"], safe="")
+    keys = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store"
+    assert session(token).get(keys).status_code == 200
+    refused = session(token).put(f"{keys}/never", json={"value": "overwritten"})
+    assert refused.status_code == 403
+    assert refused.json()["detail"].startswith("Airflow refused: the dashboard's token may not do this in Airflow")
+    assert query(db, "SELECT value FROM task_state_store WHERE task_id = 'write' AND key = 'never'") == [
+        (json.dumps({"job": "j-1"}),)
+    ]
+
+
+def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, servers, tmp_path):
+    """In a real browser, over Airflow's API: a key deleted through the dashboard's API, found in the audit trail,
+    restored from its event's page; Airflow then holds the key again, with its value and expiry."""
+    chromium_path = Path("/usr/bin/chromium")
+    if not chromium_path.exists():
+        pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
+    from playwright.sync_api import expect, sync_playwright
+
+    db = airflow.copy(golden["db"], "managed_browser")
+    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    dashboard = Dashboard(airflow, db)
+    token = dashboard.setup()
+    process, url = dashboard.server(**managed(dashboard, airflow_url))
+    servers.append(process)
+    row = "SELECT value, expires_at FROM task_state_store WHERE task_id = 'write' AND key = 'never'"
+    before = query(db, row)
+    run = requests.utils.quote(golden["run_id"], safe="")
+    key = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store/never"
+    deleted = session(token).delete(key)
+    assert deleted.status_code == 204 and query(db, row) == []
+    event_id = deleted.headers["X-Statestore-Audit-Event"]
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(f"{url}/login/")
+        page.fill("input[name=username]", "compat")
+        page.fill("input[name=password]", "compat-pw-1")
+        page.click("form.login button[type=submit]")
+        expect(page.locator("h1")).to_have_text("Not available without Airflow's database")  # the overview
+        page.get_by_role("link", name="Audit trail").click()
+        expect(page.locator("h1")).to_have_text("Audit trail")
+        page.get_by_role("link", name=f"#{event_id}", exact=True).click()
+        expect(page.locator("section.audit-key code").first).to_have_text("never")
+        page.get_by_role("button", name="Restore", exact=True).click()
+        dialog = page.locator("dialog#modal")
+        expect(dialog.locator("h2")).to_have_text(f"Restore the 1 key of #{event_id}?")
+        dialog.get_by_role("button", name="Restore 1 key").click()
+        expect(dialog.get_by_test_id("restore-outcome")).to_have_text("Restored 1 key.")
+        browser.close()
+    assert query(db, row) == before
+    assert session(token).get(key).json()["value"] == {"job": "j-1"}
