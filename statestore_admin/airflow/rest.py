@@ -29,6 +29,8 @@ import shlex
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
@@ -179,14 +181,8 @@ class AirflowApi:
         """Airflow's decoded JSON answer (None for an empty one) to ``method path``; ``path`` is under
         ``/api/v2`` and already quoted. Any answer not in ``expect`` is an AirflowApiError."""
         url = f"{self.settings.url}/api/v2{path}"
-        if not self._turns.acquire(timeout=self.settings.timeout):
-            raise AirflowApiError(
-                f"{self.settings.concurrency} requests to Airflow's API were already waiting for an answer"
-            )
-        try:
+        with self.turn():
             response = self._send(method, url, params, json_body)
-        finally:
-            self._turns.release()
         if response.status_code not in expect:
             raise _error_of(response)
         if not response.content:
@@ -197,6 +193,18 @@ class AirflowApi:
             raise AirflowApiError(
                 f"Airflow's API answered {response.status_code} with a body that is not JSON", response.status_code
             ) from None
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """One of the ``concurrency`` turns to talk to Airflow, waited for at most one deadline."""
+        if not self._turns.acquire(timeout=self.settings.timeout):
+            raise AirflowApiError(
+                f"{self.settings.concurrency} requests to Airflow's API were already waiting for an answer"
+            )
+        try:
+            yield
+        finally:
+            self._turns.release()
 
     def _send(self, method: str, url: str, params, json_body) -> requests.Response:
         renewed = False
