@@ -15,6 +15,7 @@ switched at any time, for connections already open and new ones alike:
   connections open or new) with ``response`` (raw bytes: an HTTP 503 or 429, say), and close their connections:
   a server or gateway that is overloaded.
 
+``sent`` keeps the first bytes of each message clients sent through (an HTTP request line, say).
 ``accepted`` counts the connections clients opened through the proxy (connection attempts); ``holding``
 counts the clients a black hole is holding right now (a connection it accepted, or a message it read and keeps
 back): how a test knows that a request is waiting on the database without waiting a fixed time.
@@ -52,6 +53,7 @@ class TcpProxy:
         self._marker: bytes | None = None
         self._answers: list[bytes] = []
         self.answered = 0
+        self.sent: list[bytes] = []  # the start of each message clients sent through
         self.accepted = 0
         self.holding = 0
         self._listener = self._listen(0)
@@ -180,6 +182,8 @@ class TcpProxy:
                         with self._lock:
                             self.answered += 1
                         break
+                if watch:
+                    self.sent.append(chunk[:200])
                 marker = self._marker
                 if watch and marker is not None and marker in chunk:
                     self.black_hole()  # this message, and everything after it, is held back

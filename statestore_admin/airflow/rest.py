@@ -49,9 +49,9 @@ class AirflowApiError(Exception):
     """Airflow's API failed a request. ``status``: its HTTP status, None when it did not answer;
     ``detail``: Airflow's own ``detail`` or what went wrong, one line."""
 
-    def __init__(self, detail: str, status: int | None = None, body=None):
+    def __init__(self, detail: str, status: int | None = None):
         super().__init__(detail)
-        self.status, self.detail, self.body = status, detail, body
+        self.status, self.detail = status, detail
 
     @property
     def unavailable(self) -> bool:
@@ -275,7 +275,7 @@ def _error_of(response: requests.Response) -> AirflowApiError:
             403: "the token is not allowed to do this in Airflow",
             429: "Airflow's API asks to slow down (429)",
         }.get(status, f"Airflow's API answered {status}")
-    return AirflowApiError(_clean(detail), status, body)
+    return AirflowApiError(_clean(detail), status)
 
 
 def segment(value) -> str:

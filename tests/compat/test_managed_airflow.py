@@ -281,6 +281,14 @@ def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, 
         slowed = api.get(keys, timeout=60)
         assert slowed.status_code == 503 and "429" in slowed.json()["detail"], slowed.text
 
+        # An asset's name (what scopes match) is read once for several calls on its keys.
+        asset = f"{url}/api/v2/assets/{golden['asset_id']}/state-store"
+        before_reads = len(proxy.sent)
+        assert [api.get(asset, timeout=30).status_code for _ in range(3)] == [200, 200, 200]
+        lines = [m.split(b" HTTP/")[0].decode() for m in proxy.sent[before_reads:]]
+        path = f"GET /api/v2/assets/{golden['asset_id']}"
+        assert lines.count(path) == 1 and sum(line.startswith(f"{path}/state-store") for line in lines) == 3, lines
+
         # Recovered: reads and writes work again, and the failed write changed nothing.
         assert requests.get(f"{url}/readyz", timeout=30).status_code == 200
         assert query(db, "SELECT key, value FROM task_state_store ORDER BY key") == before

@@ -18,6 +18,7 @@ here (its routes delete rows only), so an outcome reports no object deletes.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,11 +36,16 @@ from statestore_admin.audit import events as audit
 from statestore_admin.core.errors import Ambiguous, Invalid, NotFound, Unaddressable
 from statestore_admin.core.values import AT, NEVER, clean_key, encode_value, same_value
 from statestore_admin.records.models import AuditEvent, AuditKey
+from statestore_admin.state import api_errors
 from statestore_admin.state.addresses import TaskAddress, instance_not_found
 from statestore_admin.state.api_errors import translated
 from statestore_admin.state.services.outcomes import Action, Outcome
 
 PAGE = 100  # Airflow's largest page
+# An asset's name and URI (what a scope matches and the audit trail records), read once a minute at most per process
+# instead of before every call on its keys; a deleted asset is still answered by Airflow's state routes (404).
+ASSET_SECONDS = 60.0
+_assets: dict[tuple[str, int], tuple[float, dict]] = {}
 MAX_CLEAR = 10_000  # keys one clear may list and delete one by one
 
 
@@ -56,10 +62,7 @@ class ApiSource:
         self.api = api
 
     def _call(self, method: str, path: str, *, params=None, body=None, expect=(200,)):
-        try:
-            return self.api.request(method, path, params=params, json_body=body, expect=expect)
-        except rest.AirflowApiError as exc:
-            raise translated(exc) from None
+        return api_errors.call(self.api, method, path, params=params, json_body=body, expect=expect)
 
     # Task keys ---------------------------------------------------------------------------------------
     @staticmethod
@@ -324,12 +327,19 @@ class ApiSource:
     def _asset(self, asset_id: int, scope) -> dict:
         """The asset as Airflow gives it (name, uri), if ``scope`` reaches it; NotFound otherwise, as an
         unknown asset."""
-        try:
-            asset = self.api.request("GET", f"/assets/{int(asset_id)}")
-        except rest.AirflowApiError as exc:
-            if exc.status != 404:
-                raise translated(exc) from None
-            asset = None  # in the state routes' words below, not the asset route's
+        key = (self.api.settings.url, int(asset_id))
+        known = _assets.get(key)
+        if known is not None and time.monotonic() - known[0] < ASSET_SECONDS:
+            asset = known[1]
+        else:
+            try:
+                asset = self.api.request("GET", f"/assets/{int(asset_id)}")
+            except rest.AirflowApiError as exc:
+                if exc.status != 404:
+                    raise translated(exc) from None
+                asset = None  # in the state routes' words below, not the asset route's
+            else:
+                _assets[key] = (time.monotonic(), {k: asset.get(k) for k in ("id", "name", "uri")})
         if asset is None or not scope.allows_asset(asset.get("name"), asset.get("uri")):
             raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
         return asset
