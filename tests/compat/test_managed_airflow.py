@@ -9,6 +9,9 @@ an operator meets: `manage.py check` and /readyz naming the mode, a token Airflo
 stops answering, refuses connections or answers 503, and the recovery."""
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +22,7 @@ import requests
 
 from tests.faults import TcpProxy
 
-from .conftest import AIRFLOW_33, AIRFLOW_34, SERVER, Dashboard, normalised, query, side_of
+from .conftest import AIRFLOW_33, AIRFLOW_34, ROOT, SERVER, Dashboard, free_port, normalised, query, side_of, wait_for
 from .test_against_airflow import exchange
 from .test_against_airflow import request_sequence as sequence_33
 from .test_regions_against_airflow import TWO_LIVE_EXPANSIONS, ambiguous_sequence, regions
@@ -361,3 +364,66 @@ def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, serve
         browser.close()
     assert query(db, row) == before
     assert session(token).get(key).json()["value"] == {"job": "j-1"}
+
+
+def test_the_readmes_managed_airflow_steps_in_a_fresh_clone(airflow, golden, servers, tmp_path):
+    """README, "Managed Airflow", step by step in a fresh clone (its virtualenv is this checkout's: installing is
+    tested by the production test): the token command, `manage.py check`, `migrate`, `createsuperuser`,
+    `make serve`; then /readyz and the API answer through Airflow's."""
+    db = airflow.copy(golden["db"], "managed_readme")
+    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=120)
+    (clone / ".venv").symlink_to(ROOT / ".venv")
+    (
+        clone / ".venv" / ".installed"
+    ).touch()  # newer than the clone's requirements.txt: `make install` has nothing to do
+    port = free_port()
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+    env = {
+        **{name: value for name, value in os.environ.items() if name in keep},
+        "AIRFLOW_HOME": str(tmp_path / "no-airflow-here"),
+        "AIRFLOW_API_URL": airflow_url,
+        "AIRFLOW_API_TOKEN_COMMAND": token_command(tmp_path, airflow_url, "ops"),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+    }
+
+    def step(*command: str, **extra: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(command, cwd=clone, env={**env, **extra}, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    step("make", "install")
+    checked = step(".venv/bin/python", "manage.py", "check")
+    assert "statestore.I010" in checked.stdout + checked.stderr
+    step(".venv/bin/python", "manage.py", "migrate")
+    step(
+        ".venv/bin/python",
+        "manage.py",
+        "createsuperuser",
+        "--noinput",
+        DJANGO_SUPERUSER_USERNAME="operator",
+        DJANGO_SUPERUSER_PASSWORD="operator-pw-1",
+        DJANGO_SUPERUSER_EMAIL="operator@example.com",
+    )
+    token = step(".venv/bin/python", "manage.py", "create_api_token", "operator").stdout.strip()
+    with open(tmp_path / "serve.log", "w") as log:
+        server = subprocess.Popen(
+            ["make", "serve"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/healthz", server, seconds=180)
+        ready = requests.get(f"{url}/readyz", timeout=10)
+        assert ready.status_code == 200 and ready.json()["airflow_api"]["version"] == AIRFLOW_33, ready.text
+        run = requests.utils.quote(golden["run_id"], safe="")
+        keys = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store"
+        listed = session(token).get(keys)
+        stored = query(db, "SELECT 1 FROM task_state_store WHERE task_id = 'write'")
+        assert listed.status_code == 200 and listed.json()["total_entries"] == len(stored) > 0, listed.text
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # make and the gunicorn it started
+        server.wait(timeout=30)
