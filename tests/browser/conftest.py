@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
@@ -42,6 +43,24 @@ def browser_type_launch_args(browser_type_launch_args):
             "--no-first-run",
         ],
     }
+
+
+@pytest.fixture(autouse=True)
+def htmx_settled(request):
+    """A test's page has no htmx request in flight when its database is emptied. A fragment the last page loads
+    (the overview's largest values, say) writes to the dashboard's SQLite database from the live server's thread;
+    the flush after the test reads and then writes in one transaction, and such a write in between makes it fail
+    with "database is locked". The database is set up first so that it is emptied last, after this wait."""
+    if "page" not in request.fixturenames or "live_server" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    page = request.getfixturevalue("page")
+    yield
+    try:
+        page.wait_for_function("() => !document.querySelector('.htmx-request')", timeout=15_000)
+    except PlaywrightError:  # the page is closed or navigating: nothing of it is in flight
+        pass
 
 
 @pytest.fixture(scope="session")
