@@ -297,6 +297,29 @@ def client() -> AirflowApi:
         return _client
 
 
+# An asset's id, name and URI (what access scopes match and the audit trail records), read once a minute at most per
+# process instead of before every call on its keys; a deleted asset is still answered by Airflow's state routes (404).
+ASSET_SECONDS = 60.0
+_assets: dict[tuple[str, int], tuple[float, dict]] = {}
+
+
+def asset(api: AirflowApi, asset_id: int) -> dict | None:
+    """``{"id", "name", "uri"}`` of an asset as Airflow's API gives it, None when Airflow answers 404."""
+    key = (api.settings.url, int(asset_id))
+    known = _assets.get(key)
+    if known is not None and time.monotonic() - known[0] < ASSET_SECONDS:
+        return known[1]
+    try:
+        found = api.request("GET", f"/assets/{int(asset_id)}")
+    except AirflowApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    found = {"id": found["id"], "name": found.get("name") or "", "uri": found.get("uri") or ""}
+    _assets[key] = (time.monotonic(), found)
+    return found
+
+
 def series_of(version: str) -> str:
     """ "3.4" of "3.4.0b2": the Airflow series a version belongs to."""
     return ".".join(version.split(".")[:2])

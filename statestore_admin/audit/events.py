@@ -341,10 +341,9 @@ class Recorder:
 def _api_asset(asset_id: int) -> dict | None:
     """An asset's name and URI as Airflow's API gives them (None when it cannot: the event keeps the id alone)."""
     try:
-        found = rest.client().request("GET", f"/assets/{int(asset_id)}")
+        return rest.asset(rest.client(), asset_id)
     except rest.AirflowApiError:
         return None
-    return {"name": found.get("name") or "", "uri": found.get("uri") or ""}
 
 
 def _update_event(alias: str, pk: int, fields: dict) -> None:

@@ -57,3 +57,15 @@ def call_series(api: rest.AirflowApi) -> str:
         return rest.server_series(api)
     except rest.AirflowApiError as exc:
         raise translated(exc) from None
+
+
+def api_asset(api: rest.AirflowApi, asset_id: int, scope) -> dict:
+    """An asset as Airflow's API gives it, if ``scope`` reaches it; NotFound, in the state routes' words, for an
+    asset that does not exist or is out of scope alike."""
+    try:
+        found = rest.asset(api, asset_id)
+    except rest.AirflowApiError as exc:
+        raise translated(exc) from None
+    if found is None or not scope.allows_asset(found["name"], found["uri"]):
+        raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
+    return found

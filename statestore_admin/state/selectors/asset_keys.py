@@ -64,13 +64,7 @@ def get_asset(asset_id: int, *, scope: Scope) -> Asset:
     """An asset by id; one out of ``scope`` is NotFound in the same words as a missing one. Over Airflow's REST
     API, as Airflow gives it (its id, name and URI)."""
     if rest.api_mode():
-        try:
-            found = api_errors.call(rest.client(), "GET", f"/assets/{int(asset_id)}")
-        except NotFound:
-            found = None
-        if found is None or not scope.allows_asset(found.get("name"), found.get("uri")):
-            raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
-        return Asset(id=found["id"], name=found.get("name") or "", uri=found.get("uri") or "")
+        return Asset(**api_errors.api_asset(rest.client(), asset_id, scope))
     try:
         return scoped_assets(scope).annotate(active=_active()).defer("extra").get(pk=asset_id)
     except Asset.DoesNotExist:

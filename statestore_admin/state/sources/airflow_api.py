@@ -18,7 +18,6 @@ here (its routes delete rows only), so an outcome reports no object deletes.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,10 +41,6 @@ from statestore_admin.state.api_errors import translated
 from statestore_admin.state.services.outcomes import Action, Outcome
 
 PAGE = 100  # Airflow's largest page
-# An asset's name and URI (what a scope matches and the audit trail records), read once a minute at most per process
-# instead of before every call on its keys; a deleted asset is still answered by Airflow's state routes (404).
-ASSET_SECONDS = 60.0
-_assets: dict[tuple[str, int], tuple[float, dict]] = {}
 MAX_CLEAR = 10_000  # keys one clear may list and delete one by one
 
 
@@ -103,15 +98,20 @@ class ApiSource:
         body = self._call("GET", self._task_path(address), params=params)
         return [self._task_row(address, item) for item in body["task_state_store"]], body["total_entries"]
 
-    def _current_task_key(self, address, key: str, where=None) -> TaskStateStore | None:
-        """The key at ``address`` as Airflow reads it, as a row at ``where`` (the address it resolves to)."""
+    def _key(self, path: str, params=None) -> dict | None:
+        """One key as Airflow's state route answers it; None when the key does not exist (any other 404, of a task
+        instance or an asset, is NotFound)."""
         try:
-            item = self.api.request("GET", self._task_path(address, key), params=self._coordinates(address))
+            return self.api.request("GET", path, params=params)
         except rest.AirflowApiError as exc:
             if exc.status == 404 and "state store key" in exc.detail.lower():
                 return None
             raise translated(exc) from None
-        return self._task_row(where or address, item)
+
+    def _current_task_key(self, address, key: str, where=None) -> TaskStateStore | None:
+        """The key at ``address`` as Airflow reads it, as a row at ``where`` (the address it resolves to)."""
+        item = self._key(self._task_path(address, key), self._coordinates(address))
+        return None if item is None else self._task_row(where or address, item)
 
     def _resolved(self, address) -> TaskAddress:
         """The task instance Airflow 3.4 resolves coordinates that leave its region or index open to, read from
@@ -325,24 +325,7 @@ class ApiSource:
 
     # Asset keys --------------------------------------------------------------------------------------
     def _asset(self, asset_id: int, scope) -> dict:
-        """The asset as Airflow gives it (name, uri), if ``scope`` reaches it; NotFound otherwise, as an
-        unknown asset."""
-        key = (self.api.settings.url, int(asset_id))
-        known = _assets.get(key)
-        if known is not None and time.monotonic() - known[0] < ASSET_SECONDS:
-            asset = known[1]
-        else:
-            try:
-                asset = self.api.request("GET", f"/assets/{int(asset_id)}")
-            except rest.AirflowApiError as exc:
-                if exc.status != 404:
-                    raise translated(exc) from None
-                asset = None  # in the state routes' words below, not the asset route's
-            else:
-                _assets[key] = (time.monotonic(), {k: asset.get(k) for k in ("id", "name", "uri")})
-        if asset is None or not scope.allows_asset(asset.get("name"), asset.get("uri")):
-            raise NotFound(_("Asset with id %(id)s not found") % {"id": asset_id})
-        return asset
+        return api_errors.api_asset(self.api, asset_id, scope)
 
     @staticmethod
     def _asset_path(asset_id: int, key: str | None = None) -> str:
@@ -373,13 +356,8 @@ class ApiSource:
         return [self._asset_row(asset, item) for item in body["asset_state_store"]], body["total_entries"]
 
     def _current_asset_key(self, asset: dict, key: str) -> AssetStateStore | None:
-        try:
-            item = self.api.request("GET", self._asset_path(asset["id"], key))
-        except rest.AirflowApiError as exc:
-            if exc.status == 404 and "state store key" in exc.detail.lower():
-                return None
-            raise translated(exc) from None
-        return self._asset_row(asset, item)
+        item = self._key(self._asset_path(asset["id"], key))
+        return None if item is None else self._asset_row(asset, item)
 
     def asset_key(self, asset_id, key, *, scope):
         asset = self._asset(asset_id, scope)
