@@ -52,6 +52,15 @@ def auth_manager(workdir: Path) -> dict[str, str]:
     }
 
 
+def airflow_api(side, golden: dict, name: str, servers: list, tmp_path: Path) -> tuple[str, str]:
+    """A copy of the golden database named ``name`` and Airflow's api-server on it (stopped after the test), whose
+    auth manager knows USERS: the database and the server's address."""
+    db = side.copy(golden["db"], name)
+    process, url = side.api_server(db, **auth_manager(tmp_path))
+    servers.append(process)
+    return db, url
+
+
 def token_command(workdir: Path, url: str, user: str, password: str | None = None) -> str:
     """A command that asks Airflow's auth manager for a token (its JSON answer, ``access_token``)."""
     script = workdir / "airflow_token.py"
@@ -164,9 +173,7 @@ def _without_times(rows: list[tuple]) -> list[tuple]:
 
 
 def test_check_and_readyz_name_the_mode_and_follow_airflows_api(airflow, golden, servers, tmp_path):
-    db = airflow.copy(golden["db"], "managed_check")
-    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
-    servers.append(process)
+    db, airflow_url = airflow_api(airflow, golden, "managed_check", servers, tmp_path)
     dashboard = Dashboard(airflow, db)
     token = dashboard.setup()
 
@@ -232,9 +239,7 @@ def _port_of(url: str) -> int:
 
 
 def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, servers, tmp_path):
-    db = airflow.copy(golden["db"], "managed_faults")
-    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
-    servers.append(process)
+    db, airflow_url = airflow_api(airflow, golden, "managed_faults", servers, tmp_path)
     dashboard = Dashboard(airflow, db)
     token = dashboard.setup()
     with TcpProxy(_port_of(airflow_url)) as proxy:
@@ -303,9 +308,7 @@ def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, 
 def test_airflows_refusal_of_the_token_is_shown_as_such(airflow, golden, servers, tmp_path):
     """A user allowed to write here, through a token Airflow lets only read: Airflow's 403 is the answer, and it
     says whose refusal it is; nothing is written."""
-    db = airflow.copy(golden["db"], "managed_viewer")
-    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
-    servers.append(process)
+    db, airflow_url = airflow_api(airflow, golden, "managed_viewer", servers, tmp_path)
     dashboard = Dashboard(airflow, db)
     token = dashboard.setup()
     process, url = dashboard.server(**managed(dashboard, airflow_url, user="viewer"))
@@ -329,9 +332,7 @@ def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, serve
         pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
     from playwright.sync_api import expect, sync_playwright
 
-    db = airflow.copy(golden["db"], "managed_browser")
-    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
-    servers.append(process)
+    db, airflow_url = airflow_api(airflow, golden, "managed_browser", servers, tmp_path)
     dashboard = Dashboard(airflow, db)
     token = dashboard.setup()
     process, url = dashboard.server(**managed(dashboard, airflow_url))
@@ -370,9 +371,7 @@ def test_the_readmes_managed_airflow_steps_in_a_fresh_clone(airflow, golden, ser
     """README, "Managed Airflow", step by step in a fresh clone (its virtualenv is this checkout's: installing is
     tested by the production test): the token command, `manage.py check`, `migrate`, `createsuperuser`,
     `make serve`; then /readyz and the API answer through Airflow's."""
-    db = airflow.copy(golden["db"], "managed_readme")
-    process, airflow_url = airflow.api_server(db, **auth_manager(tmp_path))
-    servers.append(process)
+    db, airflow_url = airflow_api(airflow, golden, "managed_readme", servers, tmp_path)
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=120)
     (clone / ".venv").symlink_to(ROOT / ".venv")
