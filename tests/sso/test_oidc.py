@@ -35,6 +35,9 @@ def faulty(settings):
 
 @pytest.fixture
 def provider(settings):
+    # A new provider may get the port of an earlier test's, and so its issuer URL: the client (and the discovery
+    # document it keeps) is per configuration, so forget those of earlier tests, as a restarted dashboard would.
+    oidc._clients.clear()
     provider = HostileProvider()
     settings.OIDC_ISSUER = provider.issuer
     settings.OIDC_CLIENT_ID = CLIENT_ID
