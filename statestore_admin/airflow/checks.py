@@ -143,7 +143,7 @@ def check_airflow_database(app_configs=None, databases=None, **kwargs):
 
 def inspect_airflow_api() -> list[checks.CheckMessage]:
     """Managed Airflow (``AIRFLOW_API_URL``): an Info naming the mode and the Airflow that answers with the token,
-    or an error saying what failed: no answer (E030), the token refused or not obtained (E031)."""
+    or an error saying what failed: no answer (E070), the token refused or not obtained (E071)."""
     api = rest.client()
     where = api.describe()
     answer = rest.probe(api)
@@ -162,7 +162,7 @@ def inspect_airflow_api() -> list[checks.CheckMessage]:
                 f"Airflow's REST API at {where} does not accept the dashboard's token: {answer['error']}.",
                 hint="Check AIRFLOW_API_TOKEN or AIRFLOW_API_TOKEN_COMMAND (README, Managed Airflow); the token "
                 "needs at least read access to DAGs and assets in Airflow.",
-                id="statestore.E031",
+                id="statestore.E071",
             )
         ]
     return [
@@ -170,7 +170,7 @@ def inspect_airflow_api() -> list[checks.CheckMessage]:
             f"Airflow's REST API at {where} does not answer: {answer['error']}.",
             hint="Check AIRFLOW_API_URL (the address of Airflow's API server, without /api/v2), and that this host "
             "can reach it.",
-            id="statestore.E030",
+            id="statestore.E070",
         )
     ]
 
@@ -186,7 +186,7 @@ def check_airflow_api_settings(app_configs=None, **kwargs):
             checks.Warning(
                 "AIRFLOW_API_URL is ignored: AIRFLOW_DATABASE_URL is set, and the database is read instead.",
                 hint="Unset one of them (README, Managed Airflow).",
-                id="statestore.W030",
+                id="statestore.W070",
             )
         )
     if not settings.AIRFLOW_API_MODE:
@@ -196,7 +196,7 @@ def check_airflow_api_settings(app_configs=None, **kwargs):
             checks.Error(
                 "Both AIRFLOW_API_TOKEN and AIRFLOW_API_TOKEN_COMMAND are set.",
                 hint="Set the token, or the command that prints one, not both.",
-                id="statestore.E032",
+                id="statestore.E072",
             )
         )
     if settings.AUDIT_TO_AIRFLOW_LOG:
@@ -204,16 +204,16 @@ def check_airflow_api_settings(app_configs=None, **kwargs):
             checks.Error(
                 "AUDIT_TO_AIRFLOW_LOG needs Airflow's metadata database; with AIRFLOW_API_URL there is none.",
                 hint="Unset AUDIT_TO_AIRFLOW_LOG: the dashboard's own audit trail records every change.",
-                id="statestore.E033",
+                id="statestore.E073",
             )
         )
     for name in ("AIRFLOW_API_TIMEOUT", "AIRFLOW_API_TOKEN_TTL"):
         if getattr(settings, name) <= 0:
-            messages.append(checks.Error(f"{name} must be more than 0.", id="statestore.E034"))
+            messages.append(checks.Error(f"{name} must be more than 0.", id="statestore.E074"))
     if settings.AIRFLOW_API_CONCURRENCY < 1 or settings.AIRFLOW_API_RETRIES < 0:
         messages.append(
             checks.Error(
-                "AIRFLOW_API_CONCURRENCY must be 1 or more and AIRFLOW_API_RETRIES 0 or more.", id="statestore.E034"
+                "AIRFLOW_API_CONCURRENCY must be 1 or more and AIRFLOW_API_RETRIES 0 or more.", id="statestore.E074"
             )
         )
     return messages

@@ -206,15 +206,15 @@ def test_invalid_worker_backend_settings_are_errors(settings, name, value, code)
 @pytest.mark.parametrize(
     ("settings_of", "expected"),
     [
-        ({"AIRFLOW_API_URL": "https://airflow.example.com"}, ["statestore.W030"]),  # a database is read instead
+        ({"AIRFLOW_API_URL": "https://airflow.example.com"}, ["statestore.W070"]),  # a database is read instead
         ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_TOKEN": "t"}, []),
         (
             {"AIRFLOW_API_MODE": True, "AIRFLOW_API_TOKEN": "t", "AIRFLOW_API_TOKEN_COMMAND": "get-token"},
-            ["statestore.E032"],
+            ["statestore.E072"],
         ),
-        ({"AIRFLOW_API_MODE": True, "AUDIT_TO_AIRFLOW_LOG": True}, ["statestore.E033"]),
-        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_TIMEOUT": 0.0}, ["statestore.E034"]),
-        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_CONCURRENCY": 0}, ["statestore.E034"]),
+        ({"AIRFLOW_API_MODE": True, "AUDIT_TO_AIRFLOW_LOG": True}, ["statestore.E073"]),
+        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_TIMEOUT": 0.0}, ["statestore.E074"]),
+        ({"AIRFLOW_API_MODE": True, "AIRFLOW_API_CONCURRENCY": 0}, ["statestore.E074"]),
     ],
 )
 def test_managed_airflow_settings_that_contradict_each_other(settings_of, expected):
