@@ -7,6 +7,7 @@ from django.utils import translation
 from statestore_admin.access import permissions
 from statestore_admin.access.actors import Actor
 from statestore_admin.airflow.schema import create_airflow_schema
+from statestore_admin.airflow.versions import schema_of
 from statestore_admin.records.models import AccessScope
 
 from . import factories
@@ -42,6 +43,11 @@ def django_db_setup(django_db_setup, django_db_blocker):
                         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                     )
                 connections[alias].close()
+
+
+@pytest.fixture
+def dag_factory():
+    return factories.make_dag
 
 
 @pytest.fixture
@@ -128,6 +134,12 @@ def ui(operator):
 @pytest.fixture
 def system():
     return Actor.command()
+
+
+@pytest.fixture
+def regions_schema():
+    if not schema_of(connections["airflow"]).regions:
+        pytest.skip("Airflow 3.3's schema has no dynamic regions: run with AIRFLOW_FIXTURE_SERIES=3.4")
 
 
 @pytest.fixture

@@ -34,8 +34,7 @@ def make_dag_run(dag_id="example_dag", run_id=None, state="success", **fields):
         state=state,
         run_type="manual",
         logical_date=now - timedelta(minutes=number),
-        run_after=now,
-        **fields,
+        **{"run_after": now, **fields},
     )
 
 
@@ -222,6 +221,52 @@ def _airflow_sql(sql, params, pk):
         pk = _uuid_param(pk)
     with connections["airflow"].cursor() as cursor:
         cursor.execute(sql, [*params, pk])
+
+
+def _insert_filled(table: str, values: dict) -> None:
+    """A row of one of Airflow's tables with ``values`` and, in every other column that must have a value and
+    has no default, a plain one of its type (the ``dag`` table has about forty columns, which vary by series)."""
+    connection = connections["airflow"]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s "
+                "AND is_nullable = 'NO' AND column_default IS NULL",
+                [table],
+            )
+            required = cursor.fetchall()
+        else:
+            cursor.execute(f"PRAGMA table_info({table})")
+            required = [
+                (name, kind) for _, name, kind, notnull, default, _ in cursor.fetchall() if notnull and default is None
+            ]
+        row = dict(values)
+        for name, kind in required:
+            kind = kind.lower()
+            if name in row:
+                continue
+            if "bool" in kind:
+                row[name] = False
+            elif "int" in kind or "float" in kind or "double" in kind or "numeric" in kind:
+                row[name] = 0
+            elif "json" in kind:
+                row[name] = "{}"
+            elif "time" in kind or "date" in kind:
+                row[name] = timezone.now()
+            else:
+                row[name] = "x"
+        columns = ", ".join(connection.ops.quote_name(c) for c in row)
+        placeholders = ", ".join(["%s"] * len(row))
+        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", list(row.values()))
+
+
+def make_dag(dag_id="example_dag", is_paused=False, is_stale=False):
+    """A DAG as Airflow's DAG processor records it (``dag``), with its bundle (``dag_bundle``)."""
+    with connections["airflow"].cursor() as cursor:
+        cursor.execute("SELECT 1 FROM dag_bundle WHERE name = 'tests'")
+        if cursor.fetchone() is None:
+            _insert_filled("dag_bundle", {"name": "tests"})
+    _insert_filled("dag", {"dag_id": dag_id, "is_paused": is_paused, "is_stale": is_stale, "bundle_name": "tests"})
 
 
 def make_asset(name=None, uri=None, active=True, group="asset"):

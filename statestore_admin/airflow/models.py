@@ -184,6 +184,21 @@ class JsonColumn(models.JSONField):
         return super().from_db_value(value, expression, connection)
 
 
+class Dag(models.Model):
+    """A DAG Airflow has parsed (``dag``); only what the pages list. ``is_stale``: its file is gone."""
+
+    dag_id = models.CharField(max_length=250, primary_key=True)
+    is_paused = models.BooleanField()
+    is_stale = models.BooleanField()
+
+    class Meta:
+        managed = False
+        db_table = "dag"
+
+    def __str__(self) -> str:
+        return self.dag_id
+
+
 class DagRun(models.Model):
     id = models.AutoField(primary_key=True)
     dag_id = models.CharField(max_length=250)

@@ -304,7 +304,7 @@ _assets: dict[tuple[str, int], tuple[float, dict]] = {}
 
 
 def asset(api: AirflowApi, asset_id: int) -> dict | None:
-    """``{"id", "name", "uri"}`` of an asset as Airflow's API gives it, None when Airflow answers 404."""
+    """``{"id", "name", "uri", "group"}`` of an asset as Airflow's API gives it, None when Airflow answers 404."""
     key = (api.settings.url, int(asset_id))
     known = _assets.get(key)
     if known is not None and time.monotonic() - known[0] < ASSET_SECONDS:
@@ -315,7 +315,7 @@ def asset(api: AirflowApi, asset_id: int) -> dict | None:
         if exc.status == 404:
             return None
         raise
-    found = {"id": found["id"], "name": found.get("name") or "", "uri": found.get("uri") or ""}
+    found = {key: found.get(key) or "" for key in ("name", "uri", "group")} | {"id": found["id"]}
     _assets[key] = (time.monotonic(), found)
     return found
 

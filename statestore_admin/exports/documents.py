@@ -216,15 +216,19 @@ def safe_cell(value):
 class Source:
     """Rows of one kind, the order they are read in, and how each becomes a JSON entry and a CSV row."""
 
-    rows: QuerySet
+    rows: QuerySet | None
     ordering: tuple[str, ...]
     entry: Callable[[object], dict]
     cells: Callable[[object], list]
     fields: tuple[str, ...] | None = None  # read as named tuples of these; None: model instances
     prepare: Callable[[list], list] | None = None  # completes a chunk's rows before they are written
+    pages: Callable[[], Iterator[list]] | None = None  # instead of ``rows``: the chunks themselves (``paged``)
 
     def chunks(self) -> Iterator[list]:
-        chunks = keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
+        if self.pages is not None:
+            chunks = self.pages()
+        else:
+            chunks = keyset_chunks(self.rows, self.ordering, STREAM_CHUNK, fields=self.fields)
         return chunks if self.prepare is None else map(self.prepare, chunks)
 
 
@@ -334,6 +338,39 @@ def task_instance_keys(run: DagRun, task_id: str, map_index: int | None, region_
 def asset_keys(asset) -> Export:
     """An asset's keys (``selectors.get_asset`` has checked the scope)."""
     return keys_export(f"asset-{asset.pk}-keys", asset_rows=AssetStateStore.objects.filter(asset=asset))
+
+
+def read_pages(read: Callable[[int, int], tuple[list, int]], size: int = 100) -> Callable[[], Iterator[list]]:
+    """The chunks of a list read a page at a time by offset (``read(offset, limit)`` → rows, their number in
+    all): a ``state.sources`` list, which over Airflow's REST API comes in pages of at most 100."""
+
+    def pages() -> Iterator[list]:
+        offset = 0
+        while True:
+            rows, total = read(offset, size)
+            if rows:
+                yield rows
+            offset += len(rows)
+            if not rows or offset >= total:
+                return
+
+    return pages
+
+
+def paged_task_keys(name: str, read: Callable[[int, int], tuple[list, int]]) -> Export:
+    """A task instance's keys as a source lists them (``Source.task_keys_page``), by key."""
+    return Export(name, (Source(None, (), task_entry, _task_cells, pages=read_pages(read)),))
+
+
+def paged_asset_keys(name: str, asset, read: Callable[[int, int], tuple[list, int]]) -> Export:
+    """An asset's keys as a source lists them (``Source.asset_keys_page``), named by ``asset``."""
+
+    def named(rows: list) -> list:
+        for row in rows:
+            row.asset_name, row.asset_uri = asset.name, asset.uri
+        return rows
+
+    return Export(name, (Source(None, (), asset_entry, _asset_cells, prepare=named, pages=read_pages(read)),))
 
 
 def search_results(task_rows: QuerySet | None, asset_rows: QuerySet | None) -> Export:

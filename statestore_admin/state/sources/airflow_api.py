@@ -38,10 +38,21 @@ from statestore_admin.records.models import AuditEvent, AuditKey
 from statestore_admin.state import api_errors
 from statestore_admin.state.addresses import TaskAddress, instance_not_found
 from statestore_admin.state.api_errors import translated
+from statestore_admin.state.listing import (
+    MAX_INSTANCES,
+    AssetItem,
+    DagItem,
+    InstanceItem,
+    Listing,
+    RunItem,
+    instance_order,
+    page_of,
+)
 from statestore_admin.state.services.outcomes import Action, Outcome
 
 PAGE = 100  # Airflow's largest page
 MAX_CLEAR = 10_000  # keys one clear may list and delete one by one
+MAX_LISTED = 2_000  # DAGs or assets read to cut a page of those an actor's scope keeps
 
 
 def _at(text):
@@ -91,6 +102,13 @@ class ApiSource:
         """NotFound unless the task instance exists: Airflow's DELETE of a key no task writes answers 204, or its
         404 for a missing task instance, and deletes nothing."""
         self._call("DELETE", self._task_path(address, _probe_key()), params=self._coordinates(address), expect=(204,))
+
+    def find_task_instance(self, address, *, scope):
+        """NotFound unless the task instance exists, read from Airflow's list of the task's instances (what a page
+        asks: ``require_task_instance`` deletes a key no task writes, which a read-only token may not)."""
+        scope.require_dag(address.dag_id)
+        if address not in self._instances_of_task(address):
+            raise instance_not_found(address)
 
     def task_keys_page(self, address, offset, limit, *, scope):
         scope.require_dag(address.dag_id)
@@ -432,6 +450,53 @@ class ApiSource:
                 self._call("DELETE", self._asset_path(asset_id, row.key), expect=(204,))
         return Outcome(recorder.count, event=recorder.event)
 
+    # Browsing ----------------------------------------------------------------------------------------
+    def _everything(self, path: str, field: str, params: dict, limit: int = MAX_LISTED) -> list[dict]:
+        """Every item of one of Airflow's lists (at most ``limit``), a page of ``PAGE`` at a time."""
+        found: list[dict] = []
+        while len(found) < limit:
+            body = self._call("GET", path, params={**params, "offset": len(found), "limit": PAGE})
+            found += body[field]
+            if not body[field] or len(found) >= body["total_entries"]:
+                break
+        return found[:limit]
+
+    def _listed(self, path, field, params, offset, limit, keep, item) -> Listing:
+        """A page of one of Airflow's lists; when the actor's scope keeps only some of its items (``keep``),
+        the page is cut from the whole list as kept (at most ``MAX_LISTED`` items read)."""
+        if keep is None:
+            body = self._call("GET", path, params={**params, "offset": offset, "limit": min(limit, PAGE)})
+            return Listing([item(i) for i in body[field]], body["total_entries"], offset, limit)
+        return page_of([item(i) for i in self._everything(path, field, params) if keep(i)], offset, limit)
+
+    def dags(self, contains, offset, limit, *, scope):
+        params = {"order_by": "dag_id", **({"dag_id_pattern": contains} if contains else {})}
+        keep = None if scope.all_dags else lambda i: scope.allows_dag(i["dag_id"])
+        return self._listed("/dags", "dags", params, offset, limit, keep, _dag_item)
+
+    def dag_runs(self, dag_id, offset, limit, *, scope):
+        scope.require_dag(dag_id)
+        path = f"/dags/{rest.segment(dag_id)}/dagRuns"
+        return self._listed(path, "dag_runs", {"order_by": ["-run_after", "-run_id"]}, offset, limit, None, _run_item)
+
+    def dag_run(self, dag_id, run_id, *, scope):
+        scope.require_dag(dag_id)
+        return _run_item(self._call("GET", f"/dags/{rest.segment(dag_id)}/dagRuns/{rest.segment(run_id)}"))
+
+    def run_instances(self, dag_id, run_id, *, scope):
+        self.dag_run(dag_id, run_id, scope=scope)
+        path = f"/dags/{rest.segment(dag_id)}/dagRuns/{rest.segment(run_id)}/taskInstances"
+        found = self._everything(path, "task_instances", {}, MAX_INSTANCES)
+        return sorted((_instance_item(dag_id, run_id, i) for i in found), key=instance_order)
+
+    def assets(self, contains, offset, limit, *, scope):
+        params = {"order_by": "id", **({"name_pattern": contains} if contains else {})}
+        keep = None if scope.all_assets else lambda i: scope.allows_asset(i.get("name"), i.get("uri"))
+        return self._listed("/assets", "assets", params, offset, limit, keep, _asset_item)
+
+    def asset(self, asset_id, *, scope):
+        return _asset_item(self._asset(asset_id, scope))
+
     # Restore (exports.restore plans and records; these read and write each key) ----------------------------
     def reachable_assets(self, scope, asset_ids) -> set[int]:
         """The ids of the assets that exist in Airflow and that ``scope`` reaches."""
@@ -484,6 +549,35 @@ class ApiSource:
     def _change(self, actor, action, *, store=policies.TASK, location=None, details=None) -> Iterator:
         with audit.change(actor, action, store, location=location, details=details) as recorder:
             yield recorder
+
+
+def _dag_item(item: dict) -> DagItem:
+    return DagItem(item["dag_id"], bool(item.get("is_paused")))
+
+
+def _run_item(item: dict) -> RunItem:
+    return RunItem(
+        item["dag_id"],
+        item["dag_run_id"],
+        item.get("state"),
+        item.get("run_type") or "",
+        _at(item.get("logical_date")),
+        _at(item.get("run_after")),
+    )
+
+
+def _instance_item(dag_id: str, run_id: str, item: dict) -> InstanceItem:
+    """A task instance as Airflow lists it: on 3.4, one in a region by its region and index there."""
+    region = item.get("region_id")
+    if region:
+        address = TaskAddress(dag_id, run_id, item["task_id"], item["region_index"], uuid.UUID(region))
+    else:
+        address = TaskAddress(dag_id, run_id, item["task_id"], item["map_index"])
+    return InstanceItem(address, item.get("state"), item.get("try_number") or 0)
+
+
+def _asset_item(item: dict) -> AssetItem:
+    return AssetItem(item["id"], item.get("name") or "", item.get("uri") or "", item.get("group") or "")
 
 
 def _probe_key() -> str:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from statestore_admin.state import services
 from statestore_admin.state.addresses import require_task_instance
 from statestore_admin.state.selectors import airflow_api as reads
+from statestore_admin.state.selectors import browsing
 
 
 class DatabaseSource:
     def require_task_instance(self, address):
+        require_task_instance(address)
+
+    def find_task_instance(self, address, *, scope):
+        scope.require_dag(address.dag_id)
         require_task_instance(address)
 
     def task_keys_page(self, address, offset, limit, *, scope):
@@ -44,3 +49,21 @@ class DatabaseSource:
 
     def clear_asset(self, *, actor, asset_id):
         return services.clear_asset(actor=actor, asset_id=asset_id)
+
+    def dags(self, contains, offset, limit, *, scope):
+        return browsing.dags(contains, offset, limit, scope=scope)
+
+    def dag_runs(self, dag_id, offset, limit, *, scope):
+        return browsing.dag_runs(dag_id, offset, limit, scope=scope)
+
+    def dag_run(self, dag_id, run_id, *, scope):
+        return browsing.dag_run(dag_id, run_id, scope=scope)
+
+    def run_instances(self, dag_id, run_id, *, scope):
+        return browsing.run_instances(dag_id, run_id, scope=scope)
+
+    def assets(self, contains, offset, limit, *, scope):
+        return browsing.assets(contains, offset, limit, scope=scope)
+
+    def asset(self, asset_id, *, scope):
+        return browsing.asset(asset_id, scope=scope)

@@ -38,12 +38,6 @@ DECISIONS = ["needs another pass", "still short", "every batch ≥ 2: stop"]
 
 
 @pytest.fixture
-def regions_schema():
-    if not schema_of(connections["airflow"]).regions:
-        pytest.skip("Airflow 3.3's schema has no dynamic regions: run with AIRFLOW_FIXTURE_SERIES=3.4")
-
-
-@pytest.fixture
 def looped(regions_schema):
     """A run of a loop (three iterations, a gate recording a decision each) around a mapped task (two map
     positions an iteration, each expansion a region under its iteration); iteration 1's expansion was cleared
