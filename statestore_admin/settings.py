@@ -143,6 +143,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "statestore_admin.dashboard.context.capabilities",
                 "statestore_admin.dashboard.context.environment",
+                "statestore_admin.dashboard.context.airflow_source",
                 "statestore_admin.sso.oidc.context",
             ],
         },

@@ -3,6 +3,7 @@ from django.utils.functional import SimpleLazyObject
 
 from statestore_admin import gc
 from statestore_admin.access import policies, scopes
+from statestore_admin.airflow import rest
 from statestore_admin.objects import orphans
 
 
@@ -32,3 +33,9 @@ def environment(request):
     """``environment.name`` and ``environment.color``: the band on every page and the title's prefix
     ("Where am I"); no name, no band."""
     return {"environment": {"name": settings.STATESTORE_ENVIRONMENT, "color": settings.STATESTORE_ENVIRONMENT_COLOR}}
+
+
+def airflow_source(request):
+    """``airflow_api_mode``: the deployment reads Airflow through its REST API (managed Airflow): the menu leads
+    to the pages that work without Airflow's database (``views.browse``)."""
+    return {"airflow_api_mode": rest.api_mode()}

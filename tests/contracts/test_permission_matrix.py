@@ -430,6 +430,75 @@ def snapshot() -> tuple:
 # The matrix -----------------------------------------------------------------------------------------
 HX = {"HX-Request": "true"}
 JSON = "application/json"
+
+
+def browse_cases(target, run, key, asset, akey) -> list:
+    """The pages by Airflow's names (views.browse, actions.browse): a DAG named out of scope is 403, an asset
+    out of scope 404, as on the other pages."""
+    instance = f"dag_id={quote(run.dag_id)}&run_id={quote(run.run_id)}&task_id=t"
+    by_dag = {"target": target, "needs": (TASK["view"],), "out_of_scope": status(403)}
+    dialog = {"face": HTMX, "target": target, "headers": HX, "out_of_scope": status(403)}
+    return [
+        Case("browse/dags/<str:dag_id>/", "GET", f"/browse/dags/{run.dag_id}/", **by_dag),
+        Case(
+            "browse/dags/<str:dag_id>/compare/",
+            "GET",
+            f"/browse/dags/{run.dag_id}/compare/?a={quote(run.run_id)}&b={quote(run.run_id)}",
+            **by_dag,
+        ),
+        Case("browse/run/", "GET", f"/browse/run/?dag_id={quote(run.dag_id)}&run_id={quote(run.run_id)}", **by_dag),
+        Case("browse/task/", "GET", f"/browse/task/?{instance}", **by_dag),
+        Case("browse/story/", "GET", f"/browse/story/?{instance}&key={quote(key.key)}", **by_dag),
+        Case("browse/task/export/", "GET", f"/browse/task/export/?{instance}&format=csv", **by_dag),
+        Case(
+            "browse/task/<str:op>/",
+            "GET",
+            f"/browse/task/edit/?{instance}&key={quote(key.key)}",
+            needs=(TASK["view"], TASK["change"]),
+            **dialog,
+        ),
+        Case(
+            "browse/task/<str:op>/",
+            "POST",
+            f"/browse/task/delete/?{instance}&key={quote(key.key)}",
+            needs=(TASK["delete"],),
+            data={},
+            ok=status(204),
+            **dialog,
+        ),
+        Case(
+            "browse/assets/<int:asset_id>/", "GET", f"/browse/assets/{asset.pk}/", target=target, needs=(ASSET["view"],)
+        ),
+        Case(
+            "browse/assets/<int:asset_id>/export/",
+            "GET",
+            f"/browse/assets/{asset.pk}/export/?format=csv",
+            target=target,
+            needs=(ASSET["view"],),
+        ),
+        Case(
+            "browse/assets/<int:asset_id>/<str:op>/",
+            "GET",
+            f"/browse/assets/{asset.pk}/edit/?key={quote(akey)}",
+            face=HTMX,
+            target=target,
+            headers=HX,
+            needs=(ASSET["view"], ASSET["change"]),
+        ),
+        Case(
+            "browse/assets/<int:asset_id>/<str:op>/",
+            "POST",
+            f"/browse/assets/{asset.pk}/delete/?key={quote(akey)}",
+            face=HTMX,
+            target=target,
+            headers=HX,
+            needs=(ASSET["delete"],),
+            data={},
+            ok=status(204),
+        ),
+    ]
+
+
 DASHBOARD, API_ROUTES, ROOT, ADMIN_ROUTES = [], [], [], []
 
 
@@ -518,6 +587,7 @@ def dashboard_cases(w) -> list[Case]:
         # the command's alone).
         Case("orphans/", "GET", "/orphans/", needs=(TASK["view"], ASSET["view"]), unscoped_only=True),
         Case("dags/", "GET", "/dags/", needs=(TASK["view"],)),
+        Case("browse/dags/", "GET", "/browse/dags/", needs=(TASK["view"],)),
         Case("search/", "GET", "/search/?key=key"),
         Case("audit/", "GET", "/audit/", any_of=VIEW_ANY),
         Case("search/export/", "GET", "/search/export/?key=key", variant="json", any_of=VIEW_ANY),
@@ -841,6 +911,7 @@ def dashboard_cases(w) -> list[Case]:
                 target=target,
                 needs=(ASSET["view"],),
             ),
+            *browse_cases(target, run, key, asset, akey),
         ]
         cases.append(
             Case(
@@ -951,6 +1022,7 @@ def dashboard_cases(w) -> list[Case]:
             lookup_first=True,
         ),
         Case("assets/", "GET", "/assets/", needs=(ASSET["view"],)),
+        Case("browse/assets/", "GET", "/browse/assets/", needs=(ASSET["view"],)),
     ]
     return cases
 

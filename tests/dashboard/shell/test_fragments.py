@@ -28,6 +28,8 @@ QUERIES = {
     "asset-key-edit": "key=k",
     "asset-keys-delete": "keys=k",
     "gc-run": "batch_size=10",
+    "browse-task-action": "dag_id=etl&run_id={run_id}&task_id=t&key=k",
+    "browse-asset-action": "key=k",
 }
 
 
@@ -77,6 +79,8 @@ def scene(
         "event_id": event.pk,
         "action": "expire",
         "key": key.pk,
+        "run_id": run.run_id,
+        "op": "edit",
     }
 
 
