@@ -265,3 +265,36 @@ def test_a_key_in_a_region_is_followed_to_the_same_place_in_other_runs(op_client
     compared = text(op_client.get(reverse("browse-compare", args=["loops"]) + "?a=manual__old&b=manual__new"))
     assert "0 added in B 0 removed in B 2 changed" in compared
     assert "work region 2 [0] k" in compared
+
+
+def test_a_runs_download_holds_every_task_instances_keys_in_the_pages_order(op_client, run):
+    page = op_client.get(f"{reverse('browse-run')}?dag_id=etl&run_id=manual__1").content.decode()
+    assert f"{reverse('browse-run-export')}?dag_id=etl&amp;run_id=manual__1&amp;format=csv" in page
+    document = op_client.get(f"{reverse('browse-run-export')}?dag_id=etl&run_id=manual__1")
+    entries = json.loads(b"".join(document.streaming_content))["keys"]
+    assert [(e["task_id"], e["map_index"], e["key"]) for e in entries] == [
+        ("mapped", 0, "a"),
+        ("mapped", 1, "a"),
+        ("t", -1, "job"),
+        ("t", -1, "never"),
+    ]
+    assert op_client.get(f"{reverse('browse-run-export')}?dag_id=etl&run_id=absent").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("page", "lands"),
+    [
+        ("/", "/browse/dags/"),
+        ("/dags/?q=etl", "/browse/dags/?q=etl"),
+        ("/dags/etl/", "/browse/dags/etl/"),
+        ("/dags/etl/compare/?a=r1&b=r2", "/browse/dags/etl/compare/?a=r1&b=r2"),
+        ("/assets/?q=orders", "/browse/assets/?q=orders"),
+        ("/assets/7/", "/browse/assets/7/"),
+    ],
+)
+def test_on_managed_airflow_the_database_pages_lead_to_the_browsing_pages(op_client, settings, page, lands):
+    """Without Airflow's database (AIRFLOW_API_MODE) a page that has a browsing twin sends its reader there, its
+    filters kept; nothing is read before (no Airflow API is asked here at all)."""
+    settings.AIRFLOW_API_MODE = True
+    answer = op_client.get(page)
+    assert (answer.status_code, answer["Location"]) == (302, lands)

@@ -9,6 +9,7 @@ search). Each list is a page of offsets in the query string, so a view of it can
 from functools import partial, wraps
 
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
@@ -141,6 +142,17 @@ def task_export(request, *, chosen):
     name = "-".join([address.dag_id, address.run_id, address.task_id, *region, str(address.map_index), "keys"])
     read = partial(source.task_keys_page, address, scope=scope)
     return export_download(documents.paged_task_keys(name, read), chosen)
+
+
+@requires_view(permissions.TASK)
+@exports_view.in_format
+def run_export(request, *, chosen):
+    """A run's keys, a task instance after the other in the run page's order, as JSON or CSV."""
+    source, scope = sources.current(), scope_of(request.user)
+    dag_id, run_id = request.GET.get("dag_id", ""), request.GET.get("run_id", "")
+    instances = source.run_instances(dag_id, run_id, scope=scope)
+    reads = [partial(source.task_keys_page, instance.address, scope=scope) for instance in instances]
+    return export_download(documents.paged_task_keys(f"{dag_id}-{run_id}-keys", *reads), chosen)
 
 
 @requires_view(permissions.ASSET)
