@@ -100,6 +100,7 @@ urlpatterns = [
     path("browse/dags/<str:dag_id>/", framable(browse.runs), name="browse-runs"),
     path("browse/dags/<str:dag_id>/compare/", framable(browse.compare), name="browse-compare"),
     path("browse/run/", framable(browse.run), name="browse-run"),
+    path("browse/run/export/", browse.run_export, name="browse-run-export"),
     path("browse/story/", framable(browse.story), name="browse-story"),
     path("browse/task/", framable(browse.task), name="browse-task"),
     path("browse/task/export/", browse.task_export, name="browse-task-export"),

@@ -357,9 +357,15 @@ def read_pages(read: Callable[[int, int], tuple[list, int]], size: int = 100) ->
     return pages
 
 
-def paged_task_keys(name: str, read: Callable[[int, int], tuple[list, int]]) -> Export:
-    """A task instance's keys as a source lists them (``Source.task_keys_page``), by key."""
-    return Export(name, (Source(None, (), task_entry, _task_cells, pages=read_pages(read)),))
+def paged_task_keys(name: str, *reads: Callable[[int, int], tuple[list, int]]) -> Export:
+    """Task instances' keys as a source lists them (``Source.task_keys_page``): each instance's by key, one
+    instance after the other."""
+
+    def pages() -> Iterator[list]:
+        for read in reads:
+            yield from read_pages(read)()
+
+    return Export(name, (Source(None, (), task_entry, _task_cells, pages=pages),))
 
 
 def paged_asset_keys(name: str, asset, read: Callable[[int, int], tuple[list, int]]) -> Export:

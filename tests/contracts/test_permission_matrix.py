@@ -448,6 +448,12 @@ def browse_cases(target, run, key, asset, akey) -> list:
         ),
         Case("browse/run/", "GET", f"/browse/run/?dag_id={quote(run.dag_id)}&run_id={quote(run.run_id)}", **by_dag),
         Case("browse/task/", "GET", f"/browse/task/?{instance}", **by_dag),
+        Case(
+            "browse/run/export/",
+            "GET",
+            f"/browse/run/export/?dag_id={quote(run.dag_id)}&run_id={quote(run.run_id)}&format=csv",
+            **by_dag,
+        ),
         Case("browse/story/", "GET", f"/browse/story/?{instance}&key={quote(key.key)}", **by_dag),
         Case("browse/task/export/", "GET", f"/browse/task/export/?{instance}&format=csv", **by_dag),
         Case(
