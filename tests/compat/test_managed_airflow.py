@@ -10,11 +10,14 @@ stops answering, refuses connections or answers 503, and the recovery."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -183,12 +186,12 @@ def test_check_and_readyz_name_the_mode_and_follow_airflows_api(airflow, golden,
         done.stdout + done.stderr
     )
     wrong = dashboard.manage("check", **managed(dashboard, airflow_url, password="not-the-password"))
-    assert wrong.returncode != 0 and "statestore.E031" in wrong.stderr and "not-the-password" not in wrong.stderr
+    assert wrong.returncode != 0 and "statestore.E071" in wrong.stderr and "not-the-password" not in wrong.stderr
     with TcpProxy(_port_of(airflow_url)) as proxy:  # refusing: a port where nothing listens
         proxy.refuse()
         unreachable = {"AIRFLOW_API_URL": f"http://127.0.0.1:{proxy.port}", "AIRFLOW_API_TOKEN": "any-token"}
         down = dashboard.manage("check", **unreachable, AIRFLOW_API_RETRIES="0")
-    assert down.returncode != 0 and "statestore.E030" in down.stderr and "connection refused" in down.stderr
+    assert down.returncode != 0 and "statestore.E070" in down.stderr and "connection refused" in down.stderr
 
     gc = dashboard.manage("state_store_clean", **managed(dashboard, airflow_url))
     assert gc.returncode == 2 and "run Airflow's own `airflow state-store clean`" in gc.stderr, gc.stderr
@@ -205,9 +208,19 @@ def test_check_and_readyz_name_the_mode_and_follow_airflows_api(airflow, golden,
     key = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store/from-the-api"
     assert session(token).put(key, json={"value": 1}).status_code == 204
     browser = signed_in(url)
-    for page in ("/", "/dags/", "/assets/", "/search/?q=x", "/gc/", "/orphans/"):
+    for page in ("/search/?q=x", "/gc/", "/orphans/", "/overview/largest/"):
         answer = browser.get(url + page)
         assert answer.status_code == 503 and "Not available without Airflow's database" in answer.text, page
+    # What has a page over the API sends its reader there: the overview and the DAGs to the DAG list, an asset's
+    # page to the same asset's.
+    for page, lands in (
+        ("/", "/browse/dags/"),
+        ("/dags/", "/browse/dags/"),
+        (f"/assets/{golden['asset_id']}/", f"/browse/assets/{golden['asset_id']}/"),
+    ):
+        answer = browser.get(url + page)
+        assert answer.status_code == 200 and answer.url == url + lands, page
+    assert "Read through Airflow's REST API" in browser.get(f"{url}/browse/dags/").text
     assert browser.get(f"{url}/audit/").status_code == 200
     event = session(token).get(f"{url}/api/statestore/v1/audit-events").json()["items"][0]
     assert (event["action"], event["task_id"]) == ("set", "write")
@@ -220,14 +233,23 @@ def overloaded(status: int, reason: str) -> bytes:
     return f"HTTP/1.1 {status} {reason}\r\nRetry-After: 0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
 
 
-def signed_in(url: str) -> requests.Session:
-    """A browser session of the compat user (signing in lands on the overview, which needs the database: 503)."""
+SCOPED_READER = (
+    "from django.contrib.auth import get_user_model; from django.contrib.auth.models import Group; "
+    "from statestore_admin.records.models import AccessScope; "
+    "user = get_user_model().objects.create_user('scoped', password='scoped-pw-1'); "
+    "user.groups.add(Group.objects.get(name='Viewer')); "
+    "AccessScope.objects.create(user=user, kind=AccessScope.Kind.DAG, pattern='{dag_id}')"
+)
+
+
+def signed_in(url: str, username: str = "compat", password: str = "compat-pw-1") -> requests.Session:
+    """A browser session of the compat user (or another)."""
     browser = requests.Session()
     page = browser.get(f"{url}/login/")
     token = page.text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
     landed = browser.post(
         f"{url}/login/",
-        data={"csrfmiddlewaretoken": token, "username": "compat", "password": "compat-pw-1"},
+        data={"csrfmiddlewaretoken": token, "username": username, "password": password},
         headers={"Referer": f"{url}/login/"},
     )
     assert "Sign out" in landed.text, landed.text[:500]
@@ -248,7 +270,7 @@ def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, 
         environment = managed(dashboard, airflow_url, AIRFLOW_API_TIMEOUT="2", AIRFLOW_API_RETRIES="2")
         process, url = dashboard.server(**{**environment, "AIRFLOW_API_URL": through})
         servers.append(process)
-        api = session(token)
+        api, browser = session(token), signed_in(url)
         run = requests.utils.quote(golden["run_id"], safe="")
         keys = f"{url}/api/v2/dags/{golden['dag_id']}/dagRuns/{run}/taskInstances/write/state-store"
         before = query(db, "SELECT key, value FROM task_state_store ORDER BY key")
@@ -263,6 +285,8 @@ def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, 
         assert time.monotonic() - started < 30
         assert api.get(f"{url}/api/statestore/v1/audit-events", timeout=30).status_code == 200
         assert requests.get(f"{url}/readyz", timeout=30).status_code == 503
+        page = browser.get(f"{url}/browse/dags/", timeout=60)  # a page: the same reason, on the 503 page
+        assert page.status_code == 503 and "did not answer within 2s" in page.text, page.text[:300]
 
         # Airflow stops answering in the middle of a write, after the dashboard read the key it replaces: the
         # change was recorded first, and its event fails with the reason.
@@ -299,6 +323,7 @@ def test_a_failing_airflow_api_gives_clear_errors_and_recovers(airflow, golden, 
 
         # Recovered: reads and writes work again, and the failed write changed nothing.
         assert requests.get(f"{url}/readyz", timeout=30).status_code == 200
+        assert golden["dag_id"] in browser.get(f"{url}/browse/dags/", timeout=30).text
         assert query(db, "SELECT key, value FROM task_state_store ORDER BY key") == before
         assert api.put(f"{keys}/new", json={"value": 1}, timeout=30).status_code == 204
         failed = [e for e in api.get(f"{url}/api/statestore/v1/audit-events").json()["items"] if e["outcome"] != "done"]
@@ -319,6 +344,15 @@ def test_airflows_refusal_of_the_token_is_shown_as_such(airflow, golden, servers
     refused = session(token).put(f"{keys}/never", json={"value": "overwritten"})
     assert refused.status_code == 403
     assert refused.json()["detail"].startswith("Airflow refused: the dashboard's token may not do this in Airflow")
+    # The same through the pages: a read-only token reads them (no page asks Airflow for a write), and a delete
+    # in the dialog is Airflow's refusal, said as such.
+    browser = signed_in(url)
+    instance = f"dag_id={golden['dag_id']}&run_id={run}&task_id=write&map_index=-1"
+    page = browser.get(f"{url}/browse/task/?{instance}")
+    assert page.status_code == 200 and ">never<" in page.text, page.text[:300]
+    token_field = {"csrfmiddlewaretoken": browser.cookies["csrftoken"]}
+    deleted = browser.post(f"{url}/browse/task/delete/?{instance}&key=never", data=token_field)
+    assert deleted.status_code == 403 and "Airflow refused" in deleted.text, deleted.text[:300]
     assert query(db, "SELECT value FROM task_state_store WHERE task_id = 'write' AND key = 'never'") == [
         (json.dumps({"job": "j-1"}),)
     ]
@@ -352,8 +386,8 @@ def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, serve
         page.fill("input[name=username]", "compat")
         page.fill("input[name=password]", "compat-pw-1")
         page.click("form.login button[type=submit]")
-        expect(page.locator("h1")).to_have_text("Not available without Airflow's database")  # the overview
-        page.get_by_role("link", name="Audit trail").click()
+        expect(page.locator("h1")).to_have_text("DAGs")  # the overview needs the database: the DAG list
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit", exact=True).click()
         expect(page.locator("h1")).to_have_text("Audit trail")
         page.get_by_role("link", name=f"#{event_id}", exact=True).click()
         expect(page.locator("section.audit-key code").first).to_have_text("never")
@@ -426,3 +460,203 @@ def test_the_readmes_managed_airflow_steps_in_a_fresh_clone(airflow, golden, ser
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # make and the gunicorn it started
         server.wait(timeout=30)
+
+
+class _Tables(HTMLParser):
+    """The rows of a page's tables, each a list of its cells' texts; a ``<time>`` is its instant (``datetime``),
+    since the text says "3 minutes ago", which two pages read a moment apart may not agree on."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.links, self._cell, self._row, self._in_time = [], [], None, None, False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+        elif tag == "time" and self._cell is not None:
+            self._cell.append(attrs.get("datetime", ""))
+            self._in_time = True
+        elif tag == "a" and (attrs.get("href") or "").startswith("/browse/"):
+            self.links.append(attrs["href"])
+
+    def handle_endtag(self, tag):
+        if tag == "time":
+            self._in_time = False
+        elif tag in ("td", "th") and self._cell is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._cell is not None and not self._in_time:
+            self._cell.append(data)
+
+
+def tables_of(browser: requests.Session, url: str) -> _Tables:
+    answer = browser.get(url, timeout=60)
+    assert answer.status_code == 200, f"{url}: {answer.status_code} {answer.text[:300]}"
+    parsed = _Tables()
+    parsed.feed(answer.text)
+    return parsed
+
+
+def compare_page(golden: dict) -> str:
+    run = quote(golden["run_id"], safe="")
+    return f"/browse/dags/{golden['dag_id']}/compare/?a={run}&b={run}"  # the golden DAG has one run
+
+
+def browsed(browser: requests.Session, url: str, golden: dict) -> dict[str, list]:
+    """Every browsing page a reader reaches from the DAG list (the golden DAG's), its run, each of its task
+    instances and each of their keys across runs, the run compared with itself, the assets and each asset:
+    their tables, by address."""
+    run = quote(golden["run_id"], safe="")
+    seen, pending = {}, ["/browse/dags/", f"/browse/dags/{golden['dag_id']}/", "/browse/assets/", compare_page(golden)]
+    while pending:
+        path = pending.pop(0)
+        if path in seen:
+            continue
+        page = tables_of(browser, url + path)
+        seen[path] = page.rows
+        pending += [link for link in page.links if re.match(r"/browse/(run/|task/|story/|assets/\d+/)(\?|$)", link)]
+        if path == f"/browse/dags/{golden['dag_id']}/":
+            pending = [p for p in pending if "/browse/run/" not in p or run in p]
+    return seen
+
+
+@pytest.mark.parametrize("version", [AIRFLOW_33, AIRFLOW_34])
+def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, version, servers, tmp_path):
+    """Every browsing page a reader reaches (DAGs, the golden DAG's runs, its run, each task instance, the
+    assets and each asset) shows the same rows over Airflow's API as over its database; then the same actions
+    clicked in Chromium on both (add, edit, set the expiry of, delete a task key, clear a task instance; add,
+    edit, delete an asset key, clear an asset) leave the same tables and the same audit trail."""
+    chromium_path = Path("/usr/bin/chromium")
+    if not chromium_path.exists():
+        pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
+    side, golden = side_of(request, version)
+    remote, direct = side.copy(golden["db"], "browse_api"), side.copy(golden["db"], "browse_db")
+    process, airflow_url = side.api_server(remote, **auth_manager(tmp_path))
+    servers.append(process)
+    over_api, over_db = Dashboard(side, remote), Dashboard(side, direct)
+    api_token, db_token = over_api.setup(), over_db.setup()
+    process, api_url = over_api.server(**managed(over_api, airflow_url))
+    servers.append(process)
+    process, db_url = over_db.server()
+    servers.append(process)
+
+    expected, shown = browsed(signed_in(db_url), db_url, golden), browsed(signed_in(api_url), api_url, golden)
+    assert list(shown) == list(expected)
+    differences = [
+        f"{path}\n  database: {expected[path]}\n  REST API: {shown[path]}"
+        for path in expected
+        if shown[path] != expected[path]
+    ]
+    assert not differences, "\n".join(differences)
+    # The task instances with keys (a header and a row of five cells); the actions take the first one's.
+    tasks = [path for path in expected if path.startswith("/browse/task/") and len(expected[path][1]) == 5]
+    assert tasks and len(expected) > len(tasks) + 4 and compare_page(golden) in expected
+    assert sum(path.startswith("/browse/story/") for path in expected) >= len(tasks)
+    assert any(golden["run_id"] in " ".join(map(" ".join, rows)) for rows in expected.values())
+
+    # A reader whose scope is the golden DAG and no asset: the same pages in both modes, and nothing else.
+    scoped = {}
+    for dashboard, url in ((over_db, db_url), (over_api, api_url)):
+        made = dashboard.manage("shell", "--no-imports", "-c", SCOPED_READER.format(dag_id=golden["dag_id"]))
+        assert made.returncode == 0, made.stderr
+        reader = signed_in(url, "scoped", "scoped-pw-1")
+        scoped[url] = {path: tables_of(reader, url + path).rows for path in ("/browse/dags/", "/browse/assets/")}
+        assert reader.get(f"{url}/browse/assets/{golden['asset_id']}/").status_code == 404
+        assert reader.get(f"{url}/browse/dags/not_{golden['dag_id']}/").status_code == 403
+    assert scoped[api_url] == scoped[db_url]
+    assert [row[0] for row in scoped[db_url]["/browse/dags/"][1:]] == [golden["dag_id"]]
+    assert scoped[db_url]["/browse/assets/"][1:] == [["No assets."]]
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=["--no-sandbox", "--disable-gpu"])
+        for url in (db_url, api_url):
+            _act_in_browser(browser.new_page(), url, golden, tasks[0])
+        browser.close()
+
+    rows = TASK_ROWS[side.series]
+    assert (
+        _without_times(query(remote, rows))
+        == _without_times(query(direct, rows))
+        != _without_times(query(golden["db"], rows))
+    )
+    assert query(remote, ASSET_ROWS) == query(direct, ASSET_ROWS) != query(golden["db"], ASSET_ROWS)
+    assert (
+        query(remote, "SELECT expires_at FROM task_state_store WHERE key = 'expiring'")
+        == []
+        == query(direct, "SELECT expires_at FROM task_state_store WHERE key = 'expiring'")
+    )
+    trail, expected_trail = audit_trail(api_url, api_token), audit_trail(db_url, db_token)
+    changes = [e["action"] for e in trail if e["store"] in ("task", "asset")]
+    assert changes == ["set", "patch", "set", "delete", "clear", "set", "set", "delete", "clear"], trail
+    assert trail == expected_trail
+
+
+def _act_in_browser(page, url: str, golden: dict, task_page: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/login/")
+    page.fill("input[name=username]", "compat")
+    page.fill("input[name=password]", "compat-pw-1")
+    page.click("form.login button[type=submit]")
+    page.goto(f"{url}/browse/dags/")
+    page.get_by_role("link", name=golden["dag_id"], exact=True).click()
+    page.get_by_role("link", name=golden["run_id"], exact=True).click()
+    expect(page.get_by_test_id("instances")).to_be_visible()
+    page.goto(url + task_page)
+    dialog, keys = page.locator("dialog#modal"), page.get_by_test_id("keys")
+
+    def row(key: str):
+        return keys.get_by_test_id("key-row").filter(has=page.get_by_test_id("key").get_by_text(key, exact=True))
+
+    page.get_by_role("link", name="Add key").click()
+    dialog.locator("input[name=key]").fill("expiring")
+    dialog.locator("textarea[name=value]").fill('{"n": 1}')
+    dialog.locator("input[name=expiry][value=never]").check()
+    dialog.get_by_role("button", name="Add key").click()
+    expect(row("expiring")).to_contain_text('{"n": 1}')
+    row("expiring").get_by_role("link", name="Edit").click()
+    dialog.locator("textarea[name=value]").fill('{"n": 2}')
+    dialog.get_by_role("button", name="Save").click()
+    expect(row("expiring")).to_contain_text('{"n": 2}')
+    row("expiring").get_by_role("link", name="Expiry").click()
+    dialog.locator("input[name=expiry][value=at]").check()
+    dialog.locator("input[name=expires_at]").fill("2031-01-02T03:04")
+    dialog.get_by_role("button", name="Save").click()
+    expect(row("expiring").get_by_test_id("expires").locator("time")).to_have_attribute(
+        "datetime", re.compile("^2031-01-02T03:04")
+    )
+    row("expiring").get_by_role("link", name="Delete").click()
+    dialog.get_by_role("button", name="Delete").click()
+    expect(row("expiring")).to_have_count(0)
+    page.get_by_role("link", name="Clear all keys").click()
+    dialog.get_by_role("button", name="Clear all keys").click()
+    expect(keys.get_by_text("No keys.")).to_be_visible()
+
+    page.goto(f"{url}/browse/assets/{golden['asset_id']}/")
+    page.get_by_role("link", name="Add key").click()
+    dialog.locator("input[name=key]").fill("from-the-browser")
+    dialog.locator("textarea[name=value]").fill('"one"')
+    dialog.get_by_role("button", name="Add key").click()
+    expect(row("from-the-browser")).to_contain_text('"one"')
+    row("from-the-browser").get_by_role("link", name="Edit").click()
+    dialog.locator("textarea[name=value]").fill('"two"')
+    dialog.get_by_role("button", name="Save").click()
+    expect(row("from-the-browser")).to_contain_text('"two"')
+    first = keys.get_by_test_id("key").first.inner_text()
+    row(first).get_by_role("link", name="Delete").click()
+    dialog.get_by_role("button", name="Delete").click()
+    expect(row(first)).to_have_count(0)
+    page.get_by_role("link", name="Clear all keys").click()
+    dialog.get_by_role("button", name="Clear all keys").click()
+    expect(keys.get_by_text("No keys.")).to_be_visible()
+    page.close()
