@@ -77,7 +77,7 @@ lint: install-dev
 # and 3.4.0b2), each in its own virtualenv (built once, cached in ~/.cache/statestore-admin): docs/compat.md.
 test-compat: install-dev
 	while read -r version; do bash scripts/airflow_venv.sh "$$version" >/dev/null; done <scripts/airflow_versions
-	$(PY) -m pytest -m compat -n 2 --dist loadgroup tests/compat
+	$(PY) -m pytest -m compat tests/compat
 
 # The container image (Containerfile, docs/container.md). IMAGE: its name; IMAGE_BASE: the base of both stages (any
 # Debian bookworm image with python3 3.11 and python3-venv); CONTAINER_ENGINE: docker where its engine answers, else

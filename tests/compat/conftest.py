@@ -314,15 +314,3 @@ def normalised(body):
     if isinstance(body, list):
         return [normalised(v) for v in body]
     return body
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under xdist's ``--dist loadgroup`` (make test-compat: two workers) the tests of one Airflow version share a
-    worker, so that each worker builds only its own version's side and golden database (minutes each), and the
-    two versions run side by side."""
-    for item in items:
-        if not item.nodeid.startswith("tests/compat/"):
-            continue
-        version = item.callspec.params.get("version") if hasattr(item, "callspec") else None
-        on_34 = version == AIRFLOW_34 or bool({"airflow34", "golden34"} & set(item.fixturenames))
-        item.add_marker(pytest.mark.xdist_group(f"airflow-{AIRFLOW_34 if on_34 else AIRFLOW_33}"))
