@@ -27,11 +27,12 @@ from functools import partial
 from typing import NamedTuple
 
 from django.db import DatabaseError, connections, transaction
+from psycopg import pq
 
 from statestore_admin.airflow.router import airflow_alias
 from statestore_admin.core import locks
 from statestore_admin.gc.plan import GcPlan
-from statestore_admin.gc.result import GcResult, Interrupter
+from statestore_admin.gc.result import GcInterrupted, GcResult, Interrupter
 from statestore_admin.gc.storage import REF_OF_VALUE, REF_PREFIX
 
 # pg_try_advisory_lock key: the bytes "ssadm-gc" as a big-endian int64.
@@ -362,6 +363,42 @@ def advisory_lock(connection) -> AbstractContextManager[None]:
     )
 
 
+@contextmanager
+def _interruptible(connection, interrupter: Interrupter) -> Iterator[None]:
+    """A batch statement that a signal may interrupt (``Interrupter.statement``). Landing while psycopg waits
+    for the result, the interrupt cancels the query and the session is usable again; landing a moment earlier,
+    once the query is sent but before psycopg waits, it leaves the query running and the session busy with a
+    result that nobody reads, so that every later statement fails ("another command is already in progress"):
+    GC's unlock, the session settings put back, the next run on that connection. ``_settle`` does what psycopg
+    would have done."""
+    try:
+        with interrupter.statement():
+            yield
+    except GcInterrupted:
+        if connection.vendor == "postgresql" and connection.connection is not None:
+            _settle(connection)
+        raise
+
+
+def _settle(connection) -> None:
+    """Cancel the query still running on ``connection`` and read its results (a batch looped in the server
+    reports its committed batches on the way); if that fails, close the session: the server then ends the
+    query, its transaction and GC's advisory lock. Closing alone would leave the query running until the
+    server next writes to the socket, batches committing that the run does not count."""
+    raw = connection.connection
+    if raw.info.transaction_status != pq.TransactionStatus.ACTIVE:
+        return
+    try:
+        raw.cancel_safe(timeout=5)
+        while raw.pgconn.get_result() is not None:
+            pass
+    except Exception:  # noqa: BLE001 - whatever failed, a closed session is the safe end
+        connection.close()
+        return
+    if raw.info.transaction_status == pq.TransactionStatus.ACTIVE:
+        connection.close()
+
+
 def _delete_batch(connection, sql: str, params: list, interrupter: Interrupter, local: dict[str, str]) -> _Batch:
     """Run one batch statement in its own transaction with the ``local`` settings (PostgreSQL); with objects
     the references among the deleted values are read before the commit and used after it."""
@@ -374,7 +411,7 @@ def _delete_batch(connection, sql: str, params: list, interrupter: Interrupter, 
                 "SELECT " + ", ".join(["set_config(%s, %s, true)"] * len(local)),
                 [item for pair in local.items() for item in pair],
             )
-        with interrupter.statement():
+        with _interruptible(connection, interrupter):
             cursor.execute(sql, params)
         if cursor.description is None:
             return _Batch(cursor.rowcount)
@@ -436,7 +473,7 @@ def _optimistic_batch(connection, sql: str, params: list, interrupter: Interrupt
     alone."""
     in_transaction = connection.in_atomic_block
     with transaction.atomic(using=connection.alias) if in_transaction else nullcontext(), connection.cursor() as cursor:
-        with interrupter.statement():
+        with _interruptible(connection, interrupter):
             cursor.execute(sql, params)
         return _Batch(*cursor.fetchone())
 
@@ -476,9 +513,10 @@ def _pg_run(
             notices.append(diagnostic.message_primary)
 
     finished = False
-    connection.connection.add_notice_handler(heard)
+    raw = connection.connection  # closed by _interruptible if a signal leaves the session unusable
+    raw.add_notice_handler(heard)
     try:
-        with connection.cursor() as cursor, interrupter.statement():
+        with connection.cursor() as cursor, _interruptible(connection, interrupter):
             seconds = RUN_SECONDS if seconds is None else min(seconds, RUN_SECONDS)
             cursor.execute(batches.run_in_server(connection, most, seconds))
     except DatabaseError as exc:
@@ -488,7 +526,7 @@ def _pg_run(
     else:
         held = False
     finally:  # also when interrupted: the batches committed before count
-        connection.connection.remove_notice_handler(heard)
+        raw.remove_notice_handler(heard)
         for notice in notices:
             _, deleted, finished, tie, edge = notice.split("|", 4)
             finished = finished in ("t", "true")

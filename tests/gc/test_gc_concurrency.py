@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -433,6 +434,34 @@ def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_a
     assert (result.outcome, result.batches, result.rows_deleted) == ("interrupted", 9, 900)
     assert expired_count() == 100
     assert gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=100), actor=GC_ACTOR).rows_deleted == 100
+
+
+class LandsWhileSending(gc.Interrupter):
+    """SIGINT a moment earlier than the test above: psycopg has sent the batch's query but not yet begun to wait
+    for its result, so it cannot cancel it, and the session is left with a result that nobody reads (what
+    failed CI on a busy machine: every later statement on that connection, GC's unlock first, failed)."""
+
+    @contextmanager
+    def statement(self):
+        with super().statement():
+            connections["airflow"].connection.pgconn.send_query(b"SELECT pg_sleep(0.5)")
+            self.request(signal.SIGINT)
+            yield
+
+
+@pytest.mark.usefixtures("postgres_only")
+@pytest.mark.parametrize("batch_size", [100, 0], ids=["batches looped in the server", "one statement"])
+def test_a_signal_while_a_batch_is_being_sent_ends_the_session_not_the_next_runs(expired_and_live, batch_size):
+    """The run says it was interrupted (not failed), GC's advisory lock is free for another session at once,
+    and the next run, on the same alias, deletes every expired row."""
+    expired_and_live(300, live=5)
+    plan = gc.GcPlan(cutoff=timezone.now(), batch_size=batch_size)
+    result = gc.run_gc(plan, actor=GC_ACTOR, interrupter=LandsWhileSending())
+    assert (result.outcome, result.rows_deleted) == ("interrupted", 0), result.message
+    with psycopg.connect(libpq_url(), autocommit=True) as other:
+        assert other.execute("SELECT pg_try_advisory_lock(%s)", [gc.sql.ADVISORY_LOCK_KEY]).fetchone()[0]
+    assert gc.run_gc(plan, actor=GC_ACTOR).rows_deleted == 300
+    assert expired_count() == 0 and TaskStateStore.objects.count() == 5
 
 
 @pytest.mark.usefixtures("postgres_only")
