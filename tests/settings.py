@@ -40,7 +40,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405
 WHITENOISE_USE_FINDERS = True
-MIDDLEWARE = [  # noqa: F405
-    "tests.static_files.SharedTableWhiteNoiseMiddleware" if name == "whitenoise.middleware.WhiteNoiseMiddleware" else name
-    for name in MIDDLEWARE  # noqa: F405
-]
+_SHARED_TABLE = {"whitenoise.middleware.WhiteNoiseMiddleware": "tests.static_files.SharedTableWhiteNoiseMiddleware"}
+MIDDLEWARE = [_SHARED_TABLE.get(name, name) for name in MIDDLEWARE]  # noqa: F405
