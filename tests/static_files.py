@@ -18,8 +18,8 @@ class SharedTableWhiteNoiseMiddleware(WhiteNoiseMiddleware):
     def add_files_from_finders(self) -> None:
         names = sorted(name for name in dir(settings) if name.startswith("WHITENOISE_")) + _SETTINGS
         key = tuple((name, repr(getattr(settings, name, None))) for name in names)
-        if key not in _tables:
-            before = dict(self.files)
+        if key not in _tables:  # the finders' files alone, whatever STATIC_ROOT added before them
+            own, self.files = self.files, {}
             super().add_files_from_finders()
-            _tables[key] = {url: f for url, f in self.files.items() if before.get(url) is not f}
+            _tables[key], self.files = self.files, own
         self.files.update(_tables[key])

@@ -392,10 +392,10 @@ def _settle(connection) -> None:
         raw.cancel_safe(timeout=5)
         while raw.pgconn.get_result() is not None:
             pass
+        settled = raw.info.transaction_status != pq.TransactionStatus.ACTIVE
     except Exception:  # noqa: BLE001 - whatever failed, a closed session is the safe end
-        connection.close()
-        return
-    if raw.info.transaction_status == pq.TransactionStatus.ACTIVE:
+        settled = False
+    if not settled:
         connection.close()
 
 
