@@ -12,10 +12,12 @@ loops and mapped task groups); ``side_of(request, version)`` gives either pair t
 version.
 """
 
+import contextlib
 import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -159,18 +161,26 @@ class AirflowSide:
         return process, url
 
 
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """SQLite's own backup: whole, whatever the journal mode left beside the file."""
+    with contextlib.closing(sqlite3.connect(source)) as read, contextlib.closing(sqlite3.connect(target)) as write:
+        read.backup(write)
+
+
 class Dashboard:
     """statestore-admin as an operator runs it: its own var/ folder, Airflow's AIRFLOW_HOME, nothing else."""
 
-    # collectstatic's output, the same for every dashboard of a run: collected by the first ``setup()`` and
-    # then the STATIC_ROOT of every dashboard set up after it. Collecting (hashing, then gzip and Brotli for
-    # each file) in every test was a third of the stage's CPU (docs/testing.md).
-    collected_static: Path | None = None
+    # What an operator's first steps leave, the same for every dashboard of a run: the first dashboard set up
+    # runs them (migrate, collectstatic, a superuser, an API token); every dashboard after it starts from a copy
+    # of that database and serves those static files (STATIC_ROOT). Its own database depends on no Airflow table,
+    # and the commands it then runs check each Airflow database themselves (the system checks of every command).
+    # Running them in every test was over a third of the stage's CPU (docs/testing.md).
+    prepared: "tuple[Path, Path, str] | None" = None  # the database, the static files, the token
 
     def __init__(self, airflow: AirflowSide, db: str):
         self.airflow, self.db = airflow, db
         self.var = Path(tempfile.mkdtemp(prefix="ssa-compat-var-", dir=airflow.workdir))
-        self.static_root: Path | None = None  # var/static, the default, until setup()
+        self.static_root: Path | None = None  # var/static, the default, until set up
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -182,13 +192,6 @@ class Dashboard:
             **extra,
         }
 
-    def collect_static(self) -> None:
-        if Dashboard.collected_static is None:
-            done = self.manage("collectstatic", "--noinput")
-            assert done.returncode == 0, done.stderr
-            Dashboard.collected_static = self.var / "static"
-        self.static_root = Dashboard.collected_static
-
     def manage(self, *args: str, **extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "manage.py", *args],
@@ -199,15 +202,11 @@ class Dashboard:
             timeout=600,
         )
 
-    def migrate(self) -> "Dashboard":
-        done = self.manage("migrate", "--noinput")
-        assert done.returncode == 0, done.stderr
-        return self
-
-    def setup(self) -> str:
-        """Its own tables, static files, a superuser and an API token (returned)."""
-        self.migrate()
-        self.collect_static()
+    def _first_steps(self) -> str:
+        """An operator's first steps, by the commands the README gives."""
+        for command in (("migrate", "--noinput"), ("collectstatic", "--noinput")):
+            done = self.manage(*command)
+            assert done.returncode == 0, done.stderr
         done = self.manage(
             "shell",
             "--no-imports",
@@ -219,6 +218,26 @@ class Dashboard:
         token = self.manage("create_api_token", "compat").stdout.strip()
         assert token.startswith("ssa_")
         return token
+
+    def setup(self) -> str:
+        """Its own tables, static files, a superuser (compat, compat-pw-1) and an API token (returned)."""
+        database = self.var / "dashboard.sqlite3"
+        if Dashboard.prepared is None:
+            token = self._first_steps()
+            assert database.is_file(), sorted(path.name for path in self.var.iterdir())
+            kept = Path(tempfile.mkdtemp(prefix="ssa-compat-prepared-", dir=self.airflow.workdir)) / database.name
+            _copy_sqlite(database, kept)
+            Dashboard.prepared = (kept, self.var / "static", token)
+        kept, static, token = Dashboard.prepared
+        if not database.exists():
+            _copy_sqlite(kept, database)
+        self.static_root = static
+        return token
+
+    def migrate(self) -> "Dashboard":
+        """Its own tables, for a command run alone (the same set-up: a copy once the first is made)."""
+        self.setup()
+        return self
 
     def server(self, **extra: str) -> tuple[subprocess.Popen, str]:
         """``runserver`` with the dashboard's environment, plus ``extra`` variables (its own settings)."""
