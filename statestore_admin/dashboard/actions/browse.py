@@ -91,25 +91,25 @@ def task_action(request, op):
             expiry = form.chosen_expiry()
             value = decode_json_text(form.cleaned_data["value"])
             source.set_task_key(actor=actor, address=address, key=key, value=value, expiry=expiry)
-            return _("Added %(key)s.") % {"key": repr(key)}, task_url(address)
+            return _("Added %(key)s.") % {"key": repr(key)}, task_url(address), None
         if op in ("edit", "expire"):
             current = source.task_key(address, name, scope=scope)
             _unchanged(form, current)
         if op == "edit":
             value = decode_json_text(form.cleaned_data["value"])
             source.patch_task_key(actor=actor, address=address, key=name, value=value)
-            return _("Saved %(key)s.") % {"key": repr(name)}, task_url(address)
+            return _("Saved %(key)s.") % {"key": repr(name)}, task_url(address), None
         if op == "expire":
             expiry = form.chosen_expiry()
             value = decode_json_text(current.value)
             source.set_task_key(actor=actor, address=address, key=name, value=value, expiry=expiry)
             at = expiry.resolve(timezone.now())
-            return f"{name!r} {expiry_text(at, timezone.now())}.", task_url(address)
+            return f"{name!r} {expiry_text(at, timezone.now())}.", task_url(address), None
         if op == "delete":
             outcome = source.delete_task_key(actor=actor, address=address, key=name)
         else:
             outcome = source.clear_task_instance(actor=actor, address=address, all_map_indices=False)
-        raise _Done(outcome.describe("deleted"), task_url(address), outcome)
+        return outcome.describe("deleted"), task_url(address), outcome
 
     context = {
         "op": op,
@@ -141,12 +141,12 @@ def asset_action(request, asset_id, op):
             value = decode_json_text(form.cleaned_data["value"])
             source.set_asset_key(actor=actor, asset_id=asset_id, key=key, value=value)
             done_text = _("Added %(key)s.") if op == "add" else _("Saved %(key)s.")
-            return done_text % {"key": repr(key)}, back
+            return done_text % {"key": repr(key)}, back, None
         if op == "delete":
             outcome = source.delete_asset_key(actor=actor, asset_id=asset_id, key=name)
-            raise _Done(outcome.describe("deleted"), back, outcome)
+            return outcome.describe("deleted"), back, outcome
         outcome = source.clear_asset(actor=actor, asset_id=asset_id)
-        raise _Done(outcome.describe("cleared", asset=asset.name), back, outcome)
+        return outcome.describe("cleared", asset=asset.name), back, outcome
 
     query = f"?{urlencode(_key(name))}" if name else ""
     context = {
@@ -158,28 +158,20 @@ def asset_action(request, asset_id, op):
     return _act(request, form, context, act)
 
 
-class _Done(Exception):
-    """A delete or a clear done: its message, where to go back to, and its outcome (its level, its undo)."""
-
-    def __init__(self, message, fallback, outcome):
-        super().__init__(message)
-        self.message, self.fallback, self.outcome = message, fallback, outcome
-
-
 def _act(request, form, context, act):
-    """``dialogs.form_action`` for these actions: a delete or a clear answers with its outcome's undo."""
+    """``dialogs.form_action`` for these actions. ``act`` returns its message, where to go back to, and the
+    outcome of a delete or a clear (None for the others), which answers with its level and its undo."""
     if request.method == "POST" and form.is_valid():
         try:
-            message, fallback = act()
-        except _Done as finished:
-            level = dialogs.level_of(finished.outcome)
-            return done(request, finished.message, finished.fallback, level, undo=finished.outcome.event)
+            message, fallback, outcome = act()
         except ValidationError as exc:
             apply_errors(form, exc)
         except NotFound as exc:
             form.add_error(None, str(exc))
         else:
-            return done(request, message, fallback)
+            if outcome is None:
+                return done(request, message, fallback)
+            return done(request, message, fallback, dialogs.level_of(outcome), undo=outcome.event)
     status = 422 if request.method == "POST" else 200
     return dialog(request, "browse/_action.html", {**context, "form": form}, status=status)
 
