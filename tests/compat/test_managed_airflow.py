@@ -560,6 +560,11 @@ def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, v
     tasks = [path for path in expected if path.startswith("/browse/task/") and len(expected[path][1]) == 5]
     assert tasks and len(expected) > len(tasks) + 4 and compare_page(golden) in expected
     assert sum(path.startswith("/browse/story/") for path in expected) >= len(tasks)
+    # A run that does not exist: not found in both modes, its page and its export.
+    missing = f"dag_id={quote(golden['dag_id'])}&run_id=no_such_run"
+    for url in (db_url, api_url):
+        reader = signed_in(url)
+        assert [reader.get(f"{url}/browse/run/{page}?{missing}").status_code for page in ("", "export/")] == [404] * 2
     assert any(golden["run_id"] in " ".join(map(" ".join, rows)) for rows in expected.values())
 
     # A reader whose scope is the golden DAG and no asset: the same pages in both modes, and nothing else.

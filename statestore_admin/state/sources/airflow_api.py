@@ -484,7 +484,9 @@ class ApiSource:
         return _run_item(self._call("GET", f"/dags/{rest.segment(dag_id)}/dagRuns/{rest.segment(run_id)}"))
 
     def run_instances(self, dag_id, run_id, *, scope):
-        self.dag_run(dag_id, run_id, scope=scope)
+        # No request for the run itself: Airflow's list answers 404 for a run that does not exist (NotFound), and
+        # the callers (a run's page, a key's story across runs) have the run already.
+        scope.require_dag(dag_id)
         path = f"/dags/{rest.segment(dag_id)}/dagRuns/{rest.segment(run_id)}/taskInstances"
         found = self._everything(path, "task_instances", {}, MAX_INSTANCES)
         return sorted((_instance_item(dag_id, run_id, i) for i in found), key=instance_order)
