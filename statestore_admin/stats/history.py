@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 
 from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
+from statestore_admin.airflow import rest
 from statestore_admin.core.errors import Conflict, Forbidden
 from statestore_admin.records.models import StatsSnapshot, StatsSnapshotDag
 from statestore_admin.stats import snapshots as stats
@@ -27,9 +28,14 @@ DAG_FIGURES = ("keys", "bytes", "expired", "expiring", "never")
 
 def take_snapshot_for(*, actor: Actor) -> StatsSnapshot:
     """A snapshot now, taken by ``actor``'s user (trigger "page"). ``Forbidden`` without the permission;
-    ``Conflict`` while another snapshot is being taken (two passes at once would only double the load)."""
+    ``Conflict`` while another snapshot is being taken (two passes at once would only double the load), and over
+    Airflow's REST API (managed Airflow), where the pass cannot read Airflow's tables."""
     if not policies.may_take_snapshot(actor.user):
         raise Forbidden(_("Taking a statistics snapshot needs “Can add stats snapshot” (the Admin role) and no scope."))
+    if rest.api_mode():
+        raise Conflict(
+            _("Read through Airflow's REST API: counts, sizes, search and statistics need Airflow's database.")
+        )
     since = timezone.now() - stats.ABANDONED_AFTER
     if StatsSnapshot.objects.filter(status=StatsSnapshot.Status.RUNNING, taken_at__gte=since).exists():
         raise Conflict(_("A statistics snapshot is being taken now; its figures appear here when it is done."))

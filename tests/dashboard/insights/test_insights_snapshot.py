@@ -129,3 +129,19 @@ def test_a_size_axis_has_one_unit_and_a_count_axis_whole_quarters():
 )
 def test_a_story_charts_range_follows_its_values(values, expected):
     assert value_range(values) == pytest.approx(expected)
+
+
+def test_over_airflows_rest_api_the_page_says_no_snapshot_can_be_taken(client, admin, store, settings):
+    """Managed Airflow: the snapshots taken before are drawn, but the pass reads Airflow's tables, so the page
+    offers no button nor the command, and a POST is refused with the reason, taking nothing."""
+    settings.AIRFLOW_API_MODE = True
+    client.force_login(admin)
+    page = client.get("/insights/").content.decode()
+    assert 'data-testid="insights-empty"' in page and 'data-testid="source"' in page
+    assert 'data-testid="take-snapshot"' not in page and "state_store_stats</code>, then schedule" not in page
+    refused = client.post("/insights/snapshot/", follow=True)
+    assert refused.redirect_chain == [("/insights/", 302)]
+    assert "statistics need Airflow&#x27;s database" in refused.content.decode()
+    assert not StatsSnapshot.objects.exists()
+    with pytest.raises(Conflict):
+        history.take_snapshot_for(actor=Actor(via="ui", user=admin))
