@@ -3,7 +3,8 @@
 Airflow fills the plugin's ``href`` templates with the ids of the page it shows (docs/airflow-plugin.md) and
 leaves a placeholder it has no value for as typed, e.g. ``{ASSET_ID}`` on a version without asset pages. Each
 destination redirects to the dashboard's page of the same object, through the selectors the other pages use, so
-scope and a missing object answer as they do there. An object without state lands on its page, empty.
+scope and a missing object answer as they do there. An object without state lands on its page, empty. On managed
+Airflow (its REST API, no database ids) each lands on the browsing page of the same object (``/browse/``).
 """
 
 import re
@@ -15,6 +16,7 @@ from django.utils.translation import gettext as _
 
 from statestore_admin.access import permissions
 from statestore_admin.access.scopes import scope_of
+from statestore_admin.airflow import rest
 from statestore_admin.core.errors import Invalid, NotFound
 from statestore_admin.dashboard.http.pages import invalid_page, requires_view
 from statestore_admin.state import selectors
@@ -82,25 +84,34 @@ def _nav(request):
     return reverse("home"), {}
 
 
-@requires_view(permissions.TASK)
-def _dag(request):
+def _dag_id(request) -> str:
     dag_id = _ids(request, "dag_id")["dag_id"]
     if "/" in dag_id:  # Airflow's DAG ids never hold "/" (its KEY_REGEX), and no page could name one
         raise NotFound(_("No DAG %(dag_id)s.") % {"dag_id": repr(dag_id)})
-    return reverse("dag-runs", args=[dag_id]), {}
+    return dag_id
+
+
+@requires_view(permissions.TASK)
+def _dag(request):
+    return reverse("browse-runs" if rest.api_mode() else "dag-runs", args=[_dag_id(request)]), {}
 
 
 @requires_view(permissions.TASK)
 def _dag_run(request):
     ids = _ids(request, "dag_id", "run_id")
+    if rest.api_mode():
+        return reverse("browse-run"), ids
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
     return reverse("run-detail", args=[run.pk]), {}
 
 
 @requires_view(permissions.TASK)
 def _task(request):
-    """A task across its runs: the Search page of its keys."""
+    """A task across its runs: the Search page of its keys (which needs the database: on managed Airflow, the
+    DAG's runs)."""
     ids = _ids(request, "dag_id", "task_id")
+    if rest.api_mode():
+        return reverse("browse-runs", args=[_dag_id(request)]), {}
     return reverse("search"), {
         "store": "task",
         "dag_id": ids["dag_id"],
@@ -118,6 +129,8 @@ def _task_instance(request):
     rather than on an empty page."""
     ids = _ids(request, "dag_id", "run_id", "task_id")
     map_index = _map_index(request)
+    if rest.api_mode():  # the browsing page asks Airflow, which resolves the index as its own pages do
+        return reverse("browse-task"), {**ids, **map_index}
     run = selectors.find_run(ids["dag_id"], ids["run_id"], scope=scope_of(request.user))
     task_id = ids["task_id"]
     if "/" in task_id:  # Airflow's task ids never hold "/", as task_instance_lookup says
@@ -137,6 +150,8 @@ def _asset(request):
     if not raw.isdigit() or len(raw) > 18:  # a bigint
         message = _("asset_id %(value)s is not an asset id (a whole number).") % {"value": repr(raw[:40])}
         raise Invalid({"asset_id": message})
+    if rest.api_mode():
+        return reverse("browse-asset", args=[int(raw)]), {}
     asset = selectors.get_asset(int(raw), scope=scope_of(request.user))
     return reverse("asset-detail", args=[asset.pk]), {}
 

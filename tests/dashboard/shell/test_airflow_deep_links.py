@@ -2,7 +2,7 @@
 on the dashboard's page of the same object; what they leave unfilled, a missing object and an out-of-scope one
 answer with a page, never a 500."""
 
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 
@@ -220,3 +220,43 @@ def test_signing_in_keeps_the_link(client, scene):
     assert response.status_code == 302
     assert response["Location"].startswith("/login/?next=")
     assert quote(url, safe="") in response["Location"] or quote(url, safe="/") in response["Location"]
+
+
+@pytest.mark.parametrize(
+    "destination, params, target",
+    [
+        ("dag", {"dag_id": ODD_DAG}, f"/browse/dags/{quote(ODD_DAG, safe='')}/"),
+        (
+            "dag_run",
+            {"dag_id": ODD_DAG, "run_id": ODD_RUN},
+            f"/browse/run/?{urlencode({'dag_id': ODD_DAG, 'run_id': ODD_RUN})}",
+        ),
+        ("task", {"dag_id": ODD_DAG, "task_id": ODD_TASK}, f"/browse/dags/{quote(ODD_DAG, safe='')}/"),
+        (
+            "task_instance",
+            {"dag_id": ODD_DAG, "run_id": ODD_RUN, "task_id": ODD_TASK, "map_index": "1"},
+            f"/browse/task/?{urlencode({'dag_id': ODD_DAG, 'run_id': ODD_RUN, 'task_id': ODD_TASK, 'map_index': 1})}",
+        ),
+        (
+            "task_instance",
+            {"dag_id": ODD_DAG, "run_id": ODD_RUN, "task_id": ODD_TASK, "map_index": "{MAP_INDEX}"},
+            f"/browse/task/?{urlencode({'dag_id': ODD_DAG, 'run_id': ODD_RUN, 'task_id': ODD_TASK})}",
+        ),
+        ("asset", {"asset_id": "42"}, "/browse/assets/42/"),
+        ("nav", {}, "/"),
+    ],
+)
+def test_on_managed_airflow_each_destination_lands_on_its_browsing_page(pages, settings, destination, params, target):
+    """Over Airflow's REST API there are no database ids: the browsing pages, which ask Airflow (the compat stage
+    follows them against a real one, tests/compat/test_managed_airflow.py). Validation is the same in both modes."""
+    settings.AIRFLOW_API_MODE = True
+    response = pages.get(f"/airflow/{destination}/", params)
+    assert response.status_code == 302 and response["Location"] == target
+    assert pages.get(f"/airflow/{destination}/", {**params, "embed": "1"})["Location"].endswith("embed=1")
+
+
+def test_on_managed_airflow_what_airflow_did_not_fill_is_still_a_400_page(pages, settings):
+    settings.AIRFLOW_API_MODE = True
+    assert pages.get("/airflow/asset/", {"asset_id": "{ASSET_ID}"}).status_code == 400
+    assert pages.get("/airflow/task_instance/", {"dag_id": ODD_DAG, "run_id": ODD_RUN}).status_code == 400
+    assert pages.get("/airflow/dag/", {"dag_id": "a/b"}).status_code == 404
