@@ -17,7 +17,8 @@ import sys
 import time
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import quote
+from typing import NamedTuple
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import psycopg
 import pytest
@@ -62,6 +63,32 @@ def airflow_api(side, golden: dict, name: str, servers: list, tmp_path: Path) ->
     process, url = side.api_server(db, **auth_manager(tmp_path))
     servers.append(process)
     return db, url
+
+
+class Pair(NamedTuple):
+    """Two copies of the golden database, each under a dashboard: one reading Airflow's api-server on its copy
+    (``remote``), one reading its copy directly; their API tokens and addresses."""
+
+    remote: str
+    direct: str
+    over_api: Dashboard
+    over_db: Dashboard
+    api_token: str
+    db_token: str
+    api_url: str
+    db_url: str
+
+
+def dashboard_pair(side, golden: dict, name: str, servers: list, tmp_path: Path) -> Pair:
+    remote, airflow_url = airflow_api(side, golden, f"{name}_api", servers, tmp_path)
+    direct = side.copy(golden["db"], f"{name}_db")
+    over_api, over_db = Dashboard(side, remote), Dashboard(side, direct)
+    api_token, db_token = over_api.setup(), over_db.setup()
+    process, api_url = over_api.server(**managed(over_api, airflow_url))
+    servers.append(process)
+    process, db_url = over_db.server()
+    servers.append(process)
+    return Pair(remote, direct, over_api, over_db, api_token, db_token, api_url, db_url)
 
 
 def token_command(workdir: Path, url: str, user: str, password: str | None = None) -> str:
@@ -121,15 +148,9 @@ ASSET_ROWS = "SELECT asset_id, key, value, last_updated_by_kind FROM asset_state
 @pytest.mark.parametrize("version", [AIRFLOW_33, AIRFLOW_34])
 def test_managed_airflow_answers_and_writes_as_the_database_mode_does(request, version, servers, tmp_path):
     side, golden = side_of(request, version)
-    remote, direct = side.copy(golden["db"], "managed_api"), side.copy(golden["db"], "managed_db")
-    process, airflow_url = side.api_server(remote, **auth_manager(tmp_path))
-    servers.append(process)
-    over_api, over_db = Dashboard(side, remote), Dashboard(side, direct)
-    api_token, db_token = over_api.setup(), over_db.setup()
-    process, api_url = over_api.server(**managed(over_api, airflow_url))
-    servers.append(process)
-    process, db_url = over_db.server()
-    servers.append(process)
+    remote, direct, over_api, over_db, api_token, db_token, api_url, db_url = dashboard_pair(
+        side, golden, "managed", servers, tmp_path
+    )
 
     if side.series == "3.3":
         steps = [sequence_33(golden["run_id"], golden["asset_id"])]
@@ -538,15 +559,9 @@ def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, v
     if not chromium_path.exists():
         pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
     side, golden = side_of(request, version)
-    remote, direct = side.copy(golden["db"], "browse_api"), side.copy(golden["db"], "browse_db")
-    process, airflow_url = side.api_server(remote, **auth_manager(tmp_path))
-    servers.append(process)
-    over_api, over_db = Dashboard(side, remote), Dashboard(side, direct)
-    api_token, db_token = over_api.setup(), over_db.setup()
-    process, api_url = over_api.server(**managed(over_api, airflow_url))
-    servers.append(process)
-    process, db_url = over_db.server()
-    servers.append(process)
+    remote, direct, over_api, over_db, api_token, db_token, api_url, db_url = dashboard_pair(
+        side, golden, "browse", servers, tmp_path
+    )
 
     expected, shown = browsed(signed_in(db_url), db_url, golden), browsed(signed_in(api_url), api_url, golden)
     assert list(shown) == list(expected)
@@ -565,6 +580,21 @@ def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, v
     for url in (db_url, api_url):
         reader = signed_in(url)
         assert [reader.get(f"{url}/browse/run/{page}?{missing}").status_code for page in ("", "export/")] == [404] * 2
+    # The plugin's links from Airflow's UI (/airflow/<destination>/) land on the browsing page of the same object.
+    plain = [dict(parse_qsl(urlsplit(path).query)) for path in tasks if "region_id=" not in path]
+    assert plain or side.series == "3.4"
+    links = {
+        "dag": {"dag_id": golden["dag_id"]},
+        "dag_run": {"dag_id": golden["dag_id"], "run_id": golden["run_id"]},
+        "asset": {"asset_id": str(golden["asset_id"])},
+    }
+    if plain:
+        links["task"] = {"dag_id": golden["dag_id"], "task_id": plain[0]["task_id"]}
+        links["task_instance"] = plain[0]
+    reader = signed_in(api_url)
+    for destination, params in links.items():
+        landed = reader.get(f"{api_url}/airflow/{destination}/", params=params)
+        assert (landed.status_code, urlsplit(landed.url).path.startswith("/browse/")) == (200, True), destination
     assert any(golden["run_id"] in " ".join(map(" ".join, rows)) for rows in expected.values())
 
     # A reader whose scope is the golden DAG and no asset: the same pages in both modes, and nothing else.
