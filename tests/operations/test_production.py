@@ -147,6 +147,11 @@ def test_make_serve_in_a_fresh_clone(tmp_path, postgres_databases):
         while True:
             assert server.poll() is None, f"make serve exited with {server.returncode}:\n{log_path.read_text()}"
             assert time.monotonic() - started < 600, f"not serving after 10 minutes:\n{log_path.read_text()}"
+            # Only once this clone's gunicorn holds the port: until then (pip, migrate, collectstatic) another stage's
+            # server may have taken the same free port and answer in its place (CI at 20f9f10).
+            if f"Listening at: http://127.0.0.1:{port} " not in log_path.read_text():
+                time.sleep(0.5)
+                continue
             try:
                 if http(f"{base}/healthz")[0] == 200:
                     break
