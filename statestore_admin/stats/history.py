@@ -26,6 +26,12 @@ DEMO_DAYS = 14
 DAG_FIGURES = ("keys", "bytes", "expired", "expiring", "never")
 
 
+def offers_snapshot(user) -> bool:
+    """Whether a page offers ``user`` "Take a snapshot now": the permission, and Airflow's database to read (not
+    its REST API); ``take_snapshot_for`` refuses the same cases, each with its reason."""
+    return policies.may_take_snapshot(user) and not rest.api_mode()
+
+
 def take_snapshot_for(*, actor: Actor) -> StatsSnapshot:
     """A snapshot now, taken by ``actor``'s user (trigger "page"). ``Forbidden`` without the permission;
     ``Conflict`` while another snapshot is being taken (two passes at once would only double the load), and over

@@ -20,7 +20,6 @@ from statestore_admin.access import policies
 from statestore_admin.access.actors import Actor
 from statestore_admin.access.permissions import ASSET, TASK
 from statestore_admin.access.scopes import scope_of
-from statestore_admin.airflow import rest
 from statestore_admin.core import formatting, status
 from statestore_admin.core.errors import Conflict, Invalid
 from statestore_admin.dashboard.charts import bar_chart, compact, duration, hbar_chart, line_chart, size, time_labels
@@ -227,8 +226,7 @@ def insights_page(request):
         "choices": insights.DAYS,
         "error": error,
         "now": now,
-        # Over Airflow's REST API (managed Airflow) the snapshots taken before are drawn; no new one can be taken.
-        "may_snapshot": policies.may_take_snapshot(request.user) and not rest.api_mode(),
+        "may_snapshot": history.offers_snapshot(request.user),
     }
     if data is not None:
         context["charts"] = charts(data)
