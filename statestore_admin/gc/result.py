@@ -5,7 +5,7 @@ and the ``Interrupter`` a signal handler uses to stop it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,10 +37,13 @@ class GcInterrupted(KeyboardInterrupt):
 
 @dataclass
 class Interrupter:
-    """Shared with a signal handler: asks the run to stop; raises only while a batch statement runs."""
+    """Shared with a signal handler: asks the run to stop. While a batch statement runs it raises, or, for a
+    statement given a ``cancel``, only cancels it: the statement then fails and the caller (``sql``) reads
+    that failure as the interrupt."""
 
     signum: int | None = None
     _in_statement: bool = False
+    _cancel: Callable[[], None] | None = None
 
     @property
     def stop_requested(self) -> bool:
@@ -48,18 +51,21 @@ class Interrupter:
 
     def request(self, signum: int) -> None:
         self.signum = signum
-        if self._in_statement:
+        if not self._in_statement:
+            return
+        if self._cancel is None:
             raise GcInterrupted()
+        self._cancel()
 
     @contextmanager
-    def statement(self) -> Iterator[None]:
+    def statement(self, cancel: Callable[[], None] | None = None) -> Iterator[None]:
         if self.stop_requested:
             raise GcInterrupted()
-        self._in_statement = True
+        self._in_statement, self._cancel = True, cancel
         try:
             yield
         finally:
-            self._in_statement = False
+            self._in_statement, self._cancel = False, None
 
     def sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -364,20 +364,33 @@ def advisory_lock(connection) -> AbstractContextManager[None]:
 
 
 @contextmanager
-def _interruptible(connection, interrupter: Interrupter) -> Iterator[None]:
+def _interruptible(connection, interrupter: Interrupter, *, notices: bool = False) -> Iterator[None]:
     """A batch statement that a signal may interrupt (``Interrupter.statement``). Landing while psycopg waits
     for the result, the interrupt cancels the query and the session is usable again; landing a moment earlier,
     once the query is sent but before psycopg waits, it leaves the query running and the session busy with a
     result that nobody reads, so that every later statement fails ("another command is already in progress"):
     GC's unlock, the session settings put back, the next run on that connection. ``_settle`` does what psycopg
-    would have done."""
+    would have done.
+
+    With ``notices`` (batches looped in the server, each reported in a notice) the signal only cancels the
+    query: raised, the interrupt could land inside psycopg's notice callback, which prints and drops it, and
+    the loop would go on (its batch unheard, uncounted); cancelled, the query fails, and a failure once a stop
+    is requested is the interrupt. A cancel that reaches the server before the query does is lost: the loop
+    then ends at its own time limit (``RUN_SECONDS``) and the run stops before the next one."""
+    cancel = None
+    if notices and connection.vendor == "postgresql":
+        cancel = connection.connection.pgconn.get_cancel().cancel  # PQcancel: its own connection, no lock
     try:
-        with interrupter.statement():
+        with interrupter.statement(cancel):
             yield
-    except GcInterrupted:
+    except (GcInterrupted, DatabaseError) as exc:
+        if not isinstance(exc, GcInterrupted) and not interrupter.stop_requested:
+            raise
         if connection.vendor == "postgresql" and connection.connection is not None:
             _settle(connection)
-        raise
+        if isinstance(exc, GcInterrupted):
+            raise
+        raise GcInterrupted() from exc
 
 
 def _settle(connection) -> None:
@@ -516,7 +529,7 @@ def _pg_run(
     raw = connection.connection  # closed by _interruptible if a signal leaves the session unusable
     raw.add_notice_handler(heard)
     try:
-        with connection.cursor() as cursor, _interruptible(connection, interrupter):
+        with connection.cursor() as cursor, _interruptible(connection, interrupter, notices=True):
             seconds = RUN_SECONDS if seconds is None else min(seconds, RUN_SECONDS)
             cursor.execute(batches.run_in_server(connection, most, seconds))
     except DatabaseError as exc:

@@ -436,14 +436,53 @@ def test_a_signal_while_the_server_loops_batches_keeps_those_committed(expired_a
     assert gc.run_gc(gc.GcPlan(cutoff=timezone.now(), batch_size=100), actor=GC_ACTOR).rows_deleted == 100
 
 
+@pytest.mark.usefixtures("postgres_only")
+def test_a_signal_in_psycopgs_notice_callback_still_stops_the_batch_in_flight(expired_and_live, monkeypatch):
+    """SIGINT handled while psycopg runs a notice callback (here right after the ninth batch's notice): raised
+    there, the interrupt would be printed and dropped by psycopg and the tenth batch would wait on the held row
+    until its lock timeout; the run stops at once instead, with every reported batch counted."""
+    monkeypatch.setattr(gc.sql, "OPTIMISTIC_LOCK_TIMEOUT", 20)  # what a lost interrupt would wait for
+    run = expired_and_live(1_000, live=5)
+    interrupter = gc.Interrupter()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupter.request(signum))
+    raw = connections["airflow"]
+    raw.ensure_connection()
+    heard = []
+
+    def ninth_notice_signals(diagnostic):
+        if (diagnostic.message_primary or "").startswith(gc.sql.RUN_NOTICE + "|"):
+            heard.append(diagnostic.message_primary)
+            if len(heard) == 9:
+                os.kill(os.getpid(), signal.SIGINT)  # handled before this callback returns
+
+    raw.connection.add_notice_handler(ninth_notice_signals)
+    try:
+        with psycopg.connect(libpq_url()) as writer:
+            writer.execute(  # the 951st row by place: the tenth batch of 100 in either walk (test above)
+                "UPDATE task_state_store SET value = '2' WHERE ctid = (SELECT ctid FROM task_state_store"
+                " WHERE dag_run_id = %s AND expires_at < now() ORDER BY ctid OFFSET 950 LIMIT 1)",
+                [run.id],
+            )
+            plan = gc.GcPlan(cutoff=timezone.now(), batch_size=100, lock_timeout=120)
+            result = gc.run_gc(plan, actor=GC_ACTOR, interrupter=interrupter)
+            writer.rollback()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if raw.connection is not None:
+            raw.connection.remove_notice_handler(ninth_notice_signals)
+    # Lost, the interrupt would have let the tenth batch time out on the held row and a safe batch delete 99 more.
+    assert (result.outcome, result.batches, result.rows_deleted) == ("interrupted", 9, 900), result.message
+    assert expired_count() == 100
+
+
 class LandsWhileSending(gc.Interrupter):
     """SIGINT a moment earlier than the test above: psycopg has sent the batch's query but not yet begun to wait
     for its result, so it cannot cancel it, and the session is left with a result that nobody reads (what
     failed CI on a busy machine: every later statement on that connection, GC's unlock first, failed)."""
 
     @contextmanager
-    def statement(self):
-        with super().statement():
+    def statement(self, cancel=None):
+        with super().statement(cancel):
             connections["airflow"].connection.pgconn.send_query(b"SELECT pg_sleep(0.5)")
             self.request(signal.SIGINT)
             yield
