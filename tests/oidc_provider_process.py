@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 PROVIDER_DIR = Path(__file__).resolve().parent / "oidc_provider"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager

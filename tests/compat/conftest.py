@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import requests
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -50,12 +51,6 @@ def admin(sql: str) -> None:
 def query(db: str, sql: str, params=()) -> list[tuple]:
     with psycopg.connect(f"{SERVER}/{db}") as conn:
         return conn.execute(sql, params).fetchall()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(url: str, process: subprocess.Popen, seconds: float = 90) -> None:

@@ -19,7 +19,9 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from .conftest import ROOT, Dashboard, free_port, query, wait_for
+from tests.ports import free_port
+
+from .conftest import ROOT, Dashboard, query, wait_for
 
 pytestmark = pytest.mark.compat
 CHROMIUM = "/usr/bin/chromium"

@@ -25,8 +25,9 @@ import pytest
 import requests
 
 from tests.faults import TcpProxy
+from tests.ports import free_port
 
-from .conftest import AIRFLOW_33, AIRFLOW_34, ROOT, SERVER, Dashboard, free_port, normalised, query, side_of, wait_for
+from .conftest import AIRFLOW_33, AIRFLOW_34, ROOT, SERVER, Dashboard, normalised, query, side_of, wait_for
 from .test_against_airflow import exchange
 from .test_against_airflow import request_sequence as sequence_33
 from .test_regions_against_airflow import TWO_LIVE_EXPANSIONS, ambiguous_sequence, regions

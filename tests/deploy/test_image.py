@@ -26,7 +26,8 @@ import psycopg
 import pytest
 from django.utils import translation
 
-from tests.operations.test_production import free_port, scratch_databases
+from tests.operations.test_production import scratch_databases
+from tests.ports import free_port
 
 pytestmark = pytest.mark.image
 

@@ -14,7 +14,7 @@ from statestore_admin.dashboard.checks import check_cache
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 from tests.faults import TcpProxy
-from tests.operations.test_production import free_port
+from tests.ports import free_port
 
 LOCMEM = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -25,8 +25,8 @@ from statestore_admin.records.models import AccessScope
 from tests.conftest import ALL_PERMS, BOTH_DATABASES
 from tests.contracts.test_security import ROOT, manage, production_env  # noqa: F401  (a fixture)
 from tests.operations.test_cache import redis_cache
-from tests.operations.test_production import free_port
 from tests.operations.test_scale_out import private_redis
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES)
 

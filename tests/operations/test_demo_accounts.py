@@ -16,7 +16,8 @@ import uuid
 import pytest
 import requests
 
-from tests.operations.test_production import ROOT, _environment, free_port, scratch_databases, stop
+from tests.operations.test_production import ROOT, _environment, scratch_databases, stop
+from tests.ports import free_port
 
 SUPERUSER_PASSWORD = "real-" + uuid.uuid4().hex
 

@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from statestore_admin.airflow.dburl import sqlalchemy_url_to_django, with_timeou
 from statestore_admin.tokens.models import ApiToken
 from tests.conftest import BOTH_DATABASES
 from tests.faults import TcpProxy
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases=BOTH_DATABASES, transaction=True)
 
@@ -357,17 +357,11 @@ def test_a_shorter_budget_that_runs_out_leaves_the_request_its_deadline(proxy):
 
 
 # The database stopped outright: a private cluster ------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class PrivateCluster:
     """A PostgreSQL 15 cluster of our own in a temporary folder, never the shared one on 5432."""
 
     def __init__(self):
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="statestore-faults-pg-"))
         self.data = self.root / "data"
         self.as_postgres = []

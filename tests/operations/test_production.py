@@ -22,15 +22,10 @@ from django.db import connections
 from django.test import override_settings
 
 from tests.conftest import BOTH_DATABASES
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def http(url, headers=None):

@@ -19,8 +19,8 @@ import requests
 
 from statestore_admin.cache import RETRY_SECONDS
 from statestore_admin.gc import ADVISORY_LOCK_KEY
-from tests.operations.test_production import free_port
 from tests.operations.test_serving import _run, databases, gunicorn, server_environment
+from tests.ports import free_port
 
 STATS = "/api/statestore/v1/stats"
 

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.operations.test_production import ADMIN_URL, ROOT, _environment, free_port, stop
+from tests.operations.test_production import ADMIN_URL, ROOT, _environment, stop
+from tests.ports import free_port
 
 CLIENT_TIMEOUT = 6  # seconds for a request's headers, then its body (GUNICORN_CLIENT_TIMEOUT of the server)
 
