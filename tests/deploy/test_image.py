@@ -105,6 +105,7 @@ def image():
         timeout=1800,
     )
     assert base.returncode == 0, base.stderr
+    before = engine("image", "inspect", "--format", "{{.Id}}", IMAGE, check=False).stdout.strip()
     started = time.monotonic()
     build = subprocess.run(
         [
@@ -125,6 +126,16 @@ def image():
     added = (image_size(IMAGE) - image_size(BASE)) / 1e6
     print(f"\nimage build: {seconds:.0f} s; the image's own layers: {added:.0f} MB above the base", file=sys.stderr)
     assert added <= MAX_LAYERS_MB, f"the image adds {added:.0f} MB to its base"
+    # What earlier builds left untagged, some 300 MB a run otherwise: the previous image (this build took its
+    # tag) and, in the store of our own only (the default one may hold someone else's), older build stages; the
+    # newest stage stays, the next build's cache.
+    if before and before != engine("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip():
+        engine("rmi", before, check=False)
+    if set(OVERLAY) <= set(engine_command()):
+        stages = json.loads(engine("images", "--filter", "dangling=true", "--format", "json").stdout or "[]")
+        older = sorted(stages, key=lambda stage: stage["Created"])[:-1]
+        if older:
+            engine("rmi", *[stage["Id"] for stage in older], check=False)
     return IMAGE
 
 
