@@ -38,6 +38,9 @@ def _refuse(request):
 class LoginView(auth_views.LoginView):
     """Django's login page, without its form while local passwords are off."""
 
+    # Django's form views take a PUT as a POST (a sign-in by PUT); the page is read and its form posted, no more.
+    http_method_names = ["get", "head", "post"]
+
     def post(self, request, *args, **kwargs):
         if not settings.LOCAL_PASSWORDS:
             return _refuse(request)
