@@ -21,6 +21,7 @@ SQLite serialises writers itself: its batches are plain ``DELETE … LIMIT`` sub
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
@@ -34,6 +35,8 @@ from statestore_admin.core import locks
 from statestore_admin.gc.plan import GcPlan
 from statestore_admin.gc.result import GcInterrupted, GcResult, Interrupter
 from statestore_admin.gc.storage import REF_OF_VALUE, REF_PREFIX
+
+log = logging.getLogger(__name__)
 
 # pg_try_advisory_lock key: the bytes "ssadm-gc" as a big-endian int64.
 ADVISORY_LOCK_KEY = int.from_bytes(b"ssadm-gc", "big")
@@ -377,9 +380,7 @@ def _interruptible(connection, interrupter: Interrupter, *, notices: bool = Fals
     the loop would go on (its batch unheard, uncounted); cancelled, the query fails, and a failure once a stop
     is requested is the interrupt. A cancel that reaches the server before the query does is lost: the loop
     then ends at its own time limit (``RUN_SECONDS``) and the run stops before the next one."""
-    cancel = None
-    if notices and connection.vendor == "postgresql":
-        cancel = connection.connection.pgconn.get_cancel().cancel  # PQcancel: its own connection, no lock
+    cancel = partial(_cancel, connection.connection) if notices and connection.vendor == "postgresql" else None
     try:
         with interrupter.statement(cancel):
             yield
@@ -391,6 +392,16 @@ def _interruptible(connection, interrupter: Interrupter, *, notices: bool = Fals
         if isinstance(exc, GcInterrupted):
             raise
         raise GcInterrupted() from exc
+
+
+def _cancel(raw) -> None:
+    """From a signal handler: ask the server to cancel ``raw``'s query, over a connection of the cancel's own
+    (no lock of ``raw``'s), for at most 5 s, as psycopg itself does on Ctrl-C. Failing, the query runs on to
+    its end (``RUN_SECONDS``, a lock timeout), and the run stops after it."""
+    try:
+        raw.cancel_safe(timeout=5)
+    except Exception as exc:  # noqa: BLE001 - a signal handler that raises would be the interrupt lost again
+        log.warning("GC: cancelling the batches in flight failed (%s); the run stops after them", exc)
 
 
 def _settle(connection) -> None:

@@ -142,7 +142,10 @@ def test_interrupted_run_is_recorded(expired_and_live):
 @pytest.mark.usefixtures("postgres_only")
 def test_two_runs_never_overlap(expired_and_live):
     expired_and_live(300)
-    first = manage("--batch-size", "10", "--sleep", "0.1", "-v", "2")
+    # Two batches and a pause of 10 s between them: the second run starts (Django and all, some seconds on a busy
+    # machine) while the first holds the lock. With 30 batches of 0.1 s the first once finished before the second
+    # asked (CI's stages beside it), and the second, finding nothing to do, completed.
+    first = manage("--batch-size", "200", "--sleep", "10", "-v", "2")
     wait_for_line(first, "batch 1:")
     second = manage("--batch-size", "10")
     out, err = second.communicate(timeout=60)
