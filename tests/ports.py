@@ -18,7 +18,8 @@ import socket
 import tempfile
 from pathlib import Path
 
-_LOCKS = Path(tempfile.gettempdir()) / "statestore-test-ports"
+# One folder a user: a lock file another user made (mode 0644) could not be opened for writing.
+_LOCKS = Path(tempfile.gettempdir()) / f"statestore-test-ports-{os.getuid()}"
 _held: dict[int, int] = {}  # port -> the open, locked file that reserves it until this process ends
 
 
