@@ -1,7 +1,11 @@
+import socket
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.servers.basehttp import ThreadedWSGIServer
 from django.db import connections
+from django.test.testcases import LiveServerThread
 from django.utils import translation
 
 from statestore_admin.access import permissions
@@ -13,6 +17,20 @@ from statestore_admin.records.models import AccessScope
 from . import factories
 
 BOTH_DATABASES = ["default", "airflow"]
+
+
+class NoDelayWSGIServer(ThreadedWSGIServer):
+    """The live server (pytest-django's ``live_server``), answering without Nagle's algorithm: Django's server
+    writes a response's headers and its body in two sends, and the second waited for the client's delayed ACK,
+    40 ms a request (the API fuzz: 45 ms a request instead of 3, half of its time)."""
+
+    def get_request(self):
+        sock, address = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, address
+
+
+LiveServerThread.server_class = NoDelayWSGIServer
 
 
 @pytest.fixture(autouse=True)
