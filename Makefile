@@ -32,10 +32,12 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 # checkov, the static security check of deploy/k8s (tests/deploy/test_k8s_manifests.py), in a virtualenv of its
 # own (it requires a packaging older than the dashboard's), built once per version like the Airflow ones.
 CHECKOV_VENV := $(HOME)/.cache/statestore-admin/checkov-$(shell sed -n 's/^checkov==//p' requirements-checkov.txt)
-# A fresh clone's requirements-checkov.txt is newer than the venv: it is refreshed in place, or made again where
-# it was made by another interpreter (PYTHON), which venv cannot refresh.
+# Its own interpreter, python3, whatever PYTHON is: its pins need Python 3.11.5 or newer. A fresh clone's
+# requirements-checkov.txt is newer than the venv: it is refreshed in place, or made again where another
+# interpreter made it (venv cannot refresh that one).
+CHECKOV_PYTHON ?= python3
 $(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
-	$(PYTHON) -m venv $(CHECKOV_VENV) 2>/dev/null || { rm -rf $(CHECKOV_VENV) && $(PYTHON) -m venv $(CHECKOV_VENV); }
+	$(CHECKOV_PYTHON) -m venv $(CHECKOV_VENV) 2>/dev/null || { rm -rf $(CHECKOV_VENV) && $(CHECKOV_PYTHON) -m venv $(CHECKOV_VENV); }
 	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
 	touch $@
 
