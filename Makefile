@@ -33,11 +33,13 @@ $(OIDC_PROVIDER)/node_modules/.package-lock.json: $(OIDC_PROVIDER)/package-lock.
 # own (it requires a packaging older than the dashboard's), built once per version like the Airflow ones.
 CHECKOV_VENV := $(HOME)/.cache/statestore-admin/checkov-$(shell sed -n 's/^checkov==//p' requirements-checkov.txt)
 # Its own interpreter, python3, whatever PYTHON is: its pins need Python 3.11.5 or newer. A fresh clone's
-# requirements-checkov.txt is newer than the venv: it is refreshed in place, or made again where another
-# interpreter made it (venv cannot refresh that one).
+# requirements-checkov.txt is newer than the venv: it is refreshed in place, or made anew where another
+# interpreter made it (venv over it leaves a python that cannot import ssl).
 CHECKOV_PYTHON ?= python3
 $(CHECKOV_VENV)/bin/checkov: requirements-checkov.txt
-	$(CHECKOV_PYTHON) -m venv $(CHECKOV_VENV) 2>/dev/null || { rm -rf $(CHECKOV_VENV) && $(CHECKOV_PYTHON) -m venv $(CHECKOV_VENV); }
+	[ "$$($(CHECKOV_VENV)/bin/python -c 'import ssl, sys; print(sys.base_prefix)' 2>/dev/null)" = \
+	  "$$($(CHECKOV_PYTHON) -c 'import sys; print(sys.base_prefix)')" ] || rm -rf $(CHECKOV_VENV)
+	$(CHECKOV_PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
 	touch $@
 
