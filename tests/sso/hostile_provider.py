@@ -45,7 +45,8 @@ class HostileProvider:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.port = self.server.server_address[1]
         self.issuer = f"http://127.0.0.1:{self.port}"  # a test in front of which a TcpProxy stands says its URL
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: half a second a test at the default interval
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def stop(self) -> None:
         self.server.shutdown()
