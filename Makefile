@@ -67,6 +67,10 @@ serve: install
 # one, so one slow file does not hold the run's end. TEST_WORKERS=0 runs in one process (a debugger, -x).
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
+# The suite starts some hundreds of Python processes of the same code (manage.py, servers, fresh clones, Airflow's
+# commands): with PYTHONDONTWRITEBYTECODE set (some machines set it for every process), each compiled the project's
+# modules again and pytest rewrote every test module again. Empty is Python's default, caching bytecode.
+test test-compat test-image: export PYTHONDONTWRITEBYTECODE =
 test: install-dev
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
