@@ -1,6 +1,7 @@
-"""Browser tests: Playwright driving Debian's Chromium (/usr/bin/chromium) against a live server.
+"""Browser tests: Playwright driving Debian's Chromium (tests/chromium.py: its headless shell, else the browser)
+against a live server.
 
-In CI (CI=true) a missing browser fails the run: .ci/run installs chromium. Elsewhere they are skipped
+In CI (CI=true) a missing browser fails the run: .ci/run installs it. Elsewhere they are skipped
 with the install command, so `make test` still works on a machine without a browser. Screenshots go to
 test-artifacts/screenshots/.
 """
@@ -14,9 +15,10 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
+from tests import chromium
+
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 # CI runs four test stages and real Airflow side by side on two cores: a dialog's request to the live server can
@@ -26,17 +28,11 @@ expect.set_options(timeout=15_000)
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
-    if not Path(CHROMIUM).exists():
-        message = f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
     return {
         **browser_type_launch_args,
-        "executable_path": CHROMIUM,
+        "executable_path": str(chromium.required()),
         "args": [
-            "--no-sandbox",
-            "--disable-gpu",
+            *chromium.ARGS,
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",

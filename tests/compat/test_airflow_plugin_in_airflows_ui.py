@@ -19,24 +19,23 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from tests import chromium as test_chromium
 from tests.ports import free_port
 
 from .conftest import ROOT, Dashboard, query, wait_for
 
 pytestmark = pytest.mark.compat
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 DOCS = ROOT / "docs" / "screenshots"
 
 
 @pytest.fixture
 def chromium():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    executable = test_chromium.required()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        browser = playwright.chromium.launch(executable_path=str(executable), args=test_chromium.ARGS)
         yield browser
         browser.close()
 

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 import requests
 
+from tests import chromium
 from tests.faults import TcpProxy
 from tests.ports import free_port
 
@@ -383,9 +384,7 @@ def test_airflows_refusal_of_the_token_is_shown_as_such(airflow, golden, servers
 def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, servers, tmp_path):
     """In a real browser, over Airflow's API: a key deleted through the dashboard's API, found in the audit trail,
     restored from its event's page; Airflow then holds the key again, with its value and expiry."""
-    chromium_path = Path("/usr/bin/chromium")
-    if not chromium_path.exists():
-        pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
+    chromium_path = chromium.required()
     from playwright.sync_api import expect, sync_playwright
 
     db, airflow_url = airflow_api(airflow, golden, "managed_browser", servers, tmp_path)
@@ -402,7 +401,7 @@ def test_undo_in_the_browser_puts_the_key_back_in_airflow(airflow, golden, serve
     event_id = deleted.headers["X-Statestore-Audit-Event"]
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=chromium.ARGS)
         page = browser.new_page()
         page.goto(f"{url}/login/")
         page.fill("input[name=username]", "compat")
@@ -556,9 +555,7 @@ def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, v
     assets and each asset) shows the same rows over Airflow's API as over its database; then the same actions
     clicked in Chromium on both (add, edit, set the expiry of, delete a task key, clear a task instance; add,
     edit, delete an asset key, clear an asset) leave the same tables and the same audit trail."""
-    chromium_path = Path("/usr/bin/chromium")
-    if not chromium_path.exists():
-        pytest.skip("/usr/bin/chromium is missing: apt-get install -y chromium")
+    chromium_path = chromium.required()
     side, golden = side_of(request, version)
     remote, direct, over_api, over_db, api_token, db_token, api_url, db_url = dashboard_pair(
         side, golden, "browse", servers, tmp_path
@@ -614,7 +611,7 @@ def test_the_browsing_pages_and_their_actions_match_the_database_mode(request, v
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=str(chromium_path), args=chromium.ARGS)
         for url in (db_url, api_url):
             _act_in_browser(browser.new_page(), url, golden, tasks[0])
         browser.close()
