@@ -89,6 +89,7 @@ def manage(*args, env):
     return run_manage(*args, env=env, timeout=180)  # demo_setup writes the whole demo
 
 
+@pytest.mark.any_database  # its processes' environments are its own: the same in every pass (tests/conftest.py)
 def test_the_demos_files_are_its_own_and_a_real_airflow_database_stops_on_its_accounts(tmp_path):
     """`make run`'s steps in a fresh var/: everything in var/demo/, `check` passes on the demo. The same
     dashboard database on another Airflow database: `check` and `migrate` stop with E050."""

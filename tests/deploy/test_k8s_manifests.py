@@ -24,6 +24,8 @@ AIRFLOW_HELM = K8S / "airflow-helm"
 # first with every field used here generally available (podFailurePolicy: 1.31) and the latest it knows.
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")
 IMAGE_USER = 50000  # the Containerfile's USER
+# Files, kubectl and checkov only: the same in every pass of the suite (tests/conftest.py).
+pytestmark = pytest.mark.any_database
 
 
 def kustomize(directory: Path) -> list[dict]:

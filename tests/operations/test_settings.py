@@ -13,6 +13,9 @@ from statestore_admin.airflow.schema import fixture_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Each test builds its processes' whole environment: they run the same in every pass (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 
 def run_manage(*args, env, cwd=ROOT, timeout=120):
     """``manage.py`` in a fresh process whose environment is ``env`` (with its own HOME) and PATH only."""

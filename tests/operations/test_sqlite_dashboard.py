@@ -19,6 +19,7 @@ SHOW = (
 )
 
 
+@pytest.mark.any_database  # SQLite files in a clean environment, whatever the pass (tests/conftest.py)
 @pytest.mark.parametrize("configured", ["embedded", "url"])
 def test_the_dashboards_sqlite_database_runs_in_wal(tmp_path, configured):
     env = _environment(tmp_path, STATESTORE_VAR_DIR=str(tmp_path / "var"), SECRET_KEY=uuid.uuid4().hex)
