@@ -22,7 +22,7 @@ import requests
 from tests import chromium as test_chromium
 from tests.ports import free_port
 
-from .conftest import ROOT, Dashboard, query, wait_for
+from .conftest import ROOT, Dashboard, query, stop, wait_for
 
 pytestmark = pytest.mark.compat
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -202,11 +202,23 @@ def test_a_tab_not_signed_in_says_to_sign_in_on_the_dashboards_own_tab(
     context.close()
 
 
-def test_on_airflow_34_the_asset_page_has_the_tab(airflow34, golden34, servers, chromium, tmp_path):
+@pytest.fixture(scope="module")
+def stack34(airflow34, golden34, tmp_path_factory):
+    """One framed stack on 3.4's database for the two tests below, which only read through it: a dashboard and an
+    Airflow api-server started once, not once a test (some 10 s of CPU each time)."""
+    started: list = []
+    try:
+        yield framed_stack(airflow34, golden34, "pluginui", started, tmp_path_factory.mktemp("stack34") / "plugins")
+    finally:
+        for process in started:
+            stop(process)
+
+
+def test_on_airflow_34_the_asset_page_has_the_tab(stack34, golden34, chromium):
     """Airflow 3.4 offers the ``asset`` destination: its asset page has the tab, showing the asset's keys."""
     from playwright.sync_api import expect
 
-    db, url, airflow_origin = framed_stack(airflow34, golden34, "pluginui", servers, tmp_path / "plugins")
+    db, url, airflow_origin = stack34
     keys = [r[0] for r in query(db, "SELECT key FROM asset_state_store WHERE asset_id = %s", [golden34["asset_id"]])]
     assert keys
     context, page = signed_in_page(chromium, url)
@@ -219,13 +231,13 @@ def test_on_airflow_34_the_asset_page_has_the_tab(airflow34, golden34, servers, 
     context.close()
 
 
-def test_on_airflow_34_a_task_instance_inside_a_loop_has_the_tab(airflow34, golden34, servers, chromium, tmp_path):
+def test_on_airflow_34_a_task_instance_inside_a_loop_has_the_tab(stack34, golden34, chromium):
     """``refine.work[1]`` of one loop iteration: Airflow's page is ``/mapped/1`` with the region in its own query,
     which no template carries (docs/airflow-plugin.md). The tab lands on every iteration and map position of
     ``refine.work``, names those at map index 1, and one click shows Airflow's task instance's own keys."""
     from playwright.sync_api import expect
 
-    db, url, airflow_origin = framed_stack(airflow34, golden34, "pluginregion", servers, tmp_path / "plugins")
+    db, url, airflow_origin = stack34
     region_id, iteration = query(
         db,
         "SELECT ti.region_id, r.parent_region_index FROM task_instance ti JOIN dynamic_region r ON r.id = ti.region_id"
