@@ -251,6 +251,7 @@ def test_without_collectstatic_the_login_page_is_styled_and_404_is_404(client, t
         assert missing.status_code == 404 and b"app.css" in missing.content
 
 
+@pytest.mark.any_database  # its processes run in a clean environment, on files of their own (tests/conftest.py)
 def test_serving_from_the_source_folders_only_until_collectstatic_ran(tmp_path):
     def use_finders(static_root):
         result = subprocess.run(
@@ -278,6 +279,7 @@ def test_serving_from_the_source_folders_only_until_collectstatic_ran(tmp_path):
     assert use_finders(static_root) == ["False", "False"]
 
 
+@pytest.mark.any_database  # its processes run in a clean environment, on files of their own (tests/conftest.py)
 def test_the_dashboard_database_keeps_checked_connections(tmp_path):
     def database(**variables):
         result = subprocess.run(

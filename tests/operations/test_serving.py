@@ -432,6 +432,7 @@ def test_the_longest_key_api_urls_are_served(server):
 # --- Behind a proxy ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.any_database  # its processes run in a clean environment, on files of their own (tests/conftest.py)
 def test_behind_a_tls_proxy_the_scheme_and_the_access_log_are_as_before(tmp_path):
     """X-Forwarded-Proto from a trusted address (FORWARDED_ALLOW_IPS: the local host) makes the request
     HTTPS (no redirect), and the access log keeps its format with the proxy's X-Forwarded-For."""
@@ -455,6 +456,7 @@ def test_behind_a_tls_proxy_the_scheme_and_the_access_log_are_as_before(tmp_path
 # --- Stopping ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.any_database  # its processes run in a clean environment, on files of their own (tests/conftest.py)
 def test_sigterm_lets_a_request_in_flight_finish(tmp_path):
     """A body half sent when SIGTERM arrives is still read and answered; new connections are refused and
     the server is gone soon after."""

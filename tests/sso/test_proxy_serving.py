@@ -17,6 +17,8 @@ from requests.adapters import HTTPAdapter
 from tests.operations.test_serving import _run, gunicorn, server_environment
 
 PROXY, ELSEWHERE = "127.0.0.2", "127.0.0.1"
+# Its server runs on SQLite files of its own in a clean environment, whatever the pass (tests/conftest.py).
+pytestmark = pytest.mark.any_database
 
 
 class FromAddress(HTTPAdapter):
